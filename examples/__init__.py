@@ -1,0 +1,1 @@
+"""Example clusters and jobs; installed as ``rankmap.examples`` (the embedded default)."""

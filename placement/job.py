@@ -1,0 +1,315 @@
+"""Job specs: the parallel layout, model shape, batch and precision of a training job.
+
+Job YAML format (every key optional except the model; defaults shown)::
+
+    name: gpt3-175b
+    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, order: tp-cp-ep-dp-pp}
+    model: {preset: gpt3-175b}        # or layers, hidden, heads, seq_len, vocab, params
+    batch: {micro_batch_size: 1, num_micro_batches: 8}   # or global_batch_size
+    precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
+    data_parallel: zero               # zero (reduce-scatter + all-gather) or allreduce
+    sequence_parallel: true
+
+``dp: auto`` fills the free GPUs of the cluster the job is planned on.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology.errors import SpecError
+from topology.yamlio import Fields, parse_yaml, read_yaml
+
+__all__ = ["ModelShape", "JobSpec", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
+           "load_job", "parse_job", "job_from_data", "job_to_dict", "model_params"]
+
+DIMS = ("tp", "cp", "ep", "dp", "pp")
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+
+
+def model_params(layers: int, hidden: int, vocab: int, seq_len: int) -> int:
+    """Parameters of a GPT-style decoder, from its shape.
+
+    ``P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h))`` -- Narayanan et al., "Efficient
+    Large-Scale Language Model Training on GPU Clusters Using Megatron-LM", SC'21, §5.1.
+
+    Examples
+    --------
+    >>> round(model_params(96, 12288, 50257, 2048) / 1e9, 1)   # GPT-3 175B
+    174.6
+    """
+    l, h = layers, hidden
+    return round(12 * l * h * h * (1 + 13 / (12 * h) + (vocab + seq_len) / (12 * l * h)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelShape:
+    """Transformer shape. ``params`` is derived with :func:`model_params` unless given.
+
+    Attributes: layers, hidden (h), heads, seq_len (s), vocab (V), params (P), all counts;
+    ``experts`` (0 = dense) and ``top_k`` (experts per token) for mixture-of-experts models.
+    """
+
+    layers: int
+    hidden: int
+    heads: int
+    seq_len: int
+    vocab: int = 50257
+    params: int = 0
+    experts: int = 0
+    top_k: int = 2
+
+    def __post_init__(self) -> None:
+        if self.params == 0:
+            object.__setattr__(self, "params", model_params(self.layers, self.hidden, self.vocab, self.seq_len))
+
+
+# GPT-3 shapes: Brown et al. 2020, Table 2.1. Llama 2: Touvron et al. 2023, Table 1 and
+# the released configs (70B: 80 layers, h 8192, 64 heads, 4096 context, 32000 vocab).
+MODEL_PRESETS: dict[str, ModelShape] = {
+    "gpt3-175b": ModelShape(layers=96, hidden=12288, heads=96, seq_len=2048),
+    "gpt3-13b": ModelShape(layers=40, hidden=5140, heads=40, seq_len=2048),
+    "gpt3-6.7b": ModelShape(layers=32, hidden=4096, heads=32, seq_len=2048),
+    "gpt3-1.3b": ModelShape(layers=24, hidden=2048, heads=16, seq_len=2048),
+    "llama2-70b": ModelShape(layers=80, hidden=8192, heads=64, seq_len=4096, vocab=32000,
+                             params=68_976_648_192),
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    """A 3D-parallel (plus CP/EP) training job.
+
+    Attributes
+    ----------
+    name : str
+    tp, pp, cp, ep : int
+        Tensor, pipeline, context and expert parallel sizes.
+    dp : int or None
+        Data-parallel size (dense); None means "fill the free GPUs" until resolved.
+        EP groups are carved out of DP, as in Megatron-Core: ``ep`` divides ``dp``.
+    order : str
+        Megatron-style order of rank dimensions, fastest-varying first.
+    model : ModelShape
+    micro_batch_size : int
+        Sequences per micro-batch (b).
+    num_micro_batches : int or None
+        Micro-batches per pipeline per iteration (m).
+    global_batch_size : int or None
+        Sequences per iteration; ``= b * m * dp``.
+    activation_bytes, param_bytes, grad_bytes : int
+        Bytes per element of activations, parameters and reduced gradients.
+    data_parallel : str
+        "zero" (reduce-scatter of gradients + all-gather of parameters) or "allreduce".
+    sequence_parallel : bool
+        Megatron sequence parallelism: pipeline sends carry 1/tp of an activation per rank.
+    """
+
+    name: str = "job"
+    tp: int = 1
+    pp: int = 1
+    dp: int | None = None
+    cp: int = 1
+    ep: int = 1
+    order: str = DEFAULT_ORDER
+    model: ModelShape = field(default_factory=lambda: MODEL_PRESETS["gpt3-175b"])
+    micro_batch_size: int = 1
+    num_micro_batches: int | None = None
+    global_batch_size: int | None = None
+    activation_bytes: int = 2
+    param_bytes: int = 2
+    grad_bytes: int = 4
+    data_parallel: str = "zero"
+    sequence_parallel: bool = True
+    source: str = field(default="<inline>", compare=False)
+
+    @property
+    def model_parallel(self) -> int:
+        """GPUs of one model replica: ``tp * cp * pp``."""
+        return self.tp * self.cp * self.pp
+
+    @property
+    def world_size(self) -> int:
+        """``tp * cp * dp * pp`` (EP lives inside DP); requires a resolved dp."""
+        if self.dp is None:
+            raise ValueError("dp is not resolved")
+        return self.model_parallel * self.dp
+
+    def sizes(self) -> dict[str, int]:
+        """``{dim: size}`` for tp, cp, ep, dp, pp (dp must be resolved)."""
+        return {"tp": self.tp, "cp": self.cp, "ep": self.ep, "dp": self.world_size // self.model_parallel,
+                "pp": self.pp}
+
+    def micro_batches(self) -> int:
+        """Micro-batches per pipeline per iteration (m)."""
+        if self.num_micro_batches is not None:
+            return self.num_micro_batches
+        return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    def resolved(self, free_gpus: int) -> "JobSpec":
+        """The job with ``dp`` fixed (``auto`` fills ``free_gpus``) and batch sizes checked.
+
+        Raises
+        ------
+        SpecError
+            Too few GPUs for one replica, a global batch that dp does not divide, ...
+        """
+        dp = self.dp
+        if dp is None:
+            dp = free_gpus // self.model_parallel
+            dp -= dp % self.ep
+            if self.global_batch_size is not None:
+                per = self.global_batch_size // self.micro_batch_size
+                while dp > 0 and per % dp:
+                    dp -= self.ep
+            if dp <= 0:
+                raise SpecError(f"one model replica needs tp*cp*pp*ep = {self.model_parallel * self.ep} GPUs, "
+                                f"only {free_gpus} are free", source=self.source, key="parallel.dp")
+        elif dp * self.model_parallel > free_gpus:
+            raise SpecError(f"the job needs {dp * self.model_parallel} GPUs (tp*cp*pp*dp), "
+                            f"only {free_gpus} are free", source=self.source, key="parallel.dp")
+        job = dataclasses.replace(self, dp=dp)
+        try:
+            _check_batch(job)
+        except SpecError as exc:
+            raise SpecError(exc.message, source=self.source, key=exc.key) from None
+        return job
+
+
+def _check_batch(job: JobSpec) -> None:
+    b, m, g = job.micro_batch_size, job.num_micro_batches, job.global_batch_size
+    if job.dp % job.ep:
+        raise SpecError(f"ep={job.ep} must divide dp={job.dp} (EP groups are carved out of DP)",
+                        key="parallel.ep")
+    if m is None and g is None:
+        raise SpecError("give batch.num_micro_batches or batch.global_batch_size", key="batch")
+    if g is not None and g % (b * job.dp):
+        raise SpecError(f"global_batch_size {g} is not a multiple of micro_batch_size*dp = {b * job.dp}",
+                        key="batch.global_batch_size")
+    if m is not None and g is not None and g != b * m * job.dp:
+        raise SpecError(f"global_batch_size {g} != micro_batch_size*num_micro_batches*dp = {b * m * job.dp}",
+                        key="batch.global_batch_size")
+
+
+def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
+    """Read a job spec YAML file, then apply ``overrides`` (e.g. ``{"tp": 8}``) on top.
+
+    Raises
+    ------
+    SpecError
+        Unreadable file, unknown key or bad value (FILE:LINE and key in the message).
+    """
+    return job_from_data(read_yaml(path), str(path), overrides)
+
+
+def parse_job(text: str, source: str = "<string>", overrides: dict | None = None) -> JobSpec:
+    """Parse a job spec from YAML text; see :func:`load_job`."""
+    return job_from_data(parse_yaml(text, source), source, overrides)
+
+
+_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "order")
+
+
+def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
+    """Build a JobSpec from parsed YAML; ``overrides`` come from the command line."""
+    top = Fields(data if data is not None else {}, source).only(
+        "name", "parallel", "model", "batch", "precision", "data_parallel", "sequence_parallel")
+    overrides = dict(overrides or {})
+    par = top.sub("parallel").only(*_PARALLEL_KEYS)
+    values: dict = {}
+    for dim in ("tp", "pp", "cp", "ep"):
+        values[dim] = par.int(dim, 1, minimum=1)
+    values["dp"] = None if par.raw("dp", "auto") == "auto" else par.int("dp", minimum=1)
+    values["order"] = par.str("order", DEFAULT_ORDER)
+    par.done()
+    model_key = overrides.pop("model", None)
+    model = MODEL_PRESETS[model_key] if model_key else _model(top.sub("model", required=True))
+    if model_key:
+        top.raw("model", None)
+    batch = top.sub("batch").only("micro_batch_size", "num_micro_batches", "global_batch_size")
+    prec = top.sub("precision").only("activation_bytes", "param_bytes", "grad_bytes")
+    for key, value in overrides.items():
+        values[key] = value
+    job = JobSpec(
+        name=top.str("name", "job"),
+        model=model,
+        micro_batch_size=batch.int("micro_batch_size", 1, minimum=1),
+        num_micro_batches=batch.int("num_micro_batches", None, minimum=1),
+        global_batch_size=batch.int("global_batch_size", None, minimum=1),
+        activation_bytes=prec.int("activation_bytes", 2, minimum=1),
+        param_bytes=prec.int("param_bytes", 2, minimum=1),
+        grad_bytes=prec.int("grad_bytes", 4, minimum=1),
+        data_parallel=top.choice("data_parallel", ("zero", "allreduce"), "zero"),
+        sequence_parallel=top.bool("sequence_parallel", True),
+        source=source,
+        **values,
+    )
+    batch.done()
+    prec.done()
+    top.done()
+    _check_shape(job, top, par)
+    return job
+
+
+def _model(f: Fields) -> ModelShape:
+    if f.has("preset"):
+        f.only("preset")
+        name = f.choice("preset", tuple(MODEL_PRESETS))
+        return MODEL_PRESETS[name]
+    f.only("layers", "hidden", "heads", "seq_len", "vocab", "params", "experts", "top_k")
+    shape = ModelShape(layers=f.int("layers", minimum=1), hidden=f.int("hidden", minimum=1),
+                       heads=f.int("heads", minimum=1), seq_len=f.int("seq_len", minimum=1),
+                       vocab=f.int("vocab", 50257, minimum=1), params=f.int("params", 0, minimum=0),
+                       experts=f.int("experts", 0, minimum=0), top_k=f.int("top_k", 2, minimum=1))
+    f.done()
+    return shape
+
+
+def _check_shape(job: JobSpec, top: Fields, par: Fields) -> None:
+    dims = job.order.split("-")
+    if sorted(set(dims)) != sorted(dims) or not set(dims) <= set(DIMS):
+        raise par.error("order", f"order {job.order!r} must list distinct dims from {'-'.join(DIMS)}")
+    for dim in DIMS:
+        if dim not in dims and (getattr(job, dim) or 1) != 1:
+            raise par.error("order", f"order {job.order!r} lacks {dim!r} but {dim}={getattr(job, dim)}")
+    model = job.model
+    if model.layers % job.pp:
+        raise par.error("pp", f"pp={job.pp} must divide the model's {model.layers} layers")
+    if model.heads % job.tp:
+        raise par.error("tp", f"tp={job.tp} must divide the model's {model.heads} attention heads")
+    if job.ep > 1 and (model.experts == 0 or model.experts % job.ep):
+        raise par.error("ep", f"ep={job.ep} needs a mixture-of-experts model whose expert count it divides "
+                              f"(model.experts = {model.experts})")
+    if model.seq_len % job.cp:
+        raise par.error("cp", f"cp={job.cp} must divide the sequence length {model.seq_len}")
+    if job.dp is not None:
+        try:
+            _check_batch(job)
+        except SpecError as exc:
+            where = exc.key.split(".")[-1] if exc.key else "batch"
+            sub = par if where in _PARALLEL_KEYS else top
+            raise SpecError(exc.message, source=top.source, line=sub.line_of(where), key=exc.key) from None
+
+
+def job_to_dict(job: JobSpec) -> dict:
+    """The job as a plain dict in the YAML spec's layout (for rank maps and reports)."""
+    keys = ("layers", "hidden", "heads", "seq_len", "vocab", "params") + (("experts", "top_k") if job.model.experts else ())
+    model = {k: getattr(job.model, k) for k in keys}
+    batch = {"micro_batch_size": job.micro_batch_size}
+    if job.num_micro_batches is not None:
+        batch["num_micro_batches"] = job.num_micro_batches
+    if job.global_batch_size is not None:
+        batch["global_batch_size"] = job.global_batch_size
+    return {
+        "name": job.name,
+        "parallel": {"tp": job.tp, "pp": job.pp, "dp": job.dp if job.dp is not None else "auto",
+                     "cp": job.cp, "ep": job.ep, "order": job.order},
+        "model": model,
+        "batch": batch,
+        "precision": {"activation_bytes": job.activation_bytes, "param_bytes": job.param_bytes,
+                      "grad_bytes": job.grad_bytes},
+        "data_parallel": job.data_parallel,
+        "sequence_parallel": job.sequence_parallel,
+    }

@@ -1,0 +1,239 @@
+"""Rank maps: which host and GPU every global rank runs on, and the files that carry them.
+
+``rankmap.json`` (schema ``rankmap/v1``)::
+
+    {"schema": "rankmap/v1",
+     "cluster": {"name": ..., "sha256": <Cluster.spec_hash()>},
+     "job": {<job spec, dp resolved>},
+     "world_size": W, "nproc_per_node": G, "num_nodes": N,
+     "summary": {<plan metrics>},
+     "ranks": [{"rank": 0, "host": "h", "node_rank": 0, "local_rank": 0, "tor_group": "tg00",
+                "rail": 0, "tp": 0, "pp": 0, "dp": 0, "cp": 0, "ep": 0}, ...]}
+
+Global rank ``r`` runs on node rank ``r // G`` at local rank ``r % G`` -- what torchrun,
+Slurm and mpirun do when hosts are given in node-rank order -- so the ``hostfile`` (one
+host per line, in node-rank order) reproduces the map.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from topology.errors import SpecError
+from topology.fileio import atomic_write_files
+from topology.hostnames import check_hostname
+from topology.model import Cluster
+
+from .job import DIMS, JobSpec, job_from_data, job_to_dict
+from .layout import ParallelLayout
+
+__all__ = ["RankMap", "RankMapError", "SCHEMA", "read_rankmap", "write_plan_files", "rankmap_to_json",
+           "hostfile_text"]
+
+SCHEMA = "rankmap/v1"
+_ENTRY_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
+
+
+class RankMapError(SpecError):
+    """A rank map file is malformed, inconsistent, or made for another cluster."""
+
+
+@dataclass(frozen=True)
+class RankMap:
+    """A placed job.
+
+    Attributes
+    ----------
+    job : JobSpec
+        The job, dp resolved.
+    cluster_name, cluster_hash : str
+        The cluster it was planned on (see ``Cluster.spec_hash``).
+    hosts : tuple of str
+        Host of each node rank (``hosts[node_rank]``).
+    tor_groups : tuple of str
+        ToR group of each node rank.
+    rails : tuple of tuple of int
+        ``rails[node_rank][local_rank]``: rail (NIC) that GPU uses.
+    nproc_per_node : int
+        Ranks per host (G).
+    summary : dict
+        Plan metrics written alongside (informational).
+    """
+
+    job: JobSpec
+    cluster_name: str
+    cluster_hash: str
+    hosts: tuple
+    tor_groups: tuple
+    rails: tuple
+    nproc_per_node: int
+    summary: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def world_size(self) -> int:
+        return len(self.hosts) * self.nproc_per_node
+
+    @property
+    def layout(self) -> ParallelLayout:
+        return ParallelLayout.of(self.job)
+
+    def entry(self, rank: int) -> dict:
+        """The ``ranks[rank]`` record of rankmap.json."""
+        g = self.nproc_per_node
+        node, local = divmod(rank, g)
+        rec = {"rank": rank, "host": self.hosts[node], "node_rank": node, "local_rank": local,
+               "tor_group": self.tor_groups[node], "rail": self.rails[node][local]}
+        rec.update(self.layout.coords(rank))
+        return rec
+
+    @classmethod
+    def from_hosts(cls, job: JobSpec, cluster: Cluster, hosts: list[str], nproc_per_node: int,
+                   summary: dict | None = None) -> "RankMap":
+        """Build the map that launching ``hosts`` in this order gives."""
+        hs = [cluster.host(h) for h in hosts]
+        return cls(job=job, cluster_name=cluster.name, cluster_hash=cluster.spec_hash(), hosts=tuple(hosts),
+                   tor_groups=tuple(h.tor_group for h in hs),
+                   rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(nproc_per_node)) for h in hs),
+                   nproc_per_node=nproc_per_node, summary=dict(summary or {}))
+
+    def verify_cluster(self, cluster: Cluster, source: str = "rankmap.json") -> None:
+        """Check the map belongs to ``cluster``: same spec hash, hosts present, GPUs enough.
+
+        Raises
+        ------
+        RankMapError
+            The map was made for another cluster or names a host the cluster lacks.
+        """
+        if self.cluster_hash != cluster.spec_hash():
+            raise RankMapError(f"rank map was made for cluster {self.cluster_name!r} "
+                               f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "
+                               f"(sha256 {cluster.spec_hash()[:12]}...)", source=source, key="cluster.sha256")
+        for node, name in enumerate(self.hosts):
+            if not cluster.has_host(name):
+                raise RankMapError(f"host {name!r} is not in the cluster", source=source, key="ranks")
+            host = cluster.host(name)
+            if host.gpus < self.nproc_per_node or host.tor_group != self.tor_groups[node]:
+                raise RankMapError(f"host {name!r} does not match the cluster (GPUs {host.gpus}, "
+                                   f"ToR group {host.tor_group!r})", source=source, key="ranks")
+
+
+def rankmap_to_json(rm: RankMap) -> str:
+    """Serialise a rank map; one rank per line, keys in a fixed order (byte-stable)."""
+    head = {
+        "schema": SCHEMA,
+        "cluster": {"name": rm.cluster_name, "sha256": rm.cluster_hash},
+        "job": job_to_dict(rm.job),
+        "world_size": rm.world_size,
+        "nproc_per_node": rm.nproc_per_node,
+        "num_nodes": len(rm.hosts),
+        "summary": rm.summary,
+    }
+    lines = ["{"]
+    for key, value in head.items():
+        lines.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
+    lines.append('  "ranks": [')
+    entries = [json.dumps({k: rm.entry(r)[k] for k in _ENTRY_KEYS}) for r in range(rm.world_size)]
+    lines.append(",\n".join("    " + e for e in entries))
+    lines.append("  ]")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def hostfile_text(rm: RankMap) -> str:
+    """One host per line in node-rank order."""
+    return "".join(h + "\n" for h in rm.hosts)
+
+
+def write_plan_files(rm: RankMap, out_dir: str | Path) -> list[Path]:
+    """Write ``rankmap.json`` and ``hostfile`` into ``out_dir`` atomically (both or neither)."""
+    return atomic_write_files(out_dir, {"rankmap.json": rankmap_to_json(rm), "hostfile": hostfile_text(rm)})
+
+
+def read_rankmap(path: str | Path) -> RankMap:
+    """Read and validate ``rankmap.json``.
+
+    Checks the schema, that every rank 0..W-1 appears once, every (host, local rank) once,
+    node ranks and hosts agree, ``rank = node_rank * G + local_rank``, and that each rank's
+    parallel coordinates are those the job's order string gives.
+
+    Raises
+    ------
+    RankMapError
+        Naming the file and the offending key (e.g. ``ranks[17].host``).
+    """
+    source = str(path)
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise RankMapError(f"cannot read file: {exc.strerror}", source=source) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RankMapError(f"not a JSON rank map: {exc}", source=source) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise RankMapError(f"expected schema {SCHEMA!r}", source=source, key="schema")
+    try:
+        job = job_from_data(doc.get("job"), source + " (job)")
+        g = doc["nproc_per_node"]
+        ranks = doc["ranks"]
+        cluster = doc["cluster"]
+        name, digest = cluster["name"], cluster["sha256"]
+    except SpecError as exc:
+        raise RankMapError(exc.message, source=source, key=f"job.{exc.key}" if exc.key else "job") from None
+    except (KeyError, TypeError) as exc:
+        raise RankMapError(f"missing or bad key {exc}", source=source) from None
+    if job.dp is None or not isinstance(g, int) or g < 1 or not isinstance(ranks, list):
+        raise RankMapError("needs a resolved dp, nproc_per_node >= 1 and a ranks list", source=source)
+    return _from_entries(job, name, digest, g, ranks, doc.get("summary") or {}, source)
+
+
+def _from_entries(job: JobSpec, name: str, digest: str, g: int, ranks: list, summary: dict,
+                  source: str) -> RankMap:
+    world = job.world_size
+    if len(ranks) != world:
+        raise RankMapError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
+    if world % g:
+        raise RankMapError(f"world size {world} is not a multiple of nproc_per_node {g}", source=source)
+    n_nodes = world // g
+    hosts: list = [None] * n_nodes
+    tors: list = [None] * n_nodes
+    rails = [[None] * g for _ in range(n_nodes)]
+    seen_rank: set = set()
+    seen_gpu: set = set()
+    node_of_host: dict = {}
+    coords = ParallelLayout.of(job).coord_table
+    for i, rec in enumerate(ranks):
+        key = f"ranks[{i}]"
+        if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):
+            raise RankMapError(f"entry must have exactly the keys {', '.join(_ENTRY_KEYS)}", source=source, key=key)
+        ints = [k for k in _ENTRY_KEYS if k not in ("host", "tor_group")]
+        if any(not isinstance(rec[k], int) or isinstance(rec[k], bool) or rec[k] < 0 for k in ints):
+            raise RankMapError("rank, node_rank, local_rank, rail and coordinates must be integers >= 0",
+                               source=source, key=key)
+        r, host, node, local = rec["rank"], rec["host"], rec["node_rank"], rec["local_rank"]
+        why = check_hostname(host) if isinstance(host, str) else "not a string"
+        if why:
+            raise RankMapError(f"bad host {host!r}: {why}", source=source, key=f"{key}.host")
+        if r >= world or r in seen_rank:
+            raise RankMapError(f"rank {r} is out of range or listed twice", source=source, key=f"{key}.rank")
+        if (host, local) in seen_gpu:
+            raise RankMapError(f"GPU {local} of host {host!r} is given two ranks", source=source,
+                               key=f"{key}.local_rank")
+        seen_rank.add(r)
+        seen_gpu.add((host, local))
+        if node >= n_nodes or local >= g or node * g + local != r:
+            raise RankMapError(f"rank {r} must be node_rank*{g}+local_rank, got node_rank {node}, "
+                               f"local_rank {local}", source=source, key=key)
+        if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
+            raise RankMapError(f"node rank {node} and host {host!r} disagree with earlier entries",
+                               source=source, key=f"{key}.host")
+        hosts[node], tors[node], rails[node][local] = host, rec["tor_group"], rec["rail"]
+        want = dict(zip(DIMS, coords[r].tolist()))
+        got = {d: rec[d] for d in DIMS}
+        if got != want:
+            raise RankMapError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",
+                               source=source, key=key)
+    return RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=tuple(hosts), tor_groups=tuple(tors),
+                   rails=tuple(tuple(r) for r in rails), nproc_per_node=g, summary=summary)

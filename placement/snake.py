@@ -1,0 +1,156 @@
+"""A constructive placement for the host grid: whole ToR groups per stage, in a snake.
+
+Most of a placement's cost is ring crossings, and a stage (grid row) that takes k whole
+groups crosses exactly k times, so the heuristic fills each row with the fewest whole
+groups that sum exactly to the row (subset-sum by dynamic programming). When no exact
+subset exists, one group is split: the rest of it starts the next row. Rows are laid
+boustrophedon (even rows left to right, odd rows right to left), so the two pieces of a
+split group sit in the same columns of consecutive stages and their pipeline hops stay
+inside the group.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["snake_cells", "min_count_subset"]
+
+
+def _dp(sizes: list[tuple[int, int]], target: int) -> tuple[np.ndarray, np.ndarray]:
+    """0/1 subset-sum with fewest items: ``best[s]`` for every s <= target, and
+    ``took[i, s]``: item i is in the best subset for s among items 0..i."""
+    inf = len(sizes) + 1
+    best = np.full(target + 1, inf, dtype=np.int64)
+    best[0] = 0
+    took = np.zeros((len(sizes), target + 1), dtype=bool)
+    for i, (_, size) in enumerate(sizes):
+        if 0 < size <= target:
+            cand = best[:target + 1 - size] + 1  # from items 0..i-1 (computed before the update)
+            better = cand < best[size:]
+            took[i, size:] = better
+            best[size:] = np.where(better, cand, best[size:])
+    return best, took
+
+
+def _walk(sizes: list[tuple[int, int]], took: np.ndarray, s: int) -> list:
+    picked = []
+    for i in range(len(sizes) - 1, -1, -1):
+        if s == 0:
+            break
+        if took[i, s]:
+            picked.append(sizes[i][0])
+            s -= sizes[i][1]
+    return picked[::-1]
+
+
+def min_count_subset(sizes: list[tuple[int, int]], target: int) -> list | None:
+    """Fewest items whose sizes sum exactly to ``target``.
+
+    Parameters
+    ----------
+    sizes : list of (item, size)
+        Candidate items in preference order (ties go to earlier items).
+    target : int
+
+    Returns
+    -------
+    list of item or None
+        None if no subset sums to ``target``.
+
+    Examples
+    --------
+    >>> min_count_subset([("a", 54), ("b", 48), ("c", 46), ("d", 42)], 144)
+    ['a', 'b', 'd']
+    >>> min_count_subset([("a", 5)], 3) is None
+    True
+    """
+    best, took = _dp(sizes, target)
+    if best[target] > len(sizes):
+        return None
+    return _walk(sizes, took, target)
+
+
+def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: int = 0) -> np.ndarray | None:
+    """The cheapest of ``tries`` snake placements, or None if the hosts cannot fill the grid.
+
+    Which exact subset fills a row decides what is left for later rows, so the first try
+    prefers large groups and each further try prefers groups in a seeded random order.
+
+    Parameters
+    ----------
+    rows, cols : int
+    free : tuple of int
+        ``free[K]``: usable hosts per ToR group.
+    cost : callable
+        ``cost(cells) -> number`` to minimise.
+    """
+    if sum(free) < rows * cols:
+        return None
+    rng = np.random.default_rng(seed)
+    best, best_cost = None, None
+    for t in range(tries):
+        rank = np.argsort(-np.asarray(free), kind="stable") if t == 0 else rng.permutation(len(free))
+        cells = _one_snake(rows, cols, free, rank)
+        c = cost(cells)
+        if best_cost is None or c < best_cost:
+            best, best_cost = cells, c
+    return best
+
+
+def _one_snake(rows: int, cols: int, free: tuple, rank: np.ndarray) -> np.ndarray:
+    remaining = {int(g): free[g] for g in rank if free[g] > 0}
+    cells = np.empty((rows, cols), dtype=np.int64)
+    carry: tuple[int, int] | None = None
+    for r in range(rows):
+        pieces: list[tuple[int, int]] = []
+        need = cols
+        if carry is not None:
+            take = min(carry[1], need)
+            pieces.append((carry[0], take))
+            need -= take
+            carry = (carry[0], carry[1] - take) if carry[1] > take else None
+        if carry is not None:  # a group larger than a row spills on
+            _lay(cells, r, pieces)
+            continue
+        pieces += _fill(remaining, need)
+        last_g, last_n = pieces[-1]
+        used = sum(n for _, n in pieces)
+        if used > cols:  # the last group was split: the rest opens the next row
+            pieces[-1] = (last_g, last_n - (used - cols))
+            carry = (last_g, used - cols)
+        _lay(cells, r, pieces)
+    return cells
+
+
+def _order(remaining: dict[int, int]) -> list[tuple[int, int]]:
+    # Insertion order of `remaining` is this try's preference; the first try is by size.
+    return list(remaining.items())
+
+
+def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
+    """Whole groups for one row: an exact subset if any, else the fewest groups with one split."""
+    exact = min_count_subset(_order(remaining), need)
+    if exact is not None:
+        return [(g, remaining.pop(g)) for g in exact]
+    best: list[tuple[int, int]] | None = None
+    for split_g, split_f in _order(remaining):
+        # The split group supplies `short` (1 .. f-1) hosts of this row; whole groups the rest.
+        others = [(g, f) for g, f in _order(remaining) if g != split_g]
+        counts, took = _dp(others, need)
+        lo = max(1, need - sum(f for _, f in others))
+        shorts = np.arange(lo, min(split_f, need + 1))
+        if shorts.size == 0:
+            continue
+        short = int(shorts[np.argmin(counts[need - shorts])])
+        if counts[need - short] > len(others):
+            continue
+        if best is None or counts[need - short] + 1 < len(best):
+            best = [(g, remaining[g]) for g in _walk(others, took, need - short)] + [(split_g, split_f)]
+    for g, _ in best:
+        remaining.pop(g)
+    return best
+
+
+def _lay(cells: np.ndarray, r: int, pieces: list[tuple[int, int]]) -> None:
+    row = np.concatenate([np.full(n, g, dtype=np.int64) for g, n in pieces])
+    cells[r] = row if r % 2 == 0 else row[::-1]

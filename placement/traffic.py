@@ -1,0 +1,118 @@
+"""Traffic of one training iteration, per communication group.
+
+Accounting per micro-batch of ``b`` sequences of length ``s``, hidden size ``h``,
+``a`` bytes per activation element, ``m`` micro-batches per iteration, ``L`` layers
+(``L / pp`` per stage) -- the standard 3D-parallel accounting of Narayanan et al.
+(SC'21, §3) as summarised in ``shared/reference/domain.md``:
+
+- TP (+SP): per layer and micro-batch, 4 all-reduce-sized collectives of
+  ``S = b * (s/cp) * h * a`` (2 forward, 2 backward; with sequence parallelism each
+  all-reduce is an all-gather + reduce-scatter pair of the same total bytes).
+- CP: per layer and micro-batch, an all-gather of K and V forward and a reduce-scatter
+  of their gradients backward, ``S = 2 * b * s * (h/tp) * a`` (Megatron-Core context
+  parallelism; ring attention moves the same bytes point to point).
+- EP: per layer and micro-batch, 4 all-to-alls (dispatch and combine, forward and
+  backward) of ``S = b * (s/(cp*tp)) * h * a * top_k`` per rank.
+- PP: per stage boundary and micro-batch, ``b*(s/cp)*h*a`` forward and the same
+  backward; with sequence parallelism each TP rank carries ``1/tp`` of it.
+- DP (gradients reduced over DP x CP, n members): ZeRO/FSDP-style reduce-scatter of
+  gradients and all-gather of parameters, each moving ``(n-1)/n`` of the local
+  ``P/(tp*pp)`` parameters (at ``grad_bytes`` and ``param_bytes``); or an all-reduce
+  moving ``2(n-1)/n`` of the gradients.
+
+Ring factors are nccl-tests' (NVIDIA/nccl-tests doc/PERFORMANCE.md): all-reduce
+``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``. Recomputation, embedding
+imbalance and optimizer-state traffic are left out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .job import JobSpec
+
+__all__ = ["GroupTraffic", "job_traffic"]
+
+
+@dataclass(frozen=True)
+class GroupTraffic:
+    """Traffic of one kind of group in one iteration.
+
+    Attributes
+    ----------
+    kind : str
+        tp, cp, ep, dp or pp.
+    pattern : str
+        "ring" (edges r_i -> r_(i+1 mod n) in rank order), "chain" (pipeline hops
+        r_i <-> r_(i+1)) or "all-to-all" (every ordered pair).
+    group_size : int
+        Ranks per group (n).
+    op_bytes : int
+        Message size S of one collective (nccl-tests' S), bytes.
+    ops : int
+        Collectives of that size per iteration.
+    edge_bytes : float
+        Bytes per iteration on one ring edge, one chain hop (both directions) or one
+        ordered pair of an all-to-all.
+    rank_bytes : float
+        Bytes one rank sends per iteration in this kind of group (interior pipeline rank for PP).
+    """
+
+    kind: str
+    pattern: str
+    group_size: int
+    op_bytes: int
+    ops: int
+    edge_bytes: float
+    rank_bytes: float
+
+
+def _ring(kind: str, n: int, op_bytes: int, ops: int, factor: float) -> GroupTraffic:
+    per_rank = factor * op_bytes * ops if n > 1 else 0.0
+    return GroupTraffic(kind, "ring", n, op_bytes, ops, per_rank, per_rank)
+
+
+def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
+    """Per-iteration traffic of every group kind of a resolved job.
+
+    Returns
+    -------
+    dict of str to GroupTraffic
+        Keys tp, cp, ep, dp, pp (kinds of size 1 carry zero bytes).
+
+    Examples
+    --------
+    >>> from placement.job import JobSpec
+    >>> t = job_traffic(JobSpec(tp=8, pp=8, dp=2, num_micro_batches=4))
+    >>> t["pp"].edge_bytes == 2 * 4 * 1 * 2048 * 12288 * 2 / 8
+    True
+    """
+    if job.dp is None:
+        raise ValueError("job_traffic needs a resolved dp")
+    model = job.model
+    b, s, h, a = job.micro_batch_size, model.seq_len, model.hidden, job.activation_bytes
+    m = job.micro_batches()
+    layers_per_stage = model.layers // job.pp
+    tp, cp, ep, pp = job.tp, job.cp, job.ep, job.pp
+    n_dp = job.dp * cp
+    out: dict[str, GroupTraffic] = {}
+
+    out["tp"] = _ring("tp", tp, b * (s // cp) * h * a, 4 * layers_per_stage * m, 2 * (tp - 1) / tp)
+    out["cp"] = _ring("cp", cp, 2 * b * s * (h // tp) * a, 2 * layers_per_stage * m, (cp - 1) / cp)
+
+    ep_bytes = b * (s // (cp * tp)) * h * a * model.top_k
+    ep_ops = 4 * layers_per_stage * m if ep > 1 else 0
+    out["ep"] = GroupTraffic("ep", "all-to-all", ep, ep_bytes, ep_ops, ep_bytes / ep * ep_ops,
+                             (ep - 1) / ep * ep_bytes * ep_ops)
+
+    act = b * (s // cp) * h * a // (tp if job.sequence_parallel else 1)
+    hop = 2 * m * act if pp > 1 else 0
+    out["pp"] = GroupTraffic("pp", "chain", pp, act, 2 * m, hop, hop)
+
+    local_params = model.params / (tp * pp)
+    if job.data_parallel == "zero":
+        per_rank = (n_dp - 1) / n_dp * local_params * (job.grad_bytes + job.param_bytes) if n_dp > 1 else 0.0
+        out["dp"] = GroupTraffic("dp", "ring", n_dp, round(local_params * job.grad_bytes), 2, per_rank, per_rank)
+    else:
+        out["dp"] = _ring("dp", n_dp, round(local_params * job.grad_bytes), 1, 2 * (n_dp - 1) / n_dp)
+    return out

@@ -1,0 +1,70 @@
+"""Atomic file output: a temp file in the target folder, fsync, then rename.
+
+A reader never sees a half-written file, and a run that fails before the rename leaves
+the previous outputs as they were. Several files are committed together: all are
+written to temp files first, and renamed only once every one was written.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from .errors import RankmapError
+
+__all__ = ["atomic_write_files", "atomic_write_text"]
+
+
+def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Path]:
+    """Write ``{name: text}`` into ``folder`` atomically per file, renaming only after all are written.
+
+    Parameters
+    ----------
+    folder : str or Path
+        Output folder; created if missing.
+    files : mapping of str to str
+        File name (no directories) to UTF-8 text.
+
+    Returns
+    -------
+    list of Path
+        The final paths, in the order given.
+
+    Raises
+    ------
+    RankmapError
+        If the folder cannot be created or a file cannot be written; temp files are removed.
+    """
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
+    staged: list[tuple[str, Path]] = []
+    try:
+        for name, text in files.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise RankmapError(f"bad output file name {name!r}")
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+            staged.append((tmp, out / name))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    except OSError as exc:
+        raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return [final for _, final in staged]
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write one text file atomically; see :func:`atomic_write_files`."""
+    path = Path(path)
+    return atomic_write_files(path.parent, {path.name: text})[0]

@@ -1,0 +1,106 @@
+"""Hostnames and Slurm hostlist expressions.
+
+Expansion and compression use python-hostlist (the library Slurm sites use for the
+same syntax); this module only adds checks and error messages.
+"""
+
+from __future__ import annotations
+
+import re
+
+import hostlist
+
+from .errors import SpecError
+
+__all__ = ["expand_hostlist", "compress_hostlist", "check_hostname", "natural_key"]
+
+# RFC 1123 hostname: dot-separated labels of letters, digits and '-', no label starting
+# or ending with '-', each 1..63 characters, 253 characters in all.
+_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+
+
+def check_hostname(name: str) -> str | None:
+    """Return why ``name`` is not a valid RFC 1123 hostname, or None if it is.
+
+    Examples
+    --------
+    >>> check_hostname("ip-10-0-3-17") is None
+    True
+    >>> check_hostname("a;rm -rf ~")
+    "character ';' is not allowed in a hostname (RFC 1123)"
+    """
+    if not isinstance(name, str) or not name:
+        return "empty hostname"
+    if len(name) > 253:
+        return "hostname longer than 253 characters"
+    for label in name.split("."):
+        if not _LABEL.match(label):
+            bad = next((c for c in label if not (c.isascii() and (c.isalnum() or c == "-"))), None)
+            if bad is not None:
+                return f"character {bad!r} is not allowed in a hostname (RFC 1123)"
+            return f"label {label!r} must be 1-63 letters, digits or '-', not starting or ending with '-'"
+    return None
+
+
+def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = None,
+                    key: str | None = None) -> list[str]:
+    """Expand a Slurm hostlist expression, keeping order and zero padding.
+
+    Parameters
+    ----------
+    expr : str
+        e.g. ``"gpu[003,010-011],cpu1"``.
+    source, line, key
+        Where the expression came from, for error messages.
+
+    Returns
+    -------
+    list of str
+        Host names in expression order.
+
+    Raises
+    ------
+    SpecError
+        Bad syntax, a duplicate host, or a name that is not a valid hostname.
+
+    Examples
+    --------
+    >>> expand_hostlist("n[0098-0100]")
+    ['n0098', 'n0099', 'n0100']
+    """
+    if not isinstance(expr, str) or not expr.strip():
+        raise SpecError(f"expected a hostlist expression, got {expr!r}", source=source, line=line, key=key)
+    try:
+        names = hostlist.expand_hostlist(expr.strip(), allow_duplicates=True)
+    except hostlist.BadHostlist as exc:
+        raise SpecError(f"bad hostlist {expr!r}: {exc}", source=source, line=line, key=key) from None
+    seen: set[str] = set()
+    for name in names:
+        why = check_hostname(name)
+        if why:
+            raise SpecError(f"bad host {name!r} in hostlist {expr!r}: {why}", source=source, line=line, key=key)
+        if name in seen:
+            raise SpecError(f"host {name!r} appears twice in hostlist {expr!r}", source=source, line=line, key=key)
+        seen.add(name)
+    return names
+
+
+def compress_hostlist(names: list[str]) -> str:
+    """Compress host names into a hostlist expression that expands back to the same set.
+
+    Zero padding is kept and no host is invented (python-hostlist keeps ``k010`` and
+    ``k10`` apart). The expression lists hosts in natural order.
+
+    Examples
+    --------
+    >>> compress_hostlist(["srv-007", "srv-008"])
+    'srv-[007-008]'
+    """
+    if not names:
+        return ""
+    return hostlist.collect_hostlist(list(names))
+
+
+def natural_key(name: str) -> list:
+    """Sort key that orders digit runs by value: node7 < node8 < node66 < node70."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]

@@ -1,0 +1,237 @@
+"""YAML loading that remembers line numbers, so spec errors can name FILE:LINE.
+
+Only PyYAML's safe loader is used (``yaml.SafeLoader`` composes the node tree; the
+safe constructor turns scalars into Python values). Nothing here executes input.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+from .errors import SpecError
+
+__all__ = ["LocMap", "LocList", "parse_yaml", "read_yaml", "Fields"]
+
+
+class LocMap(dict):
+    """A YAML mapping whose keys remember their 1-based line (``key_lines``)."""
+
+    line: int = 0
+    key_lines: dict
+
+
+class LocList(list):
+    """A YAML sequence whose items remember their 1-based line (``item_lines``)."""
+
+    line: int = 0
+    item_lines: list
+
+
+def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        out = LocMap()
+        out.line = node.start_mark.line + 1
+        out.key_lines = {}
+        loader.flatten_mapping(node)  # resolves YAML merge keys ("<<") safely
+        for key_node, value_node in node.value:
+            key = _convert(loader, key_node, source)
+            line = key_node.start_mark.line + 1
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise SpecError(f"mapping keys must be plain scalars, got {key!r}",
+                                source=source, line=line)
+            if key in out:
+                raise SpecError(f"duplicate key {key!r}", source=source, line=line)
+            out[key] = _convert(loader, value_node, source)
+            out.key_lines[key] = line
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        seq = LocList(_convert(loader, item, source) for item in node.value)
+        seq.line = node.start_mark.line + 1
+        seq.item_lines = [item.start_mark.line + 1 for item in node.value]
+        return seq
+    return loader.construct_object(node, deep=True)
+
+
+def parse_yaml(text: str, source: str = "<string>") -> Any:
+    """Parse one YAML document into plain values with line information.
+
+    Parameters
+    ----------
+    text : str
+        The YAML document.
+    source : str
+        Name used in error messages.
+
+    Returns
+    -------
+    LocMap, LocList, scalar or None
+        Mappings and sequences carry 1-based line numbers.
+
+    Raises
+    ------
+    SpecError
+        On a YAML syntax error, a duplicate key or more than one document.
+
+    Examples
+    --------
+    >>> doc = parse_yaml("a: 1\\nb: [x, y]\\n")
+    >>> doc["b"], doc.key_lines["b"]
+    (['x', 'y'], 2)
+    """
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        return _convert(loader, node, source)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise SpecError(f"invalid YAML: {exc.problem or exc.context}",
+                        source=source, line=line) from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"invalid YAML: {exc}", source=source) from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: str | Path) -> Any:
+    """Read a YAML file with :func:`parse_yaml`; I/O and decoding errors become SpecError."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"not UTF-8 text (byte {exc.start})", source=source) from None
+    return parse_yaml(text, source)
+
+
+_MISSING = object()
+
+
+class Fields:
+    """Typed, checked access to one YAML mapping; unknown keys are errors.
+
+    Parameters
+    ----------
+    data : LocMap or dict
+        The mapping to read.
+    source : str
+        File name for messages.
+    prefix : str
+        Dotted key path of ``data`` itself ("" at top level).
+
+    Examples
+    --------
+    >>> f = Fields(parse_yaml("tp: 8\\n"), "job.yaml")
+    >>> f.int("tp", minimum=1), f.int("pp", default=1)
+    (8, 1)
+    >>> f.done()
+    """
+
+    def __init__(self, data: Any, source: str, prefix: str = "", line: int | None = None):
+        if not isinstance(data, dict):
+            raise SpecError(f"expected a mapping, got {_show(data)}", source=source,
+                            line=line or getattr(data, "line", None), key=prefix or None)
+        self.data = data
+        self.source = source
+        self.prefix = prefix
+        self.used: set = set()
+        self.line = getattr(data, "line", None) or line
+
+    def path(self, key: str) -> str:
+        return f"{self.prefix}.{key}" if self.prefix else key
+
+    def line_of(self, key: str) -> int | None:
+        lines = getattr(self.data, "key_lines", None)
+        return lines.get(key, self.line) if lines else self.line
+
+    def error(self, key: str, message: str) -> SpecError:
+        """A SpecError located at ``key`` of this mapping."""
+        return SpecError(message, source=self.source, line=self.line_of(key), key=self.path(key))
+
+    def has(self, key: str) -> bool:
+        return key in self.data
+
+    def raw(self, key: str, default: Any = _MISSING) -> Any:
+        if key not in self.data:
+            if default is _MISSING:
+                raise SpecError("required key is missing", source=self.source,
+                                line=self.line, key=self.path(key))
+            return default
+        self.used.add(key)
+        return self.data[key]
+
+    def _typed(self, key: str, default: Any, check: Callable[[Any], bool], what: str) -> Any:
+        value = self.raw(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        if not check(value):
+            raise self.error(key, f"expected {what}, got {_show(value)}")
+        return value
+
+    def int(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+        value = self._typed(key, default, lambda v: isinstance(v, int) and not isinstance(v, bool),
+                            "an integer")
+        if minimum is not None and isinstance(value, int) and value < minimum:
+            raise self.error(key, f"must be >= {minimum}, got {value}")
+        return value
+
+    def number(self, key: str, default: Any = _MISSING, positive: bool = True) -> Any:
+        value = self._typed(key, default, lambda v: isinstance(v, (int, float))
+                            and not isinstance(v, bool) and v == v and abs(v) != float("inf"),
+                            "a number")
+        if positive and isinstance(value, (int, float)) and value <= 0:
+            raise self.error(key, f"must be positive, got {value}")
+        return value
+
+    def str(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._typed(key, default, lambda v: isinstance(v, str) and v.strip() != "",
+                            "a non-empty string")
+        return value.strip() if isinstance(value, str) else value
+
+    def bool(self, key: str, default: Any = _MISSING) -> Any:
+        return self._typed(key, default, lambda v: isinstance(v, bool), "true or false")
+
+    def choice(self, key: str, choices: tuple, default: Any = _MISSING) -> Any:
+        value = self.raw(key, default)
+        if value not in choices:
+            raise self.error(key, f"expected one of {', '.join(map(str, choices))}; got {_show(value)}")
+        return value
+
+    def sub(self, key: str, required: bool = False) -> "Fields":
+        """The nested mapping at ``key`` (an empty one if absent and not required)."""
+        if not required and key not in self.data:
+            return Fields({}, self.source, self.path(key), self.line)
+        value = self.raw(key)
+        return Fields(value, self.source, self.path(key), self.line_of(key))
+
+    def seq(self, key: str, default: Any = _MISSING) -> Any:
+        value = self._typed(key, default, lambda v: isinstance(v, list), "a list")
+        return value
+
+    def only(self, *keys: str) -> "Fields":
+        """Raise SpecError now for the first key not in ``keys`` (before reporting missing ones)."""
+        for key in self.data:
+            if key not in keys:
+                raise SpecError(f"unknown key {key!r} (expected one of: {', '.join(keys)})",
+                                source=self.source, line=self.line_of(key), key=self.path(str(key)))
+        return self
+
+    def done(self) -> None:
+        """Raise SpecError for the first key that was never read (an unknown key)."""
+        for key in self.data:
+            if key not in self.used:
+                raise SpecError(f"unknown key {key!r}", source=self.source,
+                                line=self.line_of(key), key=self.path(str(key)))
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -225,14 +225,14 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     values["order"] = par.str("order", DEFAULT_ORDER)
     par.done()
     model_key = overrides.pop("model", None)
+    if model_key is not None and model_key not in MODEL_PRESETS:
+        raise SpecError(f"unknown model preset {model_key!r} (known: {', '.join(MODEL_PRESETS)})", key="--model")
     model = MODEL_PRESETS[model_key] if model_key else _model(top.sub("model", required=True))
     if model_key:
         top.raw("model", None)
     batch = top.sub("batch").only("micro_batch_size", "num_micro_batches", "global_batch_size")
     prec = top.sub("precision").only("activation_bytes", "param_bytes", "grad_bytes")
-    for key, value in overrides.items():
-        values[key] = value
-    job = JobSpec(
+    kwargs = dict(
         name=top.str("name", "job"),
         model=model,
         micro_batch_size=batch.int("micro_batch_size", 1, minimum=1),
@@ -246,6 +246,10 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
         source=source,
         **values,
     )
+    if "num_micro_batches" in overrides and "global_batch_size" not in overrides:
+        kwargs["global_batch_size"] = None  # the command line's micro-batch count wins
+    kwargs.update(overrides)
+    job = JobSpec(**kwargs)
     batch.done()
     prec.done()
     top.done()

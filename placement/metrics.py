@@ -14,7 +14,7 @@ import numpy as np
 from .layout import ParallelLayout
 from .traffic import GroupTraffic
 
-__all__ = ["PlacementMetrics", "group_edges", "evaluate", "alignment_problems"]
+__all__ = ["PlacementMetrics", "group_edges", "evaluate", "alignment_problems", "human_bytes"]
 
 
 @dataclass(frozen=True)
@@ -123,3 +123,17 @@ def alignment_problems(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
             problems.append(f"{kind.upper()} edge rank {a} -> rank {b} joins local rank {rank_local[a]} "
                             f"to local rank {rank_local[b]} on another host (not rail-aligned)")
     return problems
+
+
+def human_bytes(n: float) -> str:
+    """Decimal units, as network figures are quoted.
+
+    Examples
+    --------
+    >>> human_bytes(4.3387e12), human_bytes(55.6e9), human_bytes(12)
+    ('4.34 TB', '55.60 GB', '12 B')
+    """
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"

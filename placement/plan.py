@@ -11,6 +11,7 @@ baseline, and evaluates every candidate with the same exact cost model
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections import Counter
@@ -18,24 +19,25 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from topology.errors import RankmapError
+from topology.errors import SpecError
 from topology.hostnames import natural_key
 from topology.model import Cluster, Host
 
 from .baselines import BASELINES, topology_greedy
 from .job import JobSpec
 from .layout import ParallelLayout
-from .metrics import PlacementMetrics, alignment_problems, evaluate
+from .metrics import PlacementMetrics, alignment_problems, evaluate, human_bytes
 from .rankmap import RankMap
 from .snake import snake_cells
 from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, solve_grid
 from .traffic import GroupTraffic, job_traffic
 
-__all__ = ["PlacementError", "Candidate", "PlanResult", "plan"]
+__all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row"]
 
 
-class PlacementError(RankmapError):
-    """The job cannot be placed as asked (not rail-aligned, unsupported shape, too few hosts)."""
+class PlacementError(SpecError):
+    """The job cannot be placed as asked (not rail-aligned, unsupported shape, too few hosts);
+    ``source`` and ``key`` name the job file and the parallel setting at fault."""
 
     exit_code = 4
 
@@ -130,8 +132,23 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
                                                 tor_index), time_limit_s, seed, workers)
     ours = measure("rankmap", _decode(sol.cells, grid, usable, tor_index), time.perf_counter() - t0)
     rm = RankMap.from_hosts(job, cluster, list(ours.hosts), gpn)
+    notes += _tradeoffs(ours, baselines, traffic, gpn)
     result = PlanResult(job, rm, ours, baselines, bound * unit, proven, sol.status, tuple(notes))
     return _with_summary(result)
+
+
+def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffic], gpn: int) -> list[str]:
+    """Say where a baseline beats the plan on a secondary column, and what that costs."""
+    notes = []
+    for b in baselines:
+        for kind in ("dp", "pp"):
+            fewer = ours.metrics.cross_edges[kind] - b.metrics.cross_edges[kind]
+            if fewer > 0:
+                extra = b.metrics.cross_tor_bytes - ours.metrics.cross_tor_bytes
+                notes.append(f"{b.name} crosses {fewer} fewer {kind.upper()} edges "
+                             f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but moves "
+                             f"{human_bytes(extra)} more across ToR groups in all; the plan minimises the total")
+    return notes
 
 
 def _solve(problem: GridProblem, greedy: np.ndarray, time_limit_s: float, seed: int,
@@ -153,7 +170,7 @@ def _solve(problem: GridProblem, greedy: np.ndarray, time_limit_s: float, seed: 
 def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int, list[Host]]:
     free = list(cluster.free_hosts())
     if not free:
-        raise PlacementError(f"cluster {cluster.name!r} has no free hosts")
+        raise PlacementError(f"cluster {cluster.name!r} has no free hosts", key="availability")
     counts = Counter(h.gpus for h in free)
     gpn = max(counts, key=lambda g: (counts[g], g))
     usable = [h for h in free if h.gpus >= gpn]
@@ -163,7 +180,8 @@ def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int
                      + ", ".join(f"{h.name} ({h.gpus})" for h in small[:5]) + (" ..." if len(small) > 5 else ""))
     if gpn % job.tp:
         raise PlacementError(f"tp={job.tp} does not fit the hosts: a TP group must sit inside one host, "
-                             f"and hosts have {gpn} GPUs (tp must divide {gpn})")
+                             f"and the free hosts have {gpn} GPUs (tp must divide {gpn})",
+                             source=job.source, key="parallel.tp")
     return gpn, usable
 
 
@@ -173,14 +191,16 @@ def _check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, Gr
     if problems:
         raise PlacementError(f"order {job.order!r} with tp={job.tp} cp={job.cp} ep={job.ep} dp={job.dp} "
                              f"pp={job.pp} on {gpn}-GPU hosts: " + "; ".join(problems[:2])
-                             + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host).")
+                             + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host).",
+                             source=job.source, key="parallel.order")
     node_coords = layout.coord_table.reshape(-1, gpn, 5)
     across = (node_coords[:, :1, :] != node_coords[0:1, :1, :]).any(axis=(0, 1))
     for i, dim in enumerate(("tp", "cp", "ep")):
         if across[i] and dim != "tp":
             raise PlacementError(f"{dim.upper()} groups span hosts (tp*cp*ep = {job.tp * job.cp * job.ep} "
                                  f"> {gpn} GPUs per host, or {dim} outside the host in order {job.order!r}); "
-                                 f"the planner places DP and PP across hosts only")
+                                 f"the planner places DP and PP across hosts only", source=job.source,
+                                 key=f"parallel.{dim}")
 
 
 def _grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> _Grid:
@@ -229,17 +249,30 @@ def _decode(cells: np.ndarray, grid: _Grid, usable: list[Host], tor_index: dict)
     return [at_cell[int(r), int(c)] for r, c in zip(grid.row, grid.col)]
 
 
-def _with_summary(result: PlanResult) -> PlanResult:
-    m = result.ours.metrics
-    summary = {
-        "cross_tor_bytes": m.cross_tor_bytes,
-        "cross_tor_edges": m.cross_edges,
-        "max_spread": m.max_spread,
+def metrics_row(c: Candidate, bound_bytes: float) -> dict:
+    """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table.
+
+    Solve time is left out: files must be byte-identical across runs."""
+    m = c.metrics
+    cost = m.cross_tor_bytes
+    return {
+        "cross_tor_bytes": cost,
+        "dp_edges_cross_tor": m.cross_edges["dp"],
+        "pp_edges_cross_tor": m.cross_edges["pp"],
+        "max_dp_spread_tor_groups": m.max_spread["dp"],
         "max_uplink_bytes": m.max_uplink_bytes,
-        "lower_bound_bytes": result.lower_bound_bytes,
-        "gap": result.gap,
-        "solver_status": result.solver_status,
+        "gap_to_bound": max(0.0, (cost - bound_bytes) / cost) if cost > 0 else 0.0,
     }
-    rm = RankMap(**{**result.rankmap.__dict__, "summary": summary})
-    return PlanResult(result.job, rm, result.ours, result.baselines, result.lower_bound_bytes,
-                      result.bound_proven, result.solver_status, result.notes)
+
+
+def _with_summary(result: PlanResult) -> PlanResult:
+    bound = result.lower_bound_bytes
+    summary = {
+        "plan": metrics_row(result.ours, bound),
+        "lower_bound_bytes": bound,
+        "bound_proven": result.bound_proven,
+        "solver_status": result.solver_status,
+        "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
+    }
+    rm = dataclasses.replace(result.rankmap, summary=summary)
+    return dataclasses.replace(result, rankmap=rm)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -77,7 +78,7 @@ class RankMap:
     def world_size(self) -> int:
         return len(self.hosts) * self.nproc_per_node
 
-    @property
+    @cached_property
     def layout(self) -> ParallelLayout:
         return ParallelLayout.of(self.job)
 
@@ -87,7 +88,7 @@ class RankMap:
         node, local = divmod(rank, g)
         rec = {"rank": rank, "host": self.hosts[node], "node_rank": node, "local_rank": local,
                "tor_group": self.tor_groups[node], "rail": self.rails[node][local]}
-        rec.update(self.layout.coords(rank))
+        rec.update(zip(DIMS, self.layout.coord_table[rank].tolist()))
         return rec
 
     @classmethod

@@ -1,1 +1,139 @@
-def main(): pass
+"""The ``rankmap`` command: the only place that reads argv.
+
+Exit codes: 0 success; 2 usage error; 3 invalid input (bad spec, rank map or file);
+4 infeasible (the job cannot be placed as asked); 70 internal error (a bug: rerun with
+``--debug`` for the traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import traceback
+from importlib import resources
+from pathlib import Path
+
+from topology.errors import RankmapError
+
+EXIT_OK, EXIT_USAGE, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL = 0, 2, 3, 4, 70
+DEFAULT_EXAMPLE = "megascale-12k"
+
+
+def example_path(example: str, name: str) -> Path:
+    """Path of an embedded example file (``rankmap.examples/<example>/<name>``)."""
+    return Path(str(resources.files("rankmap.examples").joinpath(example, name)))
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("plan", help="place a job on a cluster; write rankmap.json and hostfile",
+                       description="Place a job on the free hosts of a cluster. With no arguments, plans the "
+                                   "embedded default: GPT-3 175B on a MegaScale-shaped 12,288-GPU cluster.")
+    p.add_argument("--cluster", type=Path, help="cluster spec YAML (default: embedded megascale-12k)")
+    p.add_argument("--job", type=Path, help="job spec YAML (default: embedded gpt3-175b job)")
+    p.add_argument("--example", default=None, help="use an embedded example's cluster and job (megascale-12k, racks)")
+    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    for dim in ("tp", "pp", "cp", "ep"):
+        p.add_argument(f"--{dim}", type=_positive, help=f"{dim} size (overrides the job file)")
+    p.add_argument("--dp", type=_dp, help="dp size or 'auto' (fill the free GPUs)")
+    p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
+    p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
+    p.add_argument("--micro-batches", type=_positive, help="micro-batches per iteration per pipeline")
+    p.add_argument("--time-limit", type=float, default=20.0, help="solver budget, deterministic seconds (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed for the solver and the arrival-order baseline")
+    p.add_argument("--workers", type=_positive, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
+
+    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
+    v.add_argument("rankmap", type=Path, help="rankmap.json")
+    v.add_argument("--cluster", type=Path, help="cluster spec YAML the map must belong to")
+    return parser
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _dp(text: str):
+    return "auto" if text == "auto" else _positive(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = _parser().parse_args(argv or ["plan"])
+    command = args.command
+    try:
+        if command == "plan":
+            return _plan(args)
+        return _verify(args)
+    except RankmapError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"rankmap: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", EXIT_INPUT)
+    except KeyboardInterrupt:
+        print("rankmap: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a bug, not the user's mistake
+        if args.debug:
+            traceback.print_exc()
+        print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _inputs(args) -> tuple[Path, Path]:
+    example = args.example or DEFAULT_EXAMPLE
+    if args.example is not None and not example_path(example, "cluster.yaml").is_file():
+        raise RankmapError(f"--example: no embedded example {example!r} (try megascale-12k, racks)")
+    cluster = args.cluster or example_path(example, "cluster.yaml")
+    job = args.job or example_path(example, "job.yaml")
+    return cluster, job
+
+
+def _plan(args) -> int:
+    from placement.job import load_job
+    from placement.plan import plan
+    from placement.rankmap import write_plan_files
+    from topology.spec import load_cluster
+
+    from .report import print_plan
+
+    cluster_path, job_path = _inputs(args)
+    overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
+                 if getattr(args, k) is not None}
+    if args.dp is not None:
+        overrides["dp"] = None if args.dp == "auto" else args.dp
+    if args.micro_batches is not None:
+        overrides["num_micro_batches"] = args.micro_batches
+    t0 = time.perf_counter()
+    cluster = load_cluster(cluster_path)
+    job = load_job(job_path, overrides)
+    result = plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers)
+    written = write_plan_files(result.rankmap, args.out)
+    print_plan(cluster, result, written, time.perf_counter() - t0)
+    return EXIT_OK
+
+
+def _verify(args) -> int:
+    from placement.rankmap import read_rankmap
+    from topology.spec import load_cluster
+
+    rm = read_rankmap(args.rankmap)
+    if args.cluster:
+        rm.verify_cluster(load_cluster(args.cluster), str(args.rankmap))
+    where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
+    print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

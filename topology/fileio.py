@@ -49,6 +49,7 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Pat
                 raise RankmapError(f"bad output file name {name!r}")
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
             staged.append((tmp, out / name))
+            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
             with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(text)
                 handle.flush()
@@ -62,6 +63,12 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Pat
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return [final for _, final in staged]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -253,7 +253,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     batch.done()
     prec.done()
     top.done()
-    _check_shape(job, top, par)
+    _check_shape(job, {"": top, "parallel": par, "batch": batch})
     return job
 
 
@@ -271,7 +271,8 @@ def _model(f: Fields) -> ModelShape:
     return shape
 
 
-def _check_shape(job: JobSpec, top: Fields, par: Fields) -> None:
+def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
+    par = fields["parallel"]
     dims = job.order.split("-")
     if sorted(set(dims)) != sorted(dims) or not set(dims) <= set(DIMS):
         raise par.error("order", f"order {job.order!r} must list distinct dims from {'-'.join(DIMS)}")
@@ -292,9 +293,9 @@ def _check_shape(job: JobSpec, top: Fields, par: Fields) -> None:
         try:
             _check_batch(job)
         except SpecError as exc:
-            where = exc.key.split(".")[-1] if exc.key else "batch"
-            sub = par if where in _PARALLEL_KEYS else top
-            raise SpecError(exc.message, source=top.source, line=sub.line_of(where), key=exc.key) from None
+            section, _, where = (exc.key or "batch").rpartition(".")
+            sub = fields.get(section, fields[""])
+            raise SpecError(exc.message, source=par.source, line=sub.line_of(where), key=exc.key) from None
 
 
 def job_to_dict(job: JobSpec) -> dict:

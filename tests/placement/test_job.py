@@ -1,0 +1,64 @@
+"""Job specs: parsing, overrides, and errors that name the file, line and key."""
+
+from __future__ import annotations
+
+import pytest
+
+from placement.job import JobSpec, load_job, parse_job
+from topology import SpecError
+
+
+def test_example_job():
+    job = load_job("examples/megascale-12k/job.yaml")
+    assert (job.tp, job.pp, job.dp, job.cp, job.ep, job.order) == (8, 8, None, 1, 1, "tp-cp-ep-dp-pp")
+    assert job.model.layers == 96 and job.model.hidden == 12288 and job.model.seq_len == 2048
+    resolved = job.resolved(1152 * 8)
+    assert resolved.dp == 144 and resolved.world_size == 9216 and resolved.micro_batches() == 12
+
+
+def test_overrides_and_presets():
+    job = parse_job("model: {preset: gpt3-13b}\nbatch: {global_batch_size: 64}\n", "j.yaml",
+                    {"tp": 4, "pp": 2, "dp": 8, "model": "gpt3-175b"})
+    assert (job.tp, job.pp, job.dp, job.model.layers) == (4, 2, 8, 96)
+    assert job.micro_batches() == 8
+    job = parse_job("model: {preset: gpt3-13b}\nbatch: {global_batch_size: 64}\n", "j.yaml",
+                    {"dp": 4, "num_micro_batches": 3})
+    assert job.global_batch_size is None and job.micro_batches() == 3
+
+
+def test_auto_dp_respects_global_batch():
+    job = parse_job("parallel: {tp: 8, pp: 2}\nmodel: {preset: gpt3-13b}\nbatch: {global_batch_size: 96}\n")
+    assert job.resolved(8 * 2 * 13).dp == 12  # 13 replicas fit; 12 is the largest that divides 96
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("model: {preset: gpt3-175b}\nparalel: {tp: 8}\n", "job.yaml:2: paralel", "unknown key 'paralel'"),
+    ("parallel: {tp: 7}\nmodel: {preset: gpt3-175b}\nbatch: {num_micro_batches: 1}\n", "job.yaml:1: parallel.tp",
+     "tp=7 must divide the model's 96 attention heads"),
+    ("parallel: {pp: 5}\nmodel: {preset: gpt3-175b}\nbatch: {num_micro_batches: 1}\n", "job.yaml:1: parallel.pp",
+     "96 layers"),
+    ("parallel: {tp: 0}\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: parallel.tp", "must be >= 1"),
+    ("parallel: {order: tp-dp-tp}\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: parallel.order", "distinct dims"),
+    ("parallel: {cp: 2, order: tp-dp-pp}\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: parallel.order", "lacks 'cp'"),
+    ("model: {preset: gpt5}\n", "job.yaml:1: model.preset", "expected one of"),
+    ("model: {layers: 2}\n", "job.yaml:1: model.hidden", "required key is missing"),
+    ("parallel: {dp: 3}\nmodel: {preset: gpt3-175b}\nbatch: {global_batch_size: 10}\n",
+     "job.yaml:3: batch.global_batch_size", "not a multiple of micro_batch_size*dp = 3"),
+    ("parallel: {ep: 2, dp: 2}\nmodel: {preset: gpt3-175b}\nbatch: {num_micro_batches: 1}\n",
+     "job.yaml:1: parallel.ep", "mixture-of-experts"),
+    ("data_parallel: ddp\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: data_parallel", "zero, allreduce"),
+])
+def test_bad_jobs(text, where, what):
+    with pytest.raises(SpecError) as err:
+        parse_job(text, "job.yaml")
+    assert str(err.value).startswith(where), str(err.value)
+    assert what in str(err.value)
+
+
+def test_more_ranks_than_free_gpus_names_file_and_key():
+    job = parse_job("parallel: {tp: 8, pp: 8, dp: 200}\nmodel: {preset: gpt3-175b}\nbatch: {num_micro_batches: 4}\n",
+                    "job.yaml")
+    with pytest.raises(SpecError, match=r"^job.yaml: parallel.dp: the job needs 12800 GPUs .* only 9216 are free"):
+        job.resolved(9216)
+    with pytest.raises(SpecError, match="one model replica needs"):
+        JobSpec(tp=8, pp=8, num_micro_batches=1, source="j.yaml").resolved(32)

@@ -1,0 +1,85 @@
+"""Rank maps: write, read back, validate, and refuse what is wrong."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placement.job import JobSpec, ModelShape
+from placement.plan import plan
+from placement.rankmap import RankMapError, read_rankmap, write_plan_files
+from topology import parse_cluster
+
+TINY = ModelShape(layers=4, hidden=64, heads=8, seq_len=32, vocab=100)
+
+
+@pytest.fixture
+def planned(small_cluster_text, tmp_path):
+    cluster = parse_cluster(small_cluster_text, "small.yaml")
+    result = plan(cluster, JobSpec(tp=8, pp=2, dp=3, model=TINY, num_micro_batches=2), time_limit_s=2)
+    write_plan_files(result.rankmap, tmp_path / "out")
+    return cluster, result, tmp_path / "out"
+
+
+def test_round_trip(planned):
+    cluster, result, out = planned
+    again = read_rankmap(out / "rankmap.json")
+    assert again == result.rankmap
+    again.verify_cluster(cluster)
+    doc = json.loads((out / "rankmap.json").read_text())
+    assert doc["schema"] == "rankmap/v1" and doc["world_size"] == 48 and len(doc["ranks"]) == 48
+    first = doc["ranks"][9]
+    assert set(first) >= {"rank", "host", "local_rank", "node_rank", "tor_group", "rail", "tp", "pp", "dp", "cp", "ep"}
+    assert (first["rank"], first["node_rank"], first["local_rank"], first["rail"]) == (9, 1, 1, 1)
+
+
+def test_hostfile_order_reproduces_the_map(planned):
+    _, result, out = planned
+    hosts = (out / "hostfile").read_text().split()
+    ranks = json.loads((out / "rankmap.json").read_text())["ranks"]
+    # a launcher started with this hostfile and 8 processes per host gives rank = node*8 + local
+    for rec in ranks:
+        assert hosts[rec["rank"] // 8] == rec["host"] and rec["rank"] % 8 == rec["local_rank"]
+    assert len(set(hosts)) == len(hosts) == 6
+
+
+def edit(out, fn):
+    path = out / "rankmap.json"
+    doc = json.loads(path.read_text())
+    fn(doc)
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["ranks"].pop(), "47 ranks listed, the job has 48"),
+    (lambda d: d["ranks"][5].update(rank=4), "rank 4 is out of range or listed twice"),
+    (lambda d: d["ranks"][5].update(local_rank=4), "GPU 4 of host"),           # one rank on two GPUs
+    (lambda d: d["ranks"][8].update(host="zz99"), "disagree"),
+    (lambda d: d["ranks"][3].update(dp=1), "the job's order 'tp-cp-ep-dp-pp' gives"),
+    (lambda d: d["ranks"][3].update(host="$(id)"), "bad host '$(id)'"),
+    (lambda d: d.update(schema="rankmap/v0"), "expected schema"),
+    (lambda d: d["ranks"][2].pop("rail"), "exactly the keys"),
+    (lambda d: d["job"]["parallel"].update(tp=3), "job"),
+])
+def test_bad_rank_maps_are_rejected(planned, mutate, message):
+    _, _, out = planned
+    with pytest.raises(RankMapError) as err:
+        read_rankmap(edit(out, mutate))
+    assert message in str(err.value)
+    assert str(err.value).startswith(str(out / "rankmap.json"))
+
+
+def test_map_for_another_cluster_is_rejected(planned, small_cluster_text):
+    _, _, out = planned
+    other = parse_cluster(small_cluster_text.replace("n[05-08]", "n[05-09]").replace("capacity: 4\n    hosts: \"n[05",
+                                                                                     "capacity: 5\n    hosts: \"n[05"))
+    with pytest.raises(RankMapError, match="was made for cluster 'small'"):
+        read_rankmap(out / "rankmap.json").verify_cluster(other)
+
+
+def test_not_json(tmp_path):
+    (tmp_path / "r.json").write_text("{not json")
+    with pytest.raises(RankMapError, match="not a JSON rank map"):
+        read_rankmap(tmp_path / "r.json")

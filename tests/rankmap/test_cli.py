@@ -1,0 +1,76 @@
+"""The rankmap command, run as a user runs it (real subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+
+def rankmap(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "rankmap", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def test_plan_racks_example_writes_both_files(tmp_path):
+    out = tmp_path / "out"
+    run = rankmap("plan", "--example", "racks", "--out", out)
+    assert run.returncode == 0, run.stderr
+    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "gap to bound"):
+        assert name in run.stdout
+    doc = json.loads((out / "rankmap.json").read_text())
+    assert doc["world_size"] == 480 and doc["summary"]["plan"]["gap_to_bound"] < 1e-5
+    assert len((out / "hostfile").read_text().split()) == 60
+    verify = rankmap("verify", out / "rankmap.json", "--cluster", "examples/racks/cluster.yaml")
+    assert verify.returncode == 0 and "valid rank map: 480 ranks on 60 hosts" in verify.stdout
+    wrong = rankmap("verify", out / "rankmap.json", "--cluster", "examples/megascale-12k/cluster.yaml")
+    assert wrong.returncode == 3 and "was made for cluster 'racks-512'" in wrong.stderr
+
+
+def test_inline_job_overrides(tmp_path):
+    run = rankmap("plan", "--example", "racks", "--tp", "8", "--pp", "2", "--dp", "4", "--model", "gpt3-6.7b",
+                  "--micro-batches", "4", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    job = json.loads((tmp_path / "rankmap.json").read_text())["job"]
+    assert job["parallel"]["pp"] == 2 and job["parallel"]["dp"] == 4 and job["model"]["layers"] == 32
+
+
+@pytest.mark.parametrize("job_text, args, code, message", [
+    ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\nparalel: {tp: 8}\n", [], 3,
+     "job.yaml:3: paralel: unknown key 'paralel'"),
+    ("parallel: {tp: 5}\nmodel: {layers: 4, hidden: 640, heads: 10, seq_len: 64}\nbatch: {num_micro_batches: 2}\n",
+     [], 4, "job.yaml: parallel.tp: tp=5 does not fit the hosts"),
+    ("parallel: {tp: 8, pp: 4, dp: 100}\nmodel: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", [], 3,
+     "job.yaml: parallel.dp: the job needs 3200 GPUs (tp*cp*pp*dp), only 480 are free"),
+    ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", ["--tp", "x"], 2, "expected a positive integer"),
+    ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", ["--model", "gpt9"], 3, "unknown model preset"),
+])
+def test_bad_input_exits_non_zero_and_writes_nothing(tmp_path, job_text, args, code, message):
+    job = tmp_path / "job.yaml"
+    job.write_text(job_text)
+    out = tmp_path / "out"
+    run = rankmap("plan", "--cluster", "examples/racks/cluster.yaml", "--job", job, "--out", out, *args)
+    assert run.returncode == code
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+    assert not out.exists()
+
+
+def test_bad_cluster_names_file_line_and_key(tmp_path):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("tor_groups:\n  - name: a\n    hosts: 'n[1-4]'\n    speed: 400\n")
+    run = rankmap("plan", "--cluster", cluster, "--job", "examples/racks/job.yaml", "--out", tmp_path / "out")
+    assert run.returncode == 3
+    assert f"{cluster}:4: tor_groups[0].speed: unknown key 'speed'" in run.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_failed_run_keeps_previous_outputs(tmp_path):
+    out = tmp_path / "out"
+    assert rankmap("plan", "--example", "racks", "--out", out).returncode == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    run = rankmap("plan", "--example", "racks", "--tp", "3", "--out", out)
+    assert run.returncode != 0
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before

@@ -160,7 +160,7 @@ def _solve(problem: GridProblem, greedy: np.ndarray, time_limit_s: float, seed: 
     if snake is not None:
         starts.append(snake)
     hint = min(starts, key=cost)
-    bound, proven = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers)
+    bound, proven = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers, hint)
     if cost(hint) <= bound:
         return GridSolution(hint, cost(hint), "OPTIMAL", 0.0), bound, True
     sol = solve_grid(problem, hint, time_limit_s, seed, workers)

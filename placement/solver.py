@@ -219,11 +219,14 @@ def _add_hint(model, v: _Counts, start, end, hint: np.ndarray) -> None:
 
 
 def grid_lower_bound(problem: GridProblem, time_limit_s: float = 5.0, seed: int = 0,
-                     workers: int = 1) -> tuple[int, bool]:
+                     workers: int = 1, hint: np.ndarray | None = None) -> tuple[int, bool]:
     """A lower bound on the cost of every placement of ``problem``.
 
     Relaxation: a row that uses k >= 2 groups crosses at least k times; of the hops
     between rows r and r+1, at most ``sum_g min(x[r,g], x[r+1,g])`` stay inside a group.
+
+    A placement ``hint[R, C]`` gives the search a start; when the relaxation's bound meets
+    it, the search stops at once.
 
     Returns
     -------
@@ -244,6 +247,14 @@ def grid_lower_bound(problem: GridProblem, time_limit_s: float = 5.0, seed: int 
         matched.append(row)
     v.limit_matches(model, problem, matched)
     model.Minimize(v.objective(problem, matched))
+    if hint is not None:
+        counts = np.stack([np.bincount(row, minlength=K) for row in hint])  # counts[R, K]
+        for r in range(R):
+            for g in range(K):
+                model.AddHint(v.x[r][g], int(counts[r, g]))
+                model.AddHint(v.pres[r][g], bool(counts[r, g]))
+                if r < R - 1:
+                    model.AddHint(matched[r][g], int(min(counts[r, g], counts[r + 1, g])))
     solver = _params(time_limit_s, seed, workers)
     status = solver.Solve(model)
     if status == cp_model.INFEASIBLE:

@@ -29,7 +29,7 @@ from .layout import ParallelLayout
 from .metrics import PlacementMetrics, alignment_problems, evaluate, human_bytes
 from .rankmap import RankMap
 from .snake import snake_cells
-from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, solve_grid
+from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, grid_uplinks, solve_grid
 from .traffic import GroupTraffic, job_traffic
 
 __all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row"]
@@ -153,13 +153,19 @@ def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffi
 
 def _solve(problem: GridProblem, greedy: np.ndarray, time_limit_s: float, seed: int,
            workers: int) -> tuple[GridSolution, int, bool]:
-    """Greedy and snake starts, the bound, then CP-SAT only if the bound leaves room."""
+    """Greedy and snake starts, the bound, then CP-SAT only if the bound leaves room.
+
+    Starts are ranked by cost, then by the heaviest ToR group's uplink load (ECMP pressure)."""
     cost = functools.partial(grid_cost, problem)
+
+    def rank(cells: np.ndarray) -> tuple[int, int]:
+        return cost(cells), int(grid_uplinks(problem, cells).max())
+
     starts = [greedy]
-    snake = snake_cells(problem.rows, problem.cols, problem.free, cost, seed=seed)
+    snake = snake_cells(problem.rows, problem.cols, problem.free, rank, seed=seed)
     if snake is not None:
         starts.append(snake)
-    hint = min(starts, key=cost)
+    hint = min(starts, key=rank)
     bound, proven = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers, hint)
     if cost(hint) <= bound:
         return GridSolution(hint, cost(hint), "OPTIMAL", 0.0), bound, True

@@ -82,7 +82,7 @@ def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: 
     free : tuple of int
         ``free[K]``: usable hosts per ToR group.
     cost : callable
-        ``cost(cells) -> number`` to minimise.
+        ``cost(cells) -> comparable`` (a number or a tuple) to minimise.
     """
     if sum(free) < rows * cols:
         return None

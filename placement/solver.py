@@ -32,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
-__all__ = ["GridProblem", "GridSolution", "grid_cost", "solve_grid", "grid_lower_bound"]
+__all__ = ["GridProblem", "GridSolution", "grid_cost", "grid_uplinks", "solve_grid", "grid_lower_bound"]
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,21 @@ def grid_cost(problem: GridProblem, cells: np.ndarray) -> int:
     if problem.rows > 1:
         cost += problem.w_col * int((cells[:-1] != cells[1:]).sum())
     return cost
+
+
+def grid_uplinks(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
+    """``load[K]``: cost units through each ToR group's uplinks (a crossing loads both ends)."""
+    K = len(problem.free)
+    load = np.zeros(K, dtype=np.int64)
+    if problem.cols > 1:
+        nxt = np.roll(cells, -1, axis=1)
+        cross = cells != nxt
+        load += problem.w_row * (np.bincount(cells[cross], minlength=K) + np.bincount(nxt[cross], minlength=K))
+    if problem.rows > 1:
+        top, bottom = cells[:-1], cells[1:]
+        cross = top != bottom
+        load += problem.w_col * (np.bincount(top[cross], minlength=K) + np.bincount(bottom[cross], minlength=K))
+    return load
 
 
 def _params(time_limit_s: float, seed: int, workers: int) -> cp_model.CpSolver:

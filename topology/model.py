@@ -11,14 +11,16 @@ split into two 200G downlinks so an uplink carries twice a downlink).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from .errors import TopologyError
+from .tree import find_cycle
 
-__all__ = ["Host", "Links", "Spine", "TorGroup", "Cluster", "HOST_STATES"]
+__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Cluster", "HOST_STATES"]
 
 HOST_STATES = ("free", "busy", "failed")
 
@@ -107,12 +109,40 @@ class TorGroup:
         Host names cabled to this group, in spec order.
     capacity : int
         Host ports per rail ToR (MegaScale: 64).
+    link_speed : int or None
+        Slurm's ``LinkSpeed`` of the leaf switch this group was imported from (arbitrary
+        units, kept for export); None when not given.
     """
 
     name: str
     index: int
     hosts: tuple[str, ...]
     capacity: int = 64
+    link_speed: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Switch:
+    """A switch (or label domain) above the ToR groups, kept from tree-shaped topology files.
+
+    Slurm's topology/tree, Kubernetes label layers and Volcano HyperNodes describe the
+    fabric as a tree of switches over leaf switches; the leaves are :class:`TorGroup`
+    objects and the switches above them are kept here, so islands stay apart and an
+    export writes the same tree back.
+
+    Attributes
+    ----------
+    name : str
+        Switch name; unique among switches and ToR groups.
+    children : tuple of str
+        Names of ToR groups or other switches directly below, in natural name order.
+    link_speed : int or None
+        Slurm's ``LinkSpeed`` (arbitrary units, informational), or None.
+    """
+
+    name: str
+    children: tuple[str, ...]
+    link_speed: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -131,11 +161,20 @@ class Cluster:
         Link speeds.
     spine : Spine
         Spine layer.
+    switches : tuple of Switch or None
+        The switch tree above the ToR groups, when one is known (imported from a tree
+        topology). None (the default) means the spine joins every ToR group. A tuple,
+        even an empty one, is the whole fabric: ToR groups are joined only through these
+        switches, and each connected part is an island that no job may span.
+    block_sizes : tuple of int or None
+        Slurm topology/block aggregation sizes in hosts (``BlockSizes``); the ToR groups
+        are the base blocks, in block order. None when the cluster is not a block topology.
 
     Raises
     ------
     TopologyError
-        If a host appears twice, a host names an unknown group, or a group is over capacity.
+        If a host appears twice, a host names an unknown group, a group is over capacity,
+        or the switch tree or block sizes are inconsistent.
     """
 
     name: str
@@ -143,6 +182,8 @@ class Cluster:
     hosts: tuple[Host, ...]
     links: Links = field(default_factory=Links)
     spine: Spine = field(default_factory=Spine)
+    switches: tuple[Switch, ...] | None = None
+    block_sizes: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         names = [g.name for g in self.tor_groups]
@@ -165,6 +206,45 @@ class Cluster:
                 raise TopologyError(f"host {host.name!r} has unknown state {host.state!r}")
         if len(self.hosts) != len(seen):
             raise TopologyError("cluster hosts and ToR group members differ")
+        self._check_switches(set(names))
+        self._check_block_sizes()
+
+    def _check_switches(self, groups: set[str]) -> None:
+        if self.switches is None:
+            return
+        if self.block_sizes is not None:
+            raise TopologyError("a cluster has either a switch tree or block sizes, not both")
+        names = [s.name for s in self.switches]
+        known = groups | set(names)
+        seen: set[str] = set()
+        for sw in self.switches:
+            if sw.name in seen or sw.name in groups:
+                raise TopologyError(f"switch {sw.name!r} is defined twice (or is also a ToR group)")
+            seen.add(sw.name)
+            if not sw.children:
+                raise TopologyError(f"switch {sw.name!r} has no children")
+            if len(set(sw.children)) != len(sw.children):
+                raise TopologyError(f"switch {sw.name!r} lists a child twice")
+            for child in sw.children:
+                if child not in known or child == sw.name:
+                    raise TopologyError(f"switch {sw.name!r} has invalid child {child!r}")
+        cycle = find_cycle({sw.name: sw.children for sw in self.switches})
+        if cycle:
+            raise TopologyError("switch tree has a cycle: " + " -> ".join(cycle))
+
+    def _check_block_sizes(self) -> None:
+        sizes = self.block_sizes
+        if sizes is None:
+            return
+        if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes):
+            raise TopologyError(f"block sizes must be positive integers, got {sizes!r}")
+        for b in sizes:
+            ratio, rest = divmod(b, sizes[0])
+            if rest or ratio & (ratio - 1) or b < sizes[0]:
+                raise TopologyError(f"block size {b} is not the base block size {sizes[0]} "
+                                    "times a power of two")
+        if list(sizes) != sorted(set(sizes)):
+            raise TopologyError(f"block sizes must be ascending and distinct, got {list(sizes)}")
 
     @cached_property
     def _by_name(self) -> dict[str, Host]:
@@ -184,6 +264,46 @@ class Cluster:
     def tor_group(self, name: str) -> TorGroup:
         """The ToR group called ``name``; KeyError if there is none."""
         return self._group_by_name[name]
+
+    @cached_property
+    def _islands(self) -> tuple[tuple[str, ...], ...]:
+        names = [g.name for g in self.tor_groups]
+        if self.switches is None:
+            return (tuple(names),) if names else ()
+        root = {n: n for n in names}
+        root.update((s.name, s.name) for s in self.switches)
+
+        def find(x: str) -> str:
+            while root[x] != x:
+                root[x] = root[root[x]]
+                x = root[x]
+            return x
+
+        for sw in self.switches:
+            for child in sw.children:
+                root[find(child)] = find(sw.name)
+        parts: dict[str, list[str]] = {}
+        for n in names:
+            parts.setdefault(find(n), []).append(n)
+        return tuple(tuple(p) for p in parts.values())
+
+    def islands(self) -> tuple[tuple[str, ...], ...]:
+        """ToR group names per island (a part of the fabric no job may leave), in group order.
+
+        Without a switch tree (``switches is None``) the spine joins all groups: one
+        island. With one, two groups share an island only if switches connect them.
+
+        Examples
+        --------
+        >>> hosts = (Host(name="x1", gpus=8, nics=8, tor_group="a"),
+        ...          Host(name="y1", gpus=8, nics=8, tor_group="b"))
+        >>> groups = (TorGroup(name="a", index=0, hosts=("x1",)), TorGroup(name="b", index=1, hosts=("y1",)))
+        >>> Cluster(name="c", tor_groups=groups, hosts=hosts).islands()
+        (('a', 'b'),)
+        >>> Cluster(name="c", tor_groups=groups, hosts=hosts, switches=()).islands()
+        (('a',), ('b',))
+        """
+        return self._islands
 
     @property
     def rails(self) -> int:
@@ -218,9 +338,15 @@ class Cluster:
             "name": self.name,
             "links": vars(self.links),
             "spine": vars(self.spine),
-            "tor_groups": [[g.name, g.capacity, list(g.hosts)] for g in self.tor_groups],
+            "tor_groups": [[g.name, g.capacity, list(g.hosts)]
+                           + ([g.link_speed] if g.link_speed is not None else []) for g in self.tor_groups],
             "hosts": [[h.name, h.gpus, h.nics] for h in self.hosts],
         }
+        # Fields added later enter the hash only when used, so older specs keep their hash.
+        if self.switches is not None:
+            doc["switches"] = [[s.name, list(s.children), s.link_speed] for s in self.switches]
+        if self.block_sizes is not None:
+            doc["block_sizes"] = list(self.block_sizes)
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
 
@@ -233,5 +359,4 @@ class Cluster:
                 raise TopologyError(f"unknown host state {state!r}")
         hosts = tuple(Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                            state=states.get(h.name, h.state)) for h in self.hosts)
-        return Cluster(name=self.name, tor_groups=self.tor_groups, hosts=hosts,
-                       links=self.links, spine=self.spine)
+        return dataclasses.replace(self, hosts=hosts)

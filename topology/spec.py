@@ -16,6 +16,12 @@ Format (every key but ``tor_groups`` is optional; defaults shown)::
         capacity: 64                   # host ports per rail ToR
         hosts: "node[001-064]"         # hostlist, or a list of hostlists or
                                        # {hosts: HOSTLIST, gpus: N, nics: N}
+        link_speed: 100                # optional: Slurm LinkSpeed of this leaf switch
+    switches:                          # optional: the switch tree above the ToR groups
+      - name: spine1                   # (from a tree topology; islands stay apart)
+        children: [tg00, tg01]         # ToR groups or switches
+        link_speed: 100                # optional
+    block_sizes: [64, 128]             # optional: Slurm topology/block BlockSizes (hosts)
     availability:
       busy: "node[003,017]"            # hostlists
       failed: "node042"
@@ -32,7 +38,8 @@ import yaml
 
 from .errors import SpecError, TopologyError
 from .hostnames import compress_hostlist, expand_hostlist, natural_key
-from .model import Cluster, Host, Links, Spine, TorGroup
+from .model import Cluster, Host, Links, Spine, Switch, TorGroup
+from .tree import find_cycle
 from .yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["load_cluster", "parse_cluster", "cluster_from_data", "cluster_to_yaml"]
@@ -56,7 +63,8 @@ def parse_cluster(text: str, source: str = "<string>") -> Cluster:
 
 def cluster_from_data(data, source: str) -> Cluster:
     """Build a Cluster from parsed YAML (``LocMap``) or a plain dict."""
-    top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "availability")
+    top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "switches",
+                                    "block_sizes", "availability")
     name = top.str("name", "cluster")
     defaults = top.sub("hosts")
     gpus = defaults.int("gpus", 8, minimum=1)
@@ -67,12 +75,15 @@ def cluster_from_data(data, source: str) -> Cluster:
     spine = Spine(switches=spine_f.int("switches", links.tor_uplinks, minimum=1))
     spine_f.done()
     groups, hosts = _tor_groups(top, gpus, nics)
+    switches = _switches(top, {g.name for g in groups})
+    block_sizes = _block_sizes(top)
     states = _availability(top.sub("availability"), {h.name for h in hosts})
     top.done()
     hosts = [Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                   state=states.get(h.name, "free")) for h in hosts]
     try:
-        return Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine)
+        return Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
+                       switches=switches, block_sizes=block_sizes)
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
 
@@ -99,9 +110,10 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
     where: dict[str, str] = {}
     for i, entry in enumerate(entries):
         line = entries.item_lines[i] if hasattr(entries, "item_lines") else None
-        f = Fields(entry, top.source, f"tor_groups[{i}]", line).only("name", "capacity", "hosts")
+        f = Fields(entry, top.source, f"tor_groups[{i}]", line).only("name", "capacity", "hosts", "link_speed")
         gname = f.str("name", f"tg{i:02d}")
         capacity = f.int("capacity", 64, minimum=1)
+        link_speed = f.int("link_speed", None, minimum=0)
         # A group's hosts are kept in natural name order: the order inside a hostlist
         # carries no meaning, and a canonical order makes export -> import exact.
         members = sorted(_group_hosts(f, gpus, nics), key=lambda m: natural_key(m[0]))
@@ -115,8 +127,52 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
             hosts.append(Host(name=name, gpus=g, nics=n, tor_group=gname))
         if len(members) > capacity:
             raise f.error("hosts", f"{len(members)} hosts exceed the group's capacity of {capacity}")
-        groups.append(TorGroup(name=gname, index=i, hosts=tuple(m[0] for m in members), capacity=capacity))
+        groups.append(TorGroup(name=gname, index=i, hosts=tuple(m[0] for m in members), capacity=capacity,
+                               link_speed=link_speed))
     return groups, hosts
+
+
+def _switches(top: Fields, groups: set[str]) -> tuple[Switch, ...] | None:
+    """The optional switch tree; children are kept in natural name order (export -> import exact)."""
+    if not top.has("switches"):
+        return None
+    entries = top.seq("switches")
+    switches: list[Switch] = []
+    where: dict[str, Fields] = {}
+    for i, entry in enumerate(entries):
+        f = Fields(entry, top.source, f"switches[{i}]", entries.item_lines[i] if hasattr(entries, "item_lines")
+                   else None).only("name", "children", "link_speed")
+        name = f.str("name")
+        if name in where or name in groups:
+            raise f.error("name", f"switch {name!r} is defined twice (or is also a ToR group)")
+        kids = f.raw("children")
+        if isinstance(kids, str):
+            kids = expand_hostlist(kids, source=f.source, line=f.line_of("children"), key=f.path("children"))
+        if not isinstance(kids, list) or not kids or not all(isinstance(k, str) and k for k in kids):
+            raise f.error("children", "expected a non-empty list of switch or ToR group names")
+        if len(set(kids)) != len(kids):
+            raise f.error("children", "a child is listed twice")
+        link_speed = f.int("link_speed", None, minimum=0)
+        f.done()
+        where[name] = f
+        switches.append(Switch(name=name, children=tuple(sorted(kids, key=natural_key)), link_speed=link_speed))
+    for sw in switches:
+        for child in sw.children:
+            if child == sw.name or (child not in where and child not in groups):
+                raise where[sw.name].error("children", f"unknown switch or ToR group {child!r}")
+    cycle = find_cycle({sw.name: sw.children for sw in switches})
+    if cycle:
+        raise where[cycle[0]].error("children", "switch tree has a cycle: " + " -> ".join(cycle))
+    return tuple(switches)
+
+
+def _block_sizes(top: Fields) -> tuple[int, ...] | None:
+    if not top.has("block_sizes"):
+        return None
+    sizes = top.seq("block_sizes")
+    if not sizes or not all(isinstance(b, int) and not isinstance(b, bool) and b >= 1 for b in sizes):
+        raise top.error("block_sizes", f"expected a non-empty list of positive integers, got {sizes!r}")
+    return tuple(sizes)
 
 
 def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
@@ -165,8 +221,8 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     padding and never merges distinct hosts); a run that would not expand back to exactly
     the same hosts is written as a list of names.
     """
-    common_gpus = max((h.gpus for h in cluster.hosts), key=[h.gpus for h in cluster.hosts].count)
-    common_nics = max((h.nics for h in cluster.hosts), key=[h.nics for h in cluster.hosts].count)
+    common_gpus = max((h.gpus for h in cluster.hosts), key=[h.gpus for h in cluster.hosts].count, default=8)
+    common_nics = max((h.nics for h in cluster.hosts), key=[h.nics for h in cluster.hosts].count, default=8)
     doc: dict = {
         "name": cluster.name,
         "hosts": {"gpus": common_gpus, "nics": common_nics},
@@ -175,8 +231,17 @@ def cluster_to_yaml(cluster: Cluster) -> str:
         "tor_groups": [],
     }
     for group in cluster.tor_groups:
-        doc["tor_groups"].append({"name": group.name, "capacity": group.capacity,
-                                  "hosts": _hosts_entry(cluster, group.hosts, common_gpus, common_nics)})
+        entry = {"name": group.name, "capacity": group.capacity,
+                 "hosts": _hosts_entry(cluster, group.hosts, common_gpus, common_nics)}
+        if group.link_speed is not None:
+            entry["link_speed"] = group.link_speed
+        doc["tor_groups"].append(entry)
+    if cluster.switches is not None:
+        doc["switches"] = [{"name": s.name, "children": list(s.children)}
+                           | ({"link_speed": s.link_speed} if s.link_speed is not None else {})
+                           for s in cluster.switches]
+    if cluster.block_sizes is not None:
+        doc["block_sizes"] = list(cluster.block_sizes)
     avail = {}
     for state in ("busy", "failed"):
         names = [h.name for h in cluster.hosts if h.state == state]
@@ -197,6 +262,8 @@ def _hosts_entry(cluster: Cluster, names: tuple[str, ...], gpus: int, nics: int)
         else:
             runs.append([shape, [name]])
     items = []
+    if not names:
+        return []
     for (g, n), run in runs:
         expr = compress_hostlist(run)
         if sorted(expand_hostlist(expr)) != sorted(run):

@@ -1,0 +1,220 @@
+"""``rankmap topo``: import topology from what admins keep, show it, export it back.
+
+::
+
+    rankmap topo import --from slurm topology.conf --rails 8 --out cluster.yaml
+    rankmap topo show topology.conf            # or a cluster.yaml; --from when unsure
+    rankmap topo export --to slurm cluster.yaml --out topology.conf
+
+``add_topo_parser`` adds the subcommand to the main parser and ``run_topo`` runs it;
+errors are raised as :class:`~topology.errors.RankmapError` for the caller to print.
+``python -m rankmap.topo_cli ...`` runs the subcommand on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+
+from topology.errors import RankmapError
+
+__all__ = ["add_topo_parser", "run_topo", "main"]
+
+IMPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile")
+EXPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels")
+
+
+def add_topo_parser(subparsers) -> argparse.ArgumentParser:
+    """Add ``topo`` with its verbs ``import``, ``show`` and ``export`` to ``subparsers``."""
+    topo = subparsers.add_parser(
+        "topo", help="import topology from Slurm, Kubernetes, Volcano or hostfiles; show it; export it",
+        description="Read the topology admins already keep, say what was found, and write it back.")
+    verbs = topo.add_subparsers(dest="topo_command", metavar="VERB", required=True)
+
+    imp = verbs.add_parser("import", help="write a cluster spec YAML from a topology file",
+                           description="Import a topology file into a cluster spec. Nothing is written "
+                                       "if the import fails.")
+    imp.add_argument("--from", dest="source_format", choices=IMPORT_FORMATS, required=True,
+                     help="format of FILE")
+    imp.add_argument("file", type=Path, metavar="FILE")
+    _import_options(imp)
+    imp.add_argument("--out", type=Path, required=True, help="cluster spec YAML to write ('-': stdout)")
+
+    show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
+                            description="Hosts, ToR groups and sizes, islands, depth, and warnings.")
+    show.add_argument("file", type=Path, metavar="CLUSTER_OR_FILE")
+    show.add_argument("--from", dest="source_format", choices=IMPORT_FORMATS + ("cluster",),
+                      help="format of the file (default: guessed)")
+    _import_options(show)
+
+    exp = verbs.add_parser("export", help="write a cluster spec's topology for a scheduler",
+                           description="Export a cluster spec as Slurm topology.conf (tree or block) or "
+                                       "Kubernetes node labels; importing the result gives the same cluster.")
+    exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
+    exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
+    exp.add_argument("--out", type=Path, required=True, help="file to write ('-': stdout)")
+    exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
+                                                   "(default: AWS network-node-layer-N)")
+    return topo
+
+
+def _import_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", type=_positive, default=8, help="GPUs per host where the file gives none (default 8)")
+    p.add_argument("--rails", type=_positive, help="rail NICs per host (default: one per GPU)")
+    p.add_argument("--nic-gbps", type=_gbps, help="speed of one rail NIC and its ToR port, Gb/s")
+    p.add_argument("--capacity", type=_positive, default=64, help="host ports per rail ToR (default 64)")
+    p.add_argument("--name", help="cluster name (default: the file name)")
+    p.add_argument("--hosts", help="every host the scheduler knows: a hostlist, or @FILE of hostlists; "
+                                   "reports hosts under no leaf, and Volcano regex members match these")
+    p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
+    p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
+    p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _gbps(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive number of Gb/s, got {text!r}")
+    return value
+
+
+def _labels(text: str) -> tuple[str, ...]:
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    if not keys:
+        raise argparse.ArgumentTypeError("expected label keys separated by commas")
+    return keys
+
+
+def run_topo(args: argparse.Namespace) -> int:
+    """Run ``rankmap topo VERB``; returns the exit status, raises RankmapError on bad input."""
+    if args.topo_command == "import":
+        return _import(args)
+    if args.topo_command == "show":
+        return _show(args)
+    return _export(args)
+
+
+def _options(args: argparse.Namespace):
+    from topology.hostnames import expand_hostlist
+    from topology.importers import read_text
+    from topology.k8s import parse_kueue_levels
+    from topology.sources import ImportOptions
+
+    hosts = None
+    if args.hosts:
+        if args.hosts.startswith("@"):
+            source = args.hosts[1:]
+            hosts = []
+            for number, line in enumerate(read_text(source).splitlines(), 1):
+                for word in line.split("#", 1)[0].split():
+                    hosts.extend(expand_hostlist(word, source=source, line=number, key=word))
+        else:
+            hosts = expand_hostlist(args.hosts, key="--hosts")
+    levels = args.levels
+    if args.kueue_topology:
+        if levels:
+            raise RankmapError("give --levels or --kueue-topology, not both")
+        levels = parse_kueue_levels(read_text(args.kueue_topology), str(args.kueue_topology))
+    return ImportOptions(gpus=args.gpus, rails=args.rails, nic_gbps=args.nic_gbps, capacity=args.capacity,
+                         name=args.name, hosts=tuple(hosts) if hosts is not None else None, levels=levels,
+                         strict=args.strict)
+
+
+def _import(args: argparse.Namespace) -> int:
+    from topology.importers import import_file
+    from topology.spec import cluster_to_yaml, parse_cluster
+    from topology.summary import summarize
+
+    if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
+        raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
+    result = import_file(args.source_format, args.file, _options(args))
+    text = (f"# Imported by rankmap topo import --from {args.source_format} from {args.file.name}\n"
+            + cluster_to_yaml(result.cluster))
+    if parse_cluster(text, str(args.out)) != result.cluster:  # the spec must carry everything imported
+        raise RuntimeError("cluster spec does not read back as the imported cluster")
+    _report(result, summarize(result))
+    _write(args.out, text)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    from topology.importers import load_any
+    from topology.summary import summarize
+
+    result = load_any(args.file, args.source_format, _options(args))
+    _report(result, summarize(result))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from topology.importers import export_cluster
+    from topology.spec import load_cluster
+
+    cluster = load_cluster(args.cluster)
+    kwargs = {"levels": args.levels} if args.target_format == "k8s-labels" and args.levels else {}
+    if args.levels and args.target_format != "k8s-labels":
+        raise RankmapError("--levels applies to --to k8s-labels only")
+    text = export_cluster(args.target_format, cluster, **kwargs)
+    _write(args.out, text)
+    if str(args.out) != "-":
+        islands = len(cluster.islands())
+        print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "
+              f"{len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR groups, {islands} "
+              f"island{'s' * (islands != 1)}")
+    return 0
+
+
+def _report(result, lines: list[str]) -> None:
+    """Summary on stdout; warnings again on stderr, one line each, so they are not missed."""
+    for line in lines:
+        print(line)
+    for warning in result.warnings:
+        print(f"rankmap: warning: {warning}", file=sys.stderr)
+
+
+def _write(out: Path, text: str) -> None:
+    from topology.fileio import atomic_write_text
+
+    if str(out) == "-":
+        sys.stdout.write(text)
+    else:
+        atomic_write_text(out, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rankmap.topo_cli VERB ...``: the ``topo`` subcommand on its own."""
+    parser = argparse.ArgumentParser(prog="rankmap")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    add_topo_parser(sub)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "topo" not in argv[:2]:
+        argv.insert(1 if argv[:1] == ["--debug"] else 0, "topo")
+    args = parser.parse_args(argv)
+    try:
+        return run_topo(args)
+    except RankmapError as exc:
+        if args.debug:
+            traceback.print_exc()
+        print(f"rankmap: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 3)
+    except Exception as exc:  # a bug, not the user's mistake
+        if args.debug:
+            traceback.print_exc()
+        print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
+        return 70
+
+
+if __name__ == "__main__":
+    sys.exit(main())

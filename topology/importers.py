@@ -1,0 +1,123 @@
+"""Which importer or exporter handles which format, and reading topology files.
+
+The formats modules parse and write text; this module reads files (the only place
+importers touch the file system), picks the parser by name, and guesses a format
+from a file's first lines when none is given.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Callable
+
+from .errors import SpecError
+from .hostfile import parse_hostfile
+from .k8s import export_k8s_labels, parse_k8s_nodes
+from .model import Cluster
+from .slurm import export_slurm_tree, parse_slurm_tree
+from .slurm_block import export_slurm_block, parse_slurm_block
+from .sources import ImportOptions, ImportResult, decode_text
+from .spec import parse_cluster
+from .volcano import parse_hypernodes
+
+__all__ = ["IMPORT_FORMATS", "EXPORT_FORMATS", "read_text", "import_text", "import_file", "detect_format",
+           "export_cluster", "load_any"]
+
+IMPORTERS: dict[str, Callable[..., ImportResult]] = {
+    "slurm": parse_slurm_tree,
+    "slurm-block": parse_slurm_block,
+    "k8s-labels": parse_k8s_nodes,
+    "volcano": parse_hypernodes,
+    "hostfile": parse_hostfile,
+}
+EXPORTERS: dict[str, Callable[..., str]] = {
+    "slurm": export_slurm_tree,
+    "slurm-block": export_slurm_block,
+    "k8s-labels": export_k8s_labels,
+}
+IMPORT_FORMATS = tuple(IMPORTERS)
+EXPORT_FORMATS = tuple(EXPORTERS)
+
+
+def read_text(path: str | Path) -> str:
+    """A topology file's text; unreadable or binary files raise SpecError naming the file."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
+    return decode_text(data, source)
+
+
+def import_text(fmt: str, text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
+    """Parse ``text`` as format ``fmt`` (one of :data:`IMPORT_FORMATS`).
+
+    Examples
+    --------
+    >>> r = import_text("hostfile", "n1 slots=4\\n", "hosts")
+    >>> r.format, r.cluster.gpus
+    ('hostfile', 4)
+    """
+    if fmt not in IMPORTERS:
+        raise SpecError(f"unknown topology format {fmt!r} (expected one of: {', '.join(IMPORT_FORMATS)})")
+    return IMPORTERS[fmt](text, source, options or ImportOptions())
+
+
+def import_file(fmt: str, path: str | Path, options: ImportOptions | None = None) -> ImportResult:
+    """Read and parse a topology file of format ``fmt``."""
+    return import_text(fmt, read_text(path), str(path), options)
+
+
+_FIRST_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=", re.M)
+_HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9.-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
+
+
+def detect_format(text: str) -> str | None:
+    """Guess the format of a topology file: an import format, ``"cluster"`` for a
+    rankmap cluster spec, or None when unsure.
+
+    Examples
+    --------
+    >>> detect_format("# tree\\nswitchname=s1 nodes=n[1-4]"), detect_format("n1 slots=8\\nn2 slots=8")
+    ('slurm', 'hostfile')
+    """
+    body = [ln for ln in (line.split("#", 1)[0].strip() for line in text.splitlines()) if ln]
+    if not body:
+        return None
+    if body[0][:1] in "{[":
+        return "k8s-labels"
+    first = _FIRST_KEY.match(body[0])
+    if first:
+        key = first.group(1).lower()
+        return {"switchname": "slurm", "blockname": "slurm-block", "blocksizes": "slurm-block"}.get(key)
+    if re.search(r"^\s*kind:\s*HyperNode\s*$", text, re.M):
+        return "volcano"
+    if re.search(r"^tor_groups\s*:", text, re.M):
+        return "cluster"
+    if re.search(r"^\s*kind:\s*(Node|List|NodeList)\s*$", text, re.M):
+        return "k8s-labels"
+    if all(_HOSTFILE_LINE.match(ln) for ln in body):
+        return "hostfile"
+    return None
+
+
+def load_any(path: str | Path, fmt: str | None = None, options: ImportOptions | None = None) -> ImportResult:
+    """A cluster spec or any importable file, as an ImportResult (for ``rankmap topo show``).
+
+    ``fmt`` None guesses the format (:func:`detect_format`); ``"cluster"`` reads a spec.
+    """
+    text = read_text(path)
+    fmt = fmt or detect_format(text)
+    if fmt is None:
+        raise SpecError("cannot tell the format of this file: pass --from", source=str(path), line=1)
+    if fmt == "cluster":
+        return ImportResult(cluster=parse_cluster(text, str(path)), format="cluster", source=str(path))
+    return import_text(fmt, text, str(path), options)
+
+
+def export_cluster(fmt: str, cluster: Cluster, **kwargs) -> str:
+    """Write ``cluster`` in format ``fmt`` (one of :data:`EXPORT_FORMATS`)."""
+    if fmt not in EXPORTERS:
+        raise SpecError(f"cannot export to {fmt!r} (expected one of: {', '.join(EXPORT_FORMATS)})")
+    return EXPORTERS[fmt](cluster, **kwargs)

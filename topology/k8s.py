@@ -1,0 +1,324 @@
+"""Kubernetes node topology labels (``kubectl get nodes -o json``) <-> Cluster.
+
+Clouds and schedulers label each node with the network domains above it, top level
+first:
+
+- AWS: ``topology.k8s.aws/network-node-layer-1`` (top) ... ``-3``, and ``-4`` on some
+  instance types. Layers are aligned from the top; the deepest layer a node has is its
+  leaf, so a four-layer node is never taken to share a third-layer switch with a
+  three-layer one.
+- GKE: ``cloud.google.com/gce-topology-block``, ``-subblock``, ``-host``.
+- Kueue Topology Aware Scheduling: any label keys, listed as the ``levels`` of a
+  ``Topology`` object (:func:`parse_kueue_levels`) or given as ``ImportOptions.levels``.
+
+A label value is only unique under its parent, so a domain is named by its whole path
+of values joined with ``/`` (``nn-top0001/nn-mid0001/nn-bot0001``). The deepest domain
+of a node becomes its ToR group; the domains above become switches. Levels that name
+the host itself (``kubernetes.io/hostname``, ``gce-topology-host``) are not switches and
+are dropped. GPUs come from ``status.capacity`` (``nvidia.com/gpu``, ``amd.com/gpu``) or
+the ``nvidia.com/gpu.count`` label.
+
+References
+----------
+AWS EC2 instance topology, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology.html ;
+Kueue Topology Aware Scheduling, https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from bisect import bisect_left
+
+from .errors import SpecError
+from .hostnames import check_hostname, natural_key
+from .model import Cluster, Switch
+from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
+from .tree import path_to
+from .yamlio import Fields, parse_yaml
+
+__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "AWS_LAYER", "GKE_LEVELS"]
+
+AWS_LAYER = "topology.k8s.aws/network-node-layer-"
+GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
+              "cloud.google.com/gce-topology-host")
+HOST_LEVELS = ("kubernetes.io/hostname", "cloud.google.com/gce-topology-host")
+GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
+GPU_LABEL = "nvidia.com/gpu.count"
+_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+
+
+def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
+    """Read nodes with topology labels (JSON or YAML from ``kubectl get nodes``).
+
+    Examples
+    --------
+    >>> doc = {"items": [{"metadata": {"name": n, "labels": {AWS_LAYER + "1": "t", AWS_LAYER + "2": m}}}
+    ...                  for n, m in [("a", "x"), ("b", "x"), ("c", "y")]]}
+    >>> r = parse_k8s_nodes(json.dumps(doc), "nodes.json", ImportOptions(gpus=4))
+    >>> [(g.name, g.hosts) for g in r.cluster.tor_groups]
+    [('t/x', ('a', 'b')), ('t/y', ('c',))]
+    """
+    options = options or ImportOptions()
+    diags = Diagnostics(options.strict)
+    items, lines = _load(text, source)
+    nodes = [_node(item, i, lines, source) for i, item in enumerate(items)]
+    seen: dict[str, int] = {}
+    for name, _, _, line in nodes:
+        if name in seen:
+            raise SpecError(f"node {name} is listed twice (first on line {seen[name]})", source=source,
+                            line=line, key=f"metadata.name={name}")
+        seen[name] = line
+    levels = _levels(nodes, options, diags, source)
+    leaves: dict[str, Leaf] = {}
+    children: dict[str, list[str]] = {}
+    for name, labels, capacity, line in nodes:
+        path = _path(name, labels, levels, source, line)
+        if not path:
+            diags.warn(f"node {name} has no topology labels: left out", source=source, line=line, key=name)
+            continue
+        gpus = _gpus(name, labels, capacity, options, diags, source, line)
+        if not gpus:
+            continue
+        ids = ["/".join(path[:k + 1]) for k in range(len(path))]
+        for parent, child in zip(ids, ids[1:]):
+            kids = children.setdefault(parent, [])
+            if child not in kids:
+                kids.append(child)
+        leaf = leaves.setdefault(ids[-1], Leaf(name=ids[-1], hosts=[], line=line))
+        leaf.hosts.append((name, gpus))
+    for leaf in leaves.values():
+        if leaf.name in children:
+            raise SpecError(f"domain {leaf.name} is the deepest level of some nodes and has domains below it "
+                            "for others: a leaf cannot have children", source=source, line=leaf.line,
+                            key=leaf.name)
+    switches = tuple(Switch(name=k, children=tuple(sorted(v, key=natural_key))) for k, v in children.items())
+    cluster = build_cluster(list(leaves.values()), options, default_name=file_stem(source), source=source,
+                            switches=switches)
+    if len(cluster.islands()) > 1:
+        diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands")
+    return ImportResult(cluster=cluster, format="k8s-labels", source=source, warnings=tuple(diags.warnings),
+                        notes=tuple(diags.notes))
+
+
+def _load(text: str, source: str):
+    """The node items and a function giving each item's line."""
+    if not text.strip():
+        raise SpecError("empty file: expected kubectl get nodes output", source=source, line=1)
+    if text.lstrip()[:1] in "{[":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+        lines = _JsonLines(text, doc).item_line
+    else:
+        doc = parse_yaml(text, source)
+        lines = None
+    if isinstance(doc, dict) and "items" in doc:
+        items = doc["items"]
+    elif isinstance(doc, dict) and doc.get("kind") == "Node":
+        items = [doc]
+    else:
+        items = doc
+    if not isinstance(items, list):
+        raise SpecError("expected a List of nodes (kubectl get nodes -o json)", source=source,
+                        line=getattr(doc, "line", 1), key="items")
+    if lines is None:
+        item_lines = getattr(items, "item_lines", None) or [getattr(items, "line", 1)] * len(items)
+        lines = item_lines.__getitem__
+    return items, lines
+
+
+class _JsonLines:
+    """Line of each node item. Fast path: the line of the item's ``"name": "..."`` found by
+    searching forward in item order. Items without a usable name fall back (only for the
+    message) to a slower parse that keeps the position of every object."""
+
+    def __init__(self, text: str, doc):
+        self.text = text
+        self.doc = doc
+        self.newlines = [m.start() for m in re.finditer("\n", text)]
+        self.pos = 0
+        self.cache: dict[int, int] = {}
+        self.slow: list[int] | None = None
+
+    def item_line(self, index: int) -> int:
+        if index not in self.cache:
+            items = self.doc.get("items") if isinstance(self.doc, dict) and "items" in self.doc else self.doc
+            item = items[index] if isinstance(items, list) else self.doc
+            name = item.get("metadata", {}).get("name") if isinstance(item, dict) and \
+                isinstance(item.get("metadata"), dict) else None
+            found = re.compile(r'"name"\s*:\s*' + re.escape(json.dumps(name))).search(self.text, self.pos) \
+                if isinstance(name, str) else None
+            if found:
+                self.pos = found.end()
+                self.cache[index] = bisect_left(self.newlines, found.start()) + 1
+            else:
+                self.cache[index] = self._slow_lines()[index] if index < len(self._slow_lines()) else 1
+        return self.cache[index]
+
+    def _slow_lines(self) -> list[int]:
+        if self.slow is None:
+            line_of: dict[int, int] = {}
+            decoder = json.JSONDecoder()
+
+            def parse_object(s_and_end, *args):
+                obj, end = json.decoder.JSONObject(s_and_end, *args)
+                line_of[id(obj)] = bisect_left(self.newlines, s_and_end[1]) + 1
+                return obj, end
+
+            decoder.parse_object = parse_object
+            decoder.scan_once = json.scanner.py_make_scanner(decoder)
+            doc = decoder.decode(self.text)  # kept alive so that the ids above stay valid
+            items = doc.get("items", []) if isinstance(doc, dict) and "items" in doc else doc
+            items = items if isinstance(items, list) else [doc]
+            self.slow = [line_of.get(id(item), 1) for item in items]
+        return self.slow
+
+
+def _node(item, index: int, lines, source: str):
+    line = lines(index)
+    where = f"items[{index}]"
+    if not isinstance(item, dict) or not isinstance(item.get("metadata"), dict):
+        raise SpecError("expected a node with metadata", source=source, line=line, key=where)
+    meta = item["metadata"]
+    name = meta.get("name")
+    if not isinstance(name, str) or check_hostname(name):
+        why = check_hostname(name) if isinstance(name, str) else "missing"
+        raise SpecError(f"bad node name {name!r}: {why}", source=source, line=line, key=f"{where}.metadata.name")
+    labels = meta.get("labels") or {}
+    capacity = (item.get("status") or {}).get("capacity") or {}
+    if not isinstance(labels, dict) or not isinstance(capacity, dict):
+        raise SpecError("labels and status.capacity must be mappings", source=source, line=line, key=name)
+    return name, {str(k): str(v) for k, v in labels.items()}, capacity, line
+
+
+def _levels(nodes, options: ImportOptions, diags: Diagnostics, source: str) -> tuple[str, ...] | None:
+    """Label keys top first; None means AWS layers (numbered, aligned per node)."""
+    levels = options.levels
+    if levels is None:
+        keys = {k for _, labels, _, _ in nodes for k in labels}
+        if any(k.startswith(AWS_LAYER) for k in keys):
+            return None
+        if GKE_LEVELS[0] in keys:
+            levels = GKE_LEVELS
+        else:
+            raise SpecError(f"no topology labels found (AWS {AWS_LAYER}N or GKE {GKE_LEVELS[0]}): "
+                            "pass --levels with the label keys, top level first", source=source, line=1)
+    dropped = [lv for lv in levels if lv in HOST_LEVELS]
+    if dropped:
+        diags.note(f"level {', '.join(dropped)} names the host itself, not a switch: not used")
+    return tuple(lv for lv in levels if lv not in HOST_LEVELS)
+
+
+def _path(name: str, labels: dict, levels, source: str, line: int) -> list[str]:
+    if levels is None:
+        layers = {int(k[len(AWS_LAYER):]): v for k, v in labels.items()
+                  if k.startswith(AWS_LAYER) and k[len(AWS_LAYER):].isdigit()}
+        levels = tuple(f"{AWS_LAYER}{i}" for i in range(1, max(layers, default=0) + 1))
+    path: list[str] = []
+    for key in levels:
+        value = labels.get(key, "")
+        if not value:
+            below = next((k for k in levels[len(path) + 1:] if labels.get(k)), None)
+            if below:
+                raise SpecError(f"node {name} has {below} but no {key}: levels must be filled from the top",
+                                source=source, line=line, key=name)
+            break
+        if "/" in value:
+            raise SpecError(f"label value {value!r} contains '/'", source=source, line=line, key=f"{key}={value}")
+        path.append(value)
+    return path
+
+
+def _gpus(name, labels, capacity, options, diags, source, line) -> int:
+    found = {}
+    for key in GPU_RESOURCES:
+        if key in capacity:
+            found[f"capacity {key}"] = capacity[key]
+    if GPU_LABEL in labels:
+        found[f"label {GPU_LABEL}"] = labels[GPU_LABEL]
+    counts = {}
+    for where, value in found.items():
+        text = str(value).strip()
+        if not text.isdigit():
+            raise SpecError(f"GPU count must be a whole number, got {value!r}", source=source, line=line,
+                            key=f"{name} {where}")
+        counts[where] = int(text)
+    if not counts:
+        diags.warn(f"node {name} says nothing about GPUs: assuming {options.gpus}", source=source, line=line,
+                   key=name)
+        return options.gpus
+    if len(set(counts.values())) > 1:
+        diags.warn(f"node {name}: GPU counts differ ({', '.join(f'{k}={v}' for k, v in counts.items())}); "
+                   "using the capacity", source=source, line=line, key=name)
+    gpus = next(iter(counts.values()))
+    if gpus == 0:
+        diags.warn(f"node {name} has no GPUs: left out", source=source, line=line, key=name)
+    return gpus
+
+
+def parse_kueue_levels(text: str, source: str) -> tuple[str, ...]:
+    """Label keys of a Kueue ``Topology`` object (``spec.levels[].nodeLabel``), top first.
+
+    Examples
+    --------
+    >>> parse_kueue_levels("kind: Topology\\nspec:\\n  levels:\\n  - nodeLabel: blk\\n"
+    ...                    "  - nodeLabel: kubernetes.io/hostname\\n", "t.yaml")
+    ('blk', 'kubernetes.io/hostname')
+    """
+    doc = Fields(parse_yaml(text, source), source).only("apiVersion", "kind", "metadata", "spec")
+    if doc.raw("kind", None) != "Topology":
+        raise doc.error("kind", "expected a Kueue Topology object (kind: Topology)")
+    spec = doc.sub("spec", required=True).only("levels")
+    levels = spec.seq("levels")
+    out = []
+    for i, entry in enumerate(levels):
+        f = Fields(entry, source, f"spec.levels[{i}]", levels.item_lines[i]).only("nodeLabel")
+        out.append(f.str("nodeLabel"))
+    if not out:
+        raise spec.error("levels", "needs at least one level")
+    return tuple(out)
+
+
+def export_k8s_labels(cluster: Cluster, levels: tuple[str, ...] | None = None) -> str:
+    """Nodes with topology labels as a ``kubectl``-style JSON List; reads back with
+    :func:`parse_k8s_nodes`.
+
+    Each host gets one label per domain above it, top first (AWS layer labels unless
+    ``levels`` names the keys), and ``nvidia.com/gpu.count``. A domain named by a path
+    (``a/b``) writes its last part. Without a switch tree, one ``spine`` domain joins
+    all ToR groups; islands stay separate top-level domains.
+
+    Raises
+    ------
+    SpecError
+        If a domain has several parents, the tree is deeper than ``levels``, or a name is
+        not a valid label value.
+    """
+    records = []
+    for group in cluster.tor_groups:
+        try:
+            path = path_to(cluster, group.name) if cluster.switches is not None else ("spine", group.name)
+        except ValueError as exc:
+            raise SpecError(f"cannot write labels for ToR group {group.name!r}: {exc}; labels describe "
+                            "a single-parent tree") from None
+        values = [_label_value(path[i], path[i - 1] if i else None) for i in range(len(path))]
+        keys = levels or tuple(f"{AWS_LAYER}{i + 1}" for i in range(len(values)))
+        if len(keys) < len(values):
+            raise SpecError(f"ToR group {group.name!r} is {len(values)} levels deep, more than the "
+                            f"{len(keys)} label keys given")
+        for host in group.hosts:
+            labels = dict(zip(keys, values)) | {GPU_LABEL: str(cluster.host(host).gpus)}
+            records.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": host, "labels": labels}})
+    if not records:
+        raise SpecError(f"cluster {cluster.name!r} has no hosts: refusing to write an empty node list")
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": records}, indent=1) + "\n"
+
+
+def _label_value(name: str, parent: str | None) -> str:
+    value = name[len(parent) + 1:] if parent and name.startswith(parent + "/") else name
+    if not _LABEL_VALUE.match(value):
+        raise SpecError(f"{value!r} is not a valid Kubernetes label value (63 characters at most: letters, "
+                        "digits, '-', '_', '.', starting and ending with a letter or digit)")
+    return value

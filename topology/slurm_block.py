@@ -1,0 +1,211 @@
+"""Slurm topology.conf for the topology/block plugin <-> :class:`~topology.model.Cluster`.
+
+Base blocks (e.g. one NVLink domain or rack each) are listed in order; ``BlockSizes``
+gives the aggregation levels in hosts::
+
+    BlockName=blk1 Nodes=r1n[1-4]
+    BlockName=blk2 Nodes=r2n[1-4]
+    BlockSizes=4,8,16
+
+Each base block becomes a ToR group; ``Cluster.block_sizes`` keeps the levels that
+slurmctld uses (:func:`topology.tree.block_levels` lists the aggregated blocks). Checks
+and words follow slurmctld (src/plugins/topology/block): the first size is the base
+block size, each size is the base size times a power of two (at most 2**15), no block
+may have fewer hosts than the base size, and sizes past the first one that covers every
+block are unused. Without ``BlockSizes`` slurmctld uses 1, 2, 4, 8 and 16 base blocks
+of the first block's size; the imported cluster records those sizes explicitly.
+
+References
+----------
+topology.conf(5), https://slurm.schedmd.com/topology.conf.html
+"""
+
+from __future__ import annotations
+
+from .errors import SpecError
+from .hostnames import expand_hostlist
+from .model import Cluster
+from .slurm import warn_unreadable
+from .slurmconf import Record, Token, check_switch_name, compress_names, parse_records
+from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
+
+__all__ = ["parse_slurm_block", "export_slurm_block"]
+
+BLOCK_KEYS = ("BlockName", "Nodes", "BlockSizes")
+_MAX_LEVEL = 15  # slurmctld: a level may aggregate at most 2**15 base blocks
+
+
+def parse_slurm_block(text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
+    """Read a topology/block topology.conf.
+
+    Returns
+    -------
+    ImportResult
+        One ToR group per base block, in file order; ``cluster.block_sizes`` in hosts.
+
+    Raises
+    ------
+    SpecError
+        At ``FILE:LINE`` with the token, for what slurmctld refuses, and for a host in
+        two blocks.
+
+    Examples
+    --------
+    >>> r = parse_slurm_block("BlockName=b1 Nodes=n[1-2]\\nBlockName=b2 Nodes=n[3-4]\\nBlockSizes=2,4", "b.conf")
+    >>> [g.name for g in r.cluster.tor_groups], r.cluster.block_sizes
+    (['b1', 'b2'], (2, 4))
+    """
+    options = options or ImportOptions()
+    diags = Diagnostics(options.strict)
+    records = parse_records(text, source, BLOCK_KEYS)
+    sizes_token, blocks = _block_lines(records, source, diags)
+    if not blocks:
+        raise SpecError("No blocks configured (no BlockName= line)", source=source,
+                        line=sizes_token.line if sizes_token else 1)
+    leaves = check_known_hosts(blocks, options, diags, source, "blocks")
+    sizes = _block_sizes(sizes_token, leaves, source, diags)
+    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
+    return ImportResult(cluster=cluster, format="slurm-block", source=source,
+                        warnings=tuple(diags.warnings), notes=tuple(diags.notes))
+
+
+def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tuple[Token | None, list[Leaf]]:
+    sizes: Token | None = None
+    blocks: list[Leaf] = []
+    seen: dict[str, int] = {}
+    block_of: dict[str, tuple[str, int]] = {}
+    for rec in records:
+        first = rec.tokens[0]
+        if first.key == "BlockSizes":
+            if len(rec.tokens) > 1:
+                raise SpecError("BlockSizes= stands alone on its line", source=source, line=rec.line,
+                                key=rec.tokens[1].text)
+            if sizes is not None:
+                raise SpecError(f"BlockSizes is given twice (first on line {sizes.line})", source=source,
+                                line=rec.line, key=first.text)
+            sizes = first
+            continue
+        if first.key != "BlockName":
+            raise SpecError(f"a line must start with BlockName= or BlockSizes=, not {first.key}=",
+                            source=source, line=rec.line, key=first.text)
+        name = first.value
+        why = check_switch_name(name)
+        if why:
+            raise SpecError(f"bad block name: {why}", source=source, line=rec.line, key=first.text)
+        if name in seen:
+            raise SpecError(f"Block ({name}) has already been defined (line {seen[name]})", source=source,
+                            line=rec.line, key=first.text)
+        seen[name] = rec.line
+        nodes = rec.get("Nodes")
+        if nodes is None:
+            raise SpecError(f"block {name} hasn't got nodes (Nodes= is missing)", source=source,
+                            line=rec.line, key=first.text)
+        if rec.get("BlockSizes"):
+            raise SpecError("BlockSizes= stands alone on its line", source=source, line=rec.line,
+                            key=rec.get("BlockSizes").text)
+        warn_unreadable(nodes, source, diags)
+        hosts = expand_hostlist(nodes.value, source=source, line=rec.line, key=nodes.text)
+        for host in hosts:
+            if host in block_of:
+                other, line = block_of[host]
+                raise SpecError(f"host {host} is in block {other} (line {line}) and in block {name}",
+                                source=source, line=rec.line, key=nodes.text)
+            block_of[host] = (name, rec.line)
+        blocks.append(Leaf(name=name, hosts=[(h, 0) for h in hosts], line=rec.line))
+    return sizes, blocks
+
+
+def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Diagnostics) -> tuple[int, ...]:
+    """The aggregation sizes slurmctld will use, in hosts."""
+    if token is None:
+        base = len(blocks[0].hosts)
+        if base == 0:
+            raise SpecError(f"block {blocks[0].name} has no hosts left", source=source, line=blocks[0].line)
+        levels = list(range(5))  # slurmctld's default: 1, 2, 4, 8 and 16 base blocks
+    else:
+        values = [v.strip() for v in token.value.split(",")]
+        base, levels = 0, []
+        for v in values:
+            if not v.isdigit() or int(v) <= 0:
+                raise SpecError(f"Invalid BlockSizes value: {v!r} (expected positive integers)",
+                                source=source, line=token.line, key=token.text)
+            size = int(v)
+            base = base or size
+            ratio, rest = divmod(size, base)
+            if rest or ratio & (ratio - 1) or ratio.bit_length() - 1 > _MAX_LEVEL:
+                raise SpecError(f"Invalid BlockSizes value: {size} is not the base block size {base} "
+                                f"times a power of two up to 2**{_MAX_LEVEL}", source=source,
+                                line=token.line, key=token.text)
+            levels.append(ratio.bit_length() - 1)
+        if levels != sorted(set(levels)):
+            raise SpecError(f"Invalid BlockSizes value: {token.value!r} must be ascending without repeats",
+                            source=source, line=token.line, key=token.text)
+    for block in blocks:
+        if len(block.hosts) < base:
+            raise SpecError(f"Block configuration ({block.name}) children count lower than the base block "
+                            f"size: {len(block.hosts)} hosts, base blocks have {base}", source=source,
+                            line=block.line, key=f"BlockName={block.name}")
+    used = []
+    for level in levels:
+        used.append(level)
+        if 2 ** level >= len(blocks):
+            break
+    if token is not None and len(used) < len(levels):
+        unused = ",".join(str(base * 2 ** lv) for lv in levels[len(used):])
+        diags.warn(f"BlockSizes {unused} exceed the {len(blocks)} blocks: slurmctld ignores them",
+                   source=source, line=token.line, key=token.text)
+    return tuple(base * 2 ** lv for lv in used)
+
+
+def export_slurm_block(cluster: Cluster) -> str:
+    """Write a topology/block topology.conf; ``parse_slurm_block`` reads the same blocks back.
+
+    ToR groups become base blocks in group order. A cluster without block sizes gets
+    sizes of 1, 2, 4, ... base blocks of its smallest group, up to all groups.
+
+    Raises
+    ------
+    SpecError
+        If the cluster has islands (blocks cannot keep them apart), an empty group, a
+        group smaller than the base block size, or a name Slurm cannot read.
+
+    Examples
+    --------
+    >>> from topology.spec import parse_cluster
+    >>> c = parse_cluster("tor_groups: [{name: b1, hosts: 'n[1-2]'}, {name: b2, hosts: 'n[3-4]'}]")
+    >>> print(export_slurm_block(c), end="")
+    # topology.conf (topology/block) for cluster 'cluster', written by rankmap
+    BlockName=b1 Nodes=n[1-2]
+    BlockName=b2 Nodes=n[3-4]
+    BlockSizes=2,4
+    """
+    islands = cluster.islands()
+    if len(islands) > 1:
+        raise SpecError(f"cluster {cluster.name!r} has {len(islands)} islands; topology/block cannot keep "
+                        "them apart (export with --to slurm)")
+    if not cluster.tor_groups:
+        raise SpecError(f"cluster {cluster.name!r} has no ToR groups: refusing to write an empty topology.conf")
+    sizes = cluster.block_sizes or _default_sizes(cluster)
+    out = [f"# topology.conf (topology/block) for cluster {cluster.name!r}, written by rankmap"]
+    for group in cluster.tor_groups:
+        why = check_switch_name(group.name)
+        if why:
+            raise SpecError(f"cannot write {group.name!r} as a Slurm block name: {why}")
+        if len(group.hosts) < sizes[0]:
+            raise SpecError(f"ToR group {group.name!r} has {len(group.hosts)} hosts, fewer than the base "
+                            f"block size {sizes[0]}: slurmctld would refuse it")
+        out.append(f"BlockName={group.name} Nodes={compress_names(group.hosts)}")
+    out.append("BlockSizes=" + ",".join(map(str, sizes)))
+    return "\n".join(out) + "\n"
+
+
+def _default_sizes(cluster: Cluster) -> tuple[int, ...]:
+    base = min(len(g.hosts) for g in cluster.tor_groups)
+    if base == 0:
+        empty = next(g.name for g in cluster.tor_groups if not g.hosts)
+        raise SpecError(f"ToR group {empty!r} has no hosts: a Slurm block needs nodes")
+    sizes, n = [base], 1
+    while n < len(cluster.tor_groups):
+        n *= 2
+        sizes.append(base * n)
+    return tuple(sizes)

@@ -1,0 +1,234 @@
+"""What every topology importer shares: options, warnings, the result, and cluster assembly.
+
+An importer turns one admin-kept file (Slurm topology.conf, ``kubectl get nodes`` output,
+Volcano HyperNodes, a hostfile) into a :class:`~topology.model.Cluster`. The file says
+which hosts hang under which leaf switch; it cannot say how many rail NICs a host has or
+how fast they are, so :class:`ImportOptions` adds that. Problems that make the file
+unusable raise :class:`~topology.errors.SpecError` (FILE:LINE: token: what is wrong);
+problems an admin may live with become warnings, and ``strict=True`` turns the first
+warning into an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import SpecError, TopologyError
+from .hostnames import compress_hostlist, natural_key
+from .model import Cluster, Host, Links, Switch, TorGroup
+
+__all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
+           "check_known_hosts", "decode_text", "file_stem"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportOptions:
+    """What the topology file cannot say, plus checks to apply.
+
+    Attributes
+    ----------
+    gpus : int
+        GPUs per host where the file does not give a count (tree files never do).
+    rails : int or None
+        Rail NICs per host (one per rail ToR of the group); None means one per GPU.
+        A host with fewer GPUs than rails gets one NIC per GPU.
+    nic_gbps : float or None
+        Speed of one rail NIC and of the ToR port facing it; None keeps the model default.
+    capacity : int
+        Host ports per rail ToR; a leaf with more hosts gets a capacity of its host count.
+    name : str or None
+        Cluster name (default: the file name without its suffix).
+    hosts : tuple of str or None
+        Every host the scheduler knows (e.g. ``sinfo -h -o %N``): hosts missing from the
+        topology and unknown hosts in it are reported, and Volcano regex members match these.
+    levels : tuple of str or None
+        Kubernetes node label keys of the topology levels, top level first (Kueue
+        ``Topology`` levels); None detects AWS or GKE labels.
+    strict : bool
+        Turn warnings into errors.
+    """
+
+    gpus: int = 8
+    rails: int | None = None
+    nic_gbps: float | None = None
+    capacity: int = 64
+    name: str | None = None
+    hosts: tuple[str, ...] | None = None
+    levels: tuple[str, ...] | None = None
+    strict: bool = False
+
+    def __post_init__(self) -> None:
+        for key in ("gpus", "capacity") + (("rails",) if self.rails is not None else ()):
+            value = getattr(self, key)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"must be a positive integer, got {value!r}", key=key)
+        if self.nic_gbps is not None and not self.nic_gbps > 0:
+            raise SpecError(f"must be positive, got {self.nic_gbps!r}", key="nic_gbps")
+
+    def links(self) -> Links:
+        """Link speeds: the model defaults, with ``nic_gbps`` applied to NICs and ToR downlinks."""
+        if self.nic_gbps is None:
+            return Links()
+        return Links(nic_gbps=float(self.nic_gbps), tor_downlink_gbps=float(self.nic_gbps))
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """One warning, located like a :class:`SpecError`: ``FILE:LINE: token: message``."""
+
+    message: str
+    source: str | None = None
+    line: int | None = None
+    key: str | None = None
+
+    def __str__(self) -> str:
+        return str(SpecError(self.message, source=self.source, line=self.line, key=self.key))
+
+
+class Diagnostics:
+    """Collects warnings and notes while importing; with ``strict`` a warning raises.
+
+    Examples
+    --------
+    >>> d = Diagnostics(strict=False)
+    >>> d.warn("switch s1 has no nodes", source="t.conf", line=3, key="SwitchName=s1")
+    >>> [str(w) for w in d.warnings]
+    ['t.conf:3: SwitchName=s1: switch s1 has no nodes']
+    >>> Diagnostics(strict=True).warn("no nodes", source="t.conf", line=3)
+    Traceback (most recent call last):
+    ...
+    topology.errors.SpecError: t.conf:3: no nodes (an error with --strict)
+    """
+
+    def __init__(self, strict: bool = False):
+        self.strict = strict
+        self.warnings: list[Diagnostic] = []
+        self.notes: list[str] = []
+
+    def warn(self, message: str, *, source: str | None = None, line: int | None = None,
+             key: str | None = None) -> None:
+        if self.strict:
+            raise SpecError(f"{message} (an error with --strict)", source=source, line=line, key=key)
+        self.warnings.append(Diagnostic(message, source, line, key))
+
+    def note(self, message: str) -> None:
+        self.notes.append(message)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImportResult:
+    """A cluster and what was said while importing it.
+
+    Attributes
+    ----------
+    cluster : Cluster
+    format : str
+        The importer's name ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile").
+    source : str
+        File name.
+    warnings : tuple of Diagnostic
+    notes : tuple of str
+        Facts worth showing that are not problems (islands, dropped host levels, ...).
+    """
+
+    cluster: Cluster
+    format: str
+    source: str
+    warnings: tuple[Diagnostic, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Leaf:
+    """A leaf switch (future ToR group) as an importer found it: hosts with GPU counts."""
+
+    name: str
+    hosts: list[tuple[str, int]]
+    line: int | None = None
+    link_speed: int | None = None
+
+
+def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: str, source: str,
+                  switches: tuple[Switch, ...] | None = None,
+                  block_sizes: tuple[int, ...] | None = None) -> Cluster:
+    """Assemble a Cluster: each leaf becomes a ToR group (hosts in natural name order).
+
+    Host NICs are ``min(rails, gpus)`` with ``rails`` defaulting to ``options.gpus``;
+    group capacity is ``max(options.capacity, hosts in the leaf)``.
+
+    Raises
+    ------
+    SpecError
+        If there are no hosts, or the model rejects the result (naming ``source``).
+    """
+    if not any(leaf.hosts for leaf in leaves):
+        raise SpecError("no hosts found", source=source, line=1)
+    rails = options.rails or options.gpus
+    groups, hosts = [], []
+    for i, leaf in enumerate(leaves):
+        members = sorted(leaf.hosts, key=lambda m: natural_key(m[0]))
+        groups.append(TorGroup(name=leaf.name, index=i, hosts=tuple(m[0] for m in members),
+                               capacity=max(options.capacity, len(members)), link_speed=leaf.link_speed))
+        hosts.extend(Host(name=h, gpus=g, nics=min(rails, g), tor_group=leaf.name) for h, g in members)
+    links = options.links()
+    try:
+        return Cluster(name=options.name or default_name, tor_groups=tuple(groups), hosts=tuple(hosts),
+                       links=links, switches=switches, block_sizes=block_sizes)
+    except TopologyError as exc:
+        raise SpecError(str(exc), source=source) from None
+
+
+def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnostics, source: str,
+                      what: str) -> list[Leaf]:
+    """Give hosts ``options.gpus`` GPUs; against ``options.hosts``, warn as slurmctld does
+    about unknown hosts (left out) and about hosts that no leaf reaches."""
+    known = set(options.hosts) if options.hosts is not None else None
+    out, placed = [], set()
+    for leaf in leaves:
+        unknown = [h for h, _ in leaf.hosts if known is not None and h not in known]
+        if unknown:
+            diags.warn(f"Invalid hostnames in {what[:-1]} configuration: {compress_hostlist(unknown)} "
+                       "(not in --hosts; left out)", source=source, line=leaf.line, key=leaf.name)
+        hosts = [(h, options.gpus) for h, _ in leaf.hosts if h not in unknown]
+        placed.update(h for h, _ in hosts)
+        out.append(Leaf(name=leaf.name, hosts=hosts, line=leaf.line, link_speed=leaf.link_speed))
+    if known is not None:
+        missing = [h for h in options.hosts if h not in placed]
+        if missing:
+            diags.warn(f"{what} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
+                       "(hosts under no leaf are left out)", source=source, line=1)
+    return out
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """UTF-8 text of a topology file; binary data is an error naming the line it starts on.
+
+    Examples
+    --------
+    >>> decode_text(b"SwitchName=s1\\n\\xff\\xfe", "t.conf")
+    Traceback (most recent call last):
+    ...
+    topology.errors.SpecError: t.conf:2: not UTF-8 text (byte 14 is 0xff): a binary file?
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}): a binary file?",
+                        source=source, line=line) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise SpecError("NUL byte in text: a binary file?", source=source, line=text.count("\n", 0, nul) + 1)
+    return text.removeprefix("\ufeff")
+
+
+def file_stem(source: str) -> str:
+    """A file's name without folder and suffix, the default cluster name.
+
+    Examples
+    --------
+    >>> file_stem("/etc/slurm/topology.conf"), file_stem("nodes")
+    ('topology', 'nodes')
+    """
+    name = source.replace("\\", "/").rsplit("/", 1)[-1]
+    return (name.rsplit(".", 1)[0] if "." in name.strip(".") else name) or "cluster"

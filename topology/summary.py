@@ -1,0 +1,99 @@
+"""What an imported topology holds, in a few lines of text (``rankmap topo show``).
+
+Hosts and GPUs, ToR groups and their sizes, the switch tiers above them, islands (parts
+no job may span), Slurm block levels, and every note and warning of the import.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from .model import Cluster
+from .sources import ImportResult
+from .tree import block_levels, parents, tiers
+
+__all__ = ["summarize", "island_names"]
+
+_FORMAT_WORDS = {
+    "slurm": "Slurm topology/tree", "slurm-block": "Slurm topology/block", "k8s-labels": "Kubernetes node labels",
+    "volcano": "Volcano HyperNodes", "hostfile": "hostfile", "cluster": "rankmap cluster spec",
+}
+_LIST_AT_MOST = 8
+
+
+def summarize(result: ImportResult) -> list[str]:
+    """Summary lines for an import result.
+
+    Examples
+    --------
+    >>> from topology.slurm import parse_slurm_tree
+    >>> r = parse_slurm_tree("SwitchName=a Nodes=x[1-2]\\nSwitchName=b Nodes=y1", "t.conf")
+    >>> print("\\n".join(summarize(r)))
+    t.conf: Slurm topology/tree, cluster 't'
+    hosts: 3, 24 GPUs (8 GPUs and 8 rails per host)
+    ToR groups: 2: a 2 hosts, b 1 host
+    tiers: 1 (leaf switches only, no switch above them)
+    islands: 2: a 2 hosts, b 1 host
+    note: no switch can reach all nodes: 2 islands of 2, 1 hosts, kept as separate fabrics (no job may span two)
+    warnings: none
+    """
+    c = result.cluster
+    out = [f"{result.source}: {_FORMAT_WORDS.get(result.format, result.format)}, cluster {c.name!r}",
+           f"hosts: {len(c.hosts)}, {c.gpus} GPUs ({_per_host(c)})",
+           f"ToR groups: {len(c.tor_groups)}: {_groups(c)}",
+           f"tiers: {_tiers(c)}"]
+    islands = c.islands()
+    names = island_names(c)
+    out.append(f"islands: {len(islands)}: " + ", ".join(
+        f"{name} {_hosts(sum(len(c.tor_group(g).hosts) for g in isl))}" for name, isl in zip(names, islands)))
+    for size, runs in block_levels(c):
+        shown = ", ".join("+".join(r) for r in runs[:_LIST_AT_MOST]) + (", ..." if len(runs) > _LIST_AT_MOST else "")
+        out.append(f"block level of {size} hosts: {len(runs)} aggregated block{'s' * (len(runs) != 1)}: {shown}")
+    out.extend(f"note: {n}" for n in result.notes)
+    out.append(f"warnings: {len(result.warnings) or 'none'}")
+    out.extend(f"warning: {w}" for w in result.warnings)
+    return out
+
+
+def _hosts(n: int) -> str:
+    return f"{n} host{'s' * (n != 1)}"
+
+
+def _per_host(c: Cluster) -> str:
+    shapes = Counter((h.gpus, h.nics) for h in c.hosts)
+    if len(shapes) == 1:
+        (gpus, nics), = shapes
+        return f"{gpus} GPUs and {nics} rails per host"
+    return "GPUs/rails per host: " + ", ".join(f"{g}/{n} on {_hosts(k)}" for (g, n), k in
+                                               sorted(shapes.items(), reverse=True))
+
+
+def _groups(c: Cluster) -> str:
+    if len(c.tor_groups) <= _LIST_AT_MOST:
+        return ", ".join(f"{g.name} {_hosts(len(g.hosts))}" for g in c.tor_groups)
+    sizes = Counter(len(g.hosts) for g in c.tor_groups)
+    return ", ".join(f"{k} of {_hosts(n)}" for n, k in sorted(sizes.items(), reverse=True))
+
+
+def _tiers(c: Cluster) -> str:
+    if c.switches is None:
+        return f"2 (ToR groups joined by one spine layer of {c.spine.switches} switches)"
+    n = tiers(c)
+    if n == 1:
+        return "1 (leaf switches only, no switch above them)"
+    k = len(c.switches)
+    return f"{n} (leaf switches and {n - 1} level{'s' * (n > 2)} above, {k} switch{'es' * (k != 1)})"
+
+
+def island_names(c: Cluster) -> list[str]:
+    """A name per island: its top switch (climbing first parents), "spine" without a tree."""
+    if c.switches is None:
+        return ["spine"] * len(c.islands())
+    up = parents(c)
+    names = []
+    for island in c.islands():
+        node = island[0]
+        while node in up:
+            node = up[node][0]
+        names.append(node)
+    return names

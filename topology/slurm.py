@@ -90,7 +90,7 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     by_name = {ln.name: ln for ln in lines}
     _check_children(lines, by_name, source)
     leaves = _leaves(lines, source, diags)
-    leaves = check_known_hosts(leaves, options, diags, source, "switches")
+    leaves = check_known_hosts(leaves, options, diags, source, ("switch", "switches"))
     switches = tuple(Switch(name=ln.name, children=tuple(sorted(ln.children, key=natural_key)),
                             link_speed=ln.link_speed) for ln in lines if ln.children is not None)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
@@ -228,7 +228,7 @@ def export_slurm_tree(cluster: Cluster) -> str:
         out.append(" ".join(words))
     if len(out) == 1:
         raise SpecError(f"cluster {cluster.name!r} has no ToR groups: refusing to write an empty topology.conf")
-    return "\n".join(out) + "\n"
+    return "\n".join(out[:1] + [line.replace("#", "\\#") for line in out[1:]]) + "\n"
 
 
 def _name(name: str) -> str:

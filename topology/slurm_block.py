@@ -62,7 +62,7 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     if not blocks:
         raise SpecError("No blocks configured (no BlockName= line)", source=source,
                         line=sizes_token.line if sizes_token else 1)
-    leaves = check_known_hosts(blocks, options, diags, source, "blocks")
+    leaves = check_known_hosts(blocks, options, diags, source, ("block", "blocks"))
     sizes = _block_sizes(sizes_token, leaves, source, diags)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
     return ImportResult(cluster=cluster, format="slurm-block", source=source,
@@ -194,7 +194,7 @@ def export_slurm_block(cluster: Cluster) -> str:
         if len(group.hosts) < sizes[0]:
             raise SpecError(f"ToR group {group.name!r} has {len(group.hosts)} hosts, fewer than the base "
                             f"block size {sizes[0]}: slurmctld would refuse it")
-        out.append(f"BlockName={group.name} Nodes={compress_names(group.hosts)}")
+        out.append(f"BlockName={group.name} Nodes={compress_names(group.hosts)}".replace("#", "\\#"))
     out.append("BlockSizes=" + ",".join(map(str, sizes)))
     return "\n".join(out) + "\n"
 

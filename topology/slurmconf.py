@@ -146,7 +146,8 @@ def check_switch_name(name: str) -> str | None:
     """Why ``name`` cannot be a Slurm switch or block name (None if it can).
 
     slurmctld limits names to 64 characters; names are also read back through hostlist
-    expressions, so brackets, commas and whitespace cannot appear in them.
+    expressions, so brackets, commas and whitespace cannot appear in them. (``#`` can: it
+    is written as ``\\#``.)
 
     Examples
     --------
@@ -157,7 +158,7 @@ def check_switch_name(name: str) -> str | None:
         return "empty name"
     if len(name) > 64:
         return f"switch names must be shorter than 64 characters ({len(name)} given)"
-    bad = next((c for c in name if c in ',[]="#\\' or c.isspace() or not c.isprintable()), None)
+    bad = next((c for c in name if c in ',[]="\\' or c.isspace() or not c.isprintable()), None)
     if bad is not None:
         return f"character {bad!r} cannot appear in a switch name"
     return None

@@ -179,15 +179,16 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
 
 
 def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnostics, source: str,
-                      what: str) -> list[Leaf]:
+                      what: tuple[str, str]) -> list[Leaf]:
     """Give hosts ``options.gpus`` GPUs; against ``options.hosts``, warn as slurmctld does
-    about unknown hosts (left out) and about hosts that no leaf reaches."""
+    about unknown hosts (left out) and about hosts that no leaf reaches. ``what`` names a
+    leaf in singular and plural ("switch", "switches")."""
     known = set(options.hosts) if options.hosts is not None else None
     out, placed = [], set()
     for leaf in leaves:
         unknown = [h for h, _ in leaf.hosts if known is not None and h not in known]
         if unknown:
-            diags.warn(f"Invalid hostnames in {what[:-1]} configuration: {compress_hostlist(unknown)} "
+            diags.warn(f"Invalid hostnames in {what[0]} configuration: {compress_hostlist(unknown)} "
                        "(not in --hosts; left out)", source=source, line=leaf.line, key=leaf.name)
         hosts = [(h, options.gpus) for h, _ in leaf.hosts if h not in unknown]
         placed.update(h for h, _ in hosts)
@@ -195,7 +196,7 @@ def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnos
     if known is not None:
         missing = [h for h in options.hosts if h not in placed]
         if missing:
-            diags.warn(f"{what} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
+            diags.warn(f"{what[1]} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
                        "(hosts under no leaf are left out)", source=source, line=1)
     return out
 

@@ -75,7 +75,7 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
         by_name[hn["name"]] = hn
     _check_tree(hypernodes, by_name, source)
     leaves = _leaves(hypernodes, options, diags, source)
-    leaves = check_known_hosts(leaves, options, diags, source, "HyperNodes")
+    leaves = check_known_hosts(leaves, options, diags, source, ("HyperNode", "HyperNodes"))
     switches = tuple(Switch(name=hn["name"], children=tuple(sorted(hn["children"], key=natural_key)))
                      for hn in hypernodes if hn["children"])
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)

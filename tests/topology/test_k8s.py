@@ -1,0 +1,139 @@
+"""Kubernetes node labels: AWS layers, GKE blocks, Kueue levels; JSON and YAML input; export."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from topology import SpecError
+from topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes, parse_kueue_levels
+from topology.sources import ImportOptions
+from topology.tree import parents
+
+GKE = "cloud.google.com/gce-topology-"
+
+
+def node(name: str, labels: dict, gpus: str | None = None) -> dict:
+    item = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+    if gpus is not None:
+        item["status"] = {"capacity": {"cpu": "96", "nvidia.com/gpu": gpus}}
+    return item
+
+
+def nodes_json(*items) -> str:
+    return json.dumps({"apiVersion": "v1", "kind": "List", "items": list(items)}, indent=2)
+
+
+def line_of(text: str, needle: str, nth: int = 1) -> int:
+    """1-based line of the nth occurrence of needle."""
+    pos = -1
+    for _ in range(nth):
+        pos = text.index(needle, pos + 1)
+    return text.count("\n", 0, pos) + 1
+
+
+def parse(text: str, **options):
+    return parse_k8s_nodes(text, "nodes.json", ImportOptions(**options))
+
+
+def test_gke_block_subblock_host_with_gpu_capacity():
+    text = nodes_json(
+        node("gke-a", {GKE + "block": "b1", GKE + "subblock": "s1", GKE + "host": "h1"}, gpus="8"),
+        node("gke-b", {GKE + "block": "b1", GKE + "subblock": "s1", GKE + "host": "h2"}, gpus="8"),
+        node("gke-c", {GKE + "block": "b1", GKE + "subblock": "s2", GKE + "host": "h3"}, gpus="4"),
+        node("gke-d", {GKE + "block": "b2", GKE + "subblock": "s1", GKE + "host": "h4"}, gpus="8"))
+    r = parse(text)
+    c = r.cluster
+    assert [(g.name, g.hosts) for g in c.tor_groups] == [
+        ("b1/s1", ("gke-a", "gke-b")), ("b1/s2", ("gke-c",)), ("b2/s1", ("gke-d",))]
+    assert c.host("gke-c").gpus == 4 and c.host("gke-c").nics == 4
+    # s1 under b1 and s1 under b2 are different sub-blocks; b1 and b2 are not joined
+    assert c.islands() == (("b1/s1", "b1/s2"), ("b2/s1",))
+    assert any("names the host itself" in n for n in r.notes)
+    back = parse_k8s_nodes(export_k8s_labels(c, levels=(GKE + "block", GKE + "subblock")), "x.json",
+                           ImportOptions(name=c.name)).cluster
+    assert back == c
+
+
+def test_kueue_levels_from_a_topology_object():
+    levels = parse_kueue_levels("apiVersion: kueue.x-k8s.io/v1alpha1\nkind: Topology\nmetadata: {name: t}\n"
+                                "spec:\n  levels:\n  - nodeLabel: example.com/block\n"
+                                "  - nodeLabel: example.com/rack\n  - nodeLabel: kubernetes.io/hostname\n",
+                                "topology.yaml")
+    assert levels == ("example.com/block", "example.com/rack", "kubernetes.io/hostname")
+    text = nodes_json(
+        node("n1", {"example.com/block": "b", "example.com/rack": "r1", "kubernetes.io/hostname": "n1"}),
+        node("n2", {"example.com/block": "b", "example.com/rack": "r2", "kubernetes.io/hostname": "n2"}))
+    r = parse(text, levels=levels, gpus=4)
+    assert [g.name for g in r.cluster.tor_groups] == ["b/r1", "b/r2"]
+    n1, n2 = line_of(text, '"name": "n1"'), line_of(text, '"name": "n2"')
+    assert [str(w) for w in r.warnings] == [
+        f"nodes.json:{n1}: n1: node n1 says nothing about GPUs: assuming 4",
+        f"nodes.json:{n2}: n2: node n2 says nothing about GPUs: assuming 4"]
+    assert n1 == 9 and n2 > n1
+
+
+def test_yaml_input_gives_lines_too():
+    text = ("apiVersion: v1\nkind: List\nitems:\n"
+            "- metadata:\n    name: n1\n    labels: {" + AWS_LAYER + "1: t, nvidia.com/gpu.count: '8'}\n"
+            "- metadata:\n    name: n2\n    labels: {" + AWS_LAYER + "2: m}\n")
+    with pytest.raises(SpecError) as err:
+        parse_k8s_nodes(text, "nodes.yaml")
+    assert str(err.value) == (f"nodes.yaml:7: n2: node n2 has {AWS_LAYER}2 but no {AWS_LAYER}1: "
+                              "levels must be filled from the top")
+
+
+def test_nodes_without_labels_or_gpus_are_left_out_with_a_warning():
+    text = nodes_json(node("a", {AWS_LAYER + "1": "t"}, gpus="8"), node("cpu1", {}, gpus="0"),
+                      node("cpu2", {AWS_LAYER + "1": "t"}, gpus="0"))
+    r = parse(text)
+    assert [h.name for h in r.cluster.hosts] == ["a"]
+    assert [w.message for w in r.warnings] == ["node cpu1 has no topology labels: left out",
+                                               "node cpu2 has no GPUs: left out"]
+    with pytest.raises(SpecError, match="node cpu1 has no topology labels: left out \\(an error with --strict\\)"):
+        parse(text, strict=True)
+
+
+def test_capacity_and_label_disagree():
+    item = node("a", {AWS_LAYER + "1": "t", "nvidia.com/gpu.count": "8"}, gpus="4")
+    r = parse(nodes_json(item))
+    assert r.cluster.host("a").gpus == 4 and "GPU counts differ" in r.warnings[0].message
+
+
+@pytest.mark.parametrize("items,message", [
+    ([node("a", {AWS_LAYER + "1": "t"}), node("a", {AWS_LAYER + "1": "t"})],
+     "nodes.json:19: metadata.name=a: node a is listed twice (first on line 9)"),
+    ([node("a", {"x": "y"})], "nodes.json:1: no topology labels found"),
+    ([node("a", {AWS_LAYER + "1": "t"}, gpus="eight")], "nodes.json:9: a capacity nvidia.com/gpu: GPU count must be a whole number"),
+    ([node("a", {AWS_LAYER + "1": "t/u"})], "label value 't/u' contains '/'"),
+    ([node("Not_A_Host", {AWS_LAYER + "1": "t"})], "nodes.json:9: items[0].metadata.name: bad node name 'Not_A_Host'"),
+    ([node("a", {AWS_LAYER + "1": "t", AWS_LAYER + "2": "m"}), node("b", {AWS_LAYER + "1": "t"})],
+     "domain t is the deepest level of some nodes and has domains below it"),
+])
+def test_errors(items, message):
+    with pytest.raises(SpecError) as err:
+        parse(nodes_json(*items))
+    assert message in str(err.value)
+
+
+def test_bad_json_names_its_line():
+    with pytest.raises(SpecError) as err:
+        parse('{"items": [\n  {"metadata": {"name": "a"}\n]}')
+    assert str(err.value) == "nodes.json:3: invalid JSON: Expecting ',' delimiter"
+
+
+def test_export_needs_a_single_parent_tree_and_valid_values():
+    from topology import parse_cluster
+    multi = parse_cluster("tor_groups: [{name: l1, hosts: x1}]\nswitches: [{name: s1, children: [l1]}, "
+                          "{name: s2, children: [l1]}]", "c.yaml")
+    with pytest.raises(SpecError, match="'l1' has 2 parents"):
+        export_k8s_labels(multi)
+    spine = parse_cluster("tor_groups: [{name: g1, hosts: x1}, {name: g2, hosts: y1}]", "c.yaml")
+    doc = json.loads(export_k8s_labels(spine))
+    assert doc["items"][1]["metadata"]["labels"] == {
+        AWS_LAYER + "1": "spine", AWS_LAYER + "2": "g2", "nvidia.com/gpu.count": "8"}
+    back = parse_k8s_nodes(json.dumps(doc), "x.json").cluster
+    assert parents(back)["spine/g2"] == ("spine",) and len(back.islands()) == 1
+    with pytest.raises(SpecError, match="more than the 1 label keys given"):
+        export_k8s_labels(spine, levels=("only.one/level",))

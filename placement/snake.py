@@ -88,6 +88,8 @@ def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: 
         return None
     rng = np.random.default_rng(seed)
     best, best_cost = None, None
+    if len(set(free)) == 1:
+        tries = 1  # all groups alike: every preference order gives the same layout
     for t in range(tries):
         rank = np.argsort(-np.asarray(free), kind="stable") if t == 0 else rng.permutation(len(free))
         cells = _one_snake(rows, cols, free, rank)
@@ -133,7 +135,7 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
     if exact is not None:
         return [(g, remaining.pop(g)) for g in exact]
     best: list[tuple[int, int]] | None = None
-    for split_g, split_f in _order(remaining):
+    for split_g, split_f in _distinct_sizes(_order(remaining)):
         # The split group supplies `short` (1 .. f-1) hosts of this row; whole groups the rest.
         others = [(g, f) for g, f in _order(remaining) if g != split_g]
         counts, took = _dp(others, need)
@@ -149,6 +151,12 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
     for g, _ in best:
         remaining.pop(g)
     return best
+
+
+def _distinct_sizes(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The first group of each size: groups of equal size are interchangeable as the cut one."""
+    seen: set[int] = set()
+    return [(g, f) for g, f in items if not (f in seen or seen.add(f))]
 
 
 def _lay(cells: np.ndarray, r: int, pieces: list[tuple[int, int]]) -> None:

@@ -40,8 +40,8 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
             f"{cand.solve_time_s:.2f} s" if cand is result.ours else "-",
             f"{100 * row['gap_to_bound']:.2f}%")
     console.print(table)
-    proof = "proven" if result.bound_proven else "best bound found"
-    console.print(f"lower bound {human_bytes(bound)} ({proof}); solver status {result.solver_status}")
+    console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
+                  f"{result.bound_method}); solver status {result.solver_status}")
     for note in result.notes:
         console.print(f"note: {note}")
     console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")

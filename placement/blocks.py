@@ -1,0 +1,96 @@
+"""Block layouts: consecutive stages share ToR groups so their pipeline hops stay inside.
+
+When pipeline traffic is heavy against DP traffic (many micro-batches, large dp), it pays
+to put ``s`` consecutive stages (grid rows) in the same ToR groups: each group is cut
+into ``s`` near-equal column intervals, one per row, stacked in the same columns, so the
+pipeline hops between those rows stay inside the group. Each row then crosses its ring
+once per group in the block, so ``s`` trades ring crossings for pipeline hops; the
+planner tries several ``s`` and keeps the cheapest.
+
+Per block of ``s`` rows (``s * C`` hosts) the fewest whole groups summing exactly to
+``s * C`` are taken (subset-sum, as in :mod:`placement.snake`); group ``g`` with
+``f = s*q + rem`` hosts gives ``q`` columns to every row and one more to ``rem`` rows,
+the extra columns dealt round-robin so every row gets exactly ``C`` and the rows'
+intervals stay within one column of each other. With no exact subset, the last group
+is cut and its rest goes back to the pool.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .snake import _distinct_sizes, _dp, _walk
+
+__all__ = ["block_cells"]
+
+
+def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | None = None) -> np.ndarray | None:
+    """Placement ``cells[rows, cols]`` built from blocks of ``s`` rows, or None if it fails.
+
+    Parameters
+    ----------
+    rows, cols : int
+        Grid size (R stages x C hosts per stage).
+    free : tuple of int
+        ``free[K]``: usable hosts per ToR group.
+    s : int
+        Rows per block (the last block takes the rows left over).
+    order : ndarray, optional
+        Preference order of the groups (default: largest first).
+    """
+    if sum(free) < rows * cols:
+        return None
+    if order is None:
+        order = np.argsort(-np.asarray(free), kind="stable")
+    pool = {int(g): int(free[g]) for g in order if free[g] > 0}
+    cells = np.empty((rows, cols), dtype=np.int64)
+    r = 0
+    while r < rows:
+        height = min(s, rows - r)
+        chosen = _pick(pool, height * cols)
+        if chosen is None:
+            return None
+        _lay_block(cells, r, height, cols, chosen)
+        r += height
+    return cells
+
+
+def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
+    """``[(group, hosts)]`` summing to ``need``: an exact whole-group subset if any, else
+    whole groups plus part of one (its rest stays in the pool)."""
+    items = list(pool.items())
+    best, took = _dp(items, need)
+    if best[need] <= len(items):
+        picked = [(g, pool.pop(g)) for g in _walk(items, took, need)]
+        return picked
+    for cut_g, cut_f in _distinct_sizes(items):  # largest first: the cut group gives the remainder
+        others = [(g, f) for g, f in items if g != cut_g]
+        best, took = _dp(others, need)
+        lo = max(1, need - sum(f for _, f in others))
+        parts = np.arange(lo, min(cut_f, need) + 1)
+        if parts.size == 0:
+            continue
+        part = int(parts[np.argmin(best[need - parts])])
+        if best[need - part] > len(others):
+            continue
+        picked = [(g, pool.pop(g)) for g in _walk(others, took, need - part)]
+        pool[cut_g] -= part
+        if pool[cut_g] == 0:
+            del pool[cut_g]
+        return picked + [(cut_g, part)]
+    return None
+
+
+def _lay_block(cells: np.ndarray, r0: int, height: int, cols: int, chosen: list[tuple[int, int]]) -> None:
+    widths = np.zeros((height, len(chosen)), dtype=np.int64)  # widths[row, piece]
+    nxt = 0
+    for i, (_, hosts) in enumerate(chosen):
+        q, rem = divmod(hosts, height)
+        widths[:, i] = q
+        for k in range(rem):  # round-robin: every row ends up with the same total
+            widths[(nxt + k) % height, i] += 1
+        nxt = (nxt + rem) % height
+    for h in range(height):
+        row = np.repeat([g for g, _ in chosen], widths[h])
+        assert row.size == cols, "block rows must sum to the row length"
+        cells[r0 + h] = row if (r0 + h) % 2 == 0 or height > 1 else row[::-1]

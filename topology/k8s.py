@@ -31,10 +31,10 @@ import re
 from bisect import bisect_left
 
 from .errors import SpecError
-from .hostnames import check_hostname, natural_key
+from .hostnames import check_hostname
 from .model import Cluster, Switch
 from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
-from .tree import path_to
+from .tree import name_key, path_to
 from .yamlio import Fields, parse_yaml
 
 __all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "AWS_LAYER", "GKE_LEVELS"]
@@ -92,7 +92,7 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
             raise SpecError(f"domain {leaf.name} is the deepest level of some nodes and has domains below it "
                             "for others: a leaf cannot have children", source=source, line=leaf.line,
                             key=leaf.name)
-    switches = tuple(Switch(name=k, children=tuple(sorted(v, key=natural_key))) for k, v in children.items())
+    switches = tuple(Switch(name=k, children=tuple(sorted(v, key=name_key))) for k, v in children.items())
     cluster = build_cluster(list(leaves.values()), options, default_name=file_stem(source), source=source,
                             switches=switches)
     if len(cluster.islands()) > 1:

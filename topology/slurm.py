@@ -27,12 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import SpecError
-from .hostnames import expand_hostlist, natural_key
+from .hostnames import expand_hostlist
 from .model import Cluster, Switch
 from .slurmconf import (Record, Token, check_switch_name, compress_names, expand_names, parse_records,
                         slurm_rejects)
 from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
-from .tree import find_cycle
+from .tree import find_cycle, name_key
 
 __all__ = ["parse_slurm_tree", "export_slurm_tree", "warn_unreadable"]
 
@@ -91,7 +91,7 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     _check_children(lines, by_name, source)
     leaves = _leaves(lines, source, diags)
     leaves = check_known_hosts(leaves, options, diags, source, ("switch", "switches"))
-    switches = tuple(Switch(name=ln.name, children=tuple(sorted(ln.children, key=natural_key)),
+    switches = tuple(Switch(name=ln.name, children=tuple(sorted(ln.children, key=name_key)),
                             link_speed=ln.link_speed) for ln in lines if ln.children is not None)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     _note_islands(cluster, diags)

@@ -14,8 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .errors import SpecError, TopologyError
-from .hostnames import compress_hostlist, natural_key
+from .hostnames import compress_hostlist
 from .model import Cluster, Host, Links, Switch, TorGroup
+from .tree import name_key
 
 __all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
            "check_known_hosts", "decode_text", "file_stem"]
@@ -166,7 +167,7 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     rails = options.rails or options.gpus
     groups, hosts = [], []
     for i, leaf in enumerate(leaves):
-        members = sorted(leaf.hosts, key=lambda m: natural_key(m[0]))
+        members = sorted(leaf.hosts, key=lambda m: name_key(m[0]))
         groups.append(TorGroup(name=leaf.name, index=i, hosts=tuple(m[0] for m in members),
                                capacity=max(options.capacity, len(members)), link_speed=leaf.link_speed))
         hosts.extend(Host(name=h, gpus=g, nics=min(rails, g), tor_group=leaf.name) for h, g in members)

@@ -37,9 +37,9 @@ from pathlib import Path
 import yaml
 
 from .errors import SpecError, TopologyError
-from .hostnames import compress_hostlist, expand_hostlist, natural_key
+from .hostnames import compress_hostlist, expand_hostlist
 from .model import Cluster, Host, Links, Spine, Switch, TorGroup
-from .tree import find_cycle
+from .tree import find_cycle, name_key
 from .yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["load_cluster", "parse_cluster", "cluster_from_data", "cluster_to_yaml"]
@@ -115,8 +115,9 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
         capacity = f.int("capacity", 64, minimum=1)
         link_speed = f.int("link_speed", None, minimum=0)
         # A group's hosts are kept in natural name order: the order inside a hostlist
-        # carries no meaning, and a canonical order makes export -> import exact.
-        members = sorted(_group_hosts(f, gpus, nics), key=lambda m: natural_key(m[0]))
+        # carries no meaning, and a canonical order makes export -> import exact. Names
+        # equal in natural order (n0, n00) are ordered by their text.
+        members = sorted(_group_hosts(f, gpus, nics), key=lambda m: name_key(m[0]))
         f.done()
         if gname in {g.name for g in groups}:
             raise f.error("name", f"ToR group {gname!r} is defined twice")
@@ -155,7 +156,7 @@ def _switches(top: Fields, groups: set[str]) -> tuple[Switch, ...] | None:
         link_speed = f.int("link_speed", None, minimum=0)
         f.done()
         where[name] = f
-        switches.append(Switch(name=name, children=tuple(sorted(kids, key=natural_key)), link_speed=link_speed))
+        switches.append(Switch(name=name, children=tuple(sorted(kids, key=name_key)), link_speed=link_speed))
     for sw in switches:
         for child in sw.children:
             if child == sw.name or (child not in where and child not in groups):

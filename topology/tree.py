@@ -15,11 +15,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from .hostnames import natural_key
+
 if TYPE_CHECKING:  # the model imports find_cycle from here
     from .model import Cluster
 
-__all__ = ["find_cycle", "parents", "roots", "switch_levels", "tiers", "hosts_under",
+__all__ = ["name_key", "find_cycle", "parents", "roots", "switch_levels", "tiers", "hosts_under",
            "path_to", "block_levels"]
+
+
+def name_key(name: str) -> tuple:
+    """Canonical order of host and switch names: natural order, then the text itself, so
+    names that differ only in zero padding (``n0``, ``n00``) still have one order.
+
+    Examples
+    --------
+    >>> sorted(["n10", "n00", "n9", "n0"], key=name_key)
+    ['n0', 'n00', 'n9', 'n10']
+    """
+    return (natural_key(name), name)
 
 
 def find_cycle(children: Mapping[str, Sequence[str]]) -> list[str] | None:

@@ -32,10 +32,10 @@ import re
 import yaml
 
 from .errors import SpecError
-from .hostnames import check_hostname, natural_key
+from .hostnames import check_hostname
 from .model import Switch
 from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
-from .tree import find_cycle
+from .tree import find_cycle, name_key
 from .yamlio import Fields
 from .yamlio import _convert  # the line-keeping node converter, applied here to every document
 
@@ -76,7 +76,7 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
     _check_tree(hypernodes, by_name, source)
     leaves = _leaves(hypernodes, options, diags, source)
     leaves = check_known_hosts(leaves, options, diags, source, ("HyperNode", "HyperNodes"))
-    switches = tuple(Switch(name=hn["name"], children=tuple(sorted(hn["children"], key=natural_key)))
+    switches = tuple(Switch(name=hn["name"], children=tuple(sorted(hn["children"], key=name_key)))
                      for hn in hypernodes if hn["children"])
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     if len(cluster.islands()) > 1:
@@ -96,8 +96,9 @@ def _documents(text: str, source: str) -> list:
                 docs.append(_convert(loader, node, source))
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
+        last = max(1, len(text.splitlines()))  # an error at the end of the stream is on the last line
         raise SpecError(f"invalid YAML: {exc.problem or exc.context}", source=source,
-                        line=mark.line + 1 if mark else 1) from None
+                        line=min(mark.line + 1, last) if mark else 1) from None
     except yaml.YAMLError as exc:
         raise SpecError(f"invalid YAML: {exc}", source=source, line=1) from None
     finally:

@@ -83,7 +83,7 @@ def test_list_kind_and_two_islands():
     (["kind: Pod\nmetadata: {name: s}\n"], "hypernodes.yaml:1: kind: expected kind: HyperNode, got 'Pod'"),
     (["kind: HyperNode\nmetadata: {name: s}\nspec: {tier: 1, members: [{type: Node, selector: "
       "{labelMatch: {matchLabels: {a: b}}}}]}\n"], "hypernodes.yaml:3: s.members[0].selector.labelMatch: labelMatch needs node labels"),
-    (["kind: HyperNode\nmetadata: {name: s\n"], "hypernodes.yaml:3: invalid YAML"),
+    (["kind: HyperNode\nmetadata: {name: s\n"], "hypernodes.yaml:2: invalid YAML"),
 ])
 def test_errors(docs, message):
     with pytest.raises(SpecError) as err:

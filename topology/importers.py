@@ -93,7 +93,7 @@ def detect_format(text: str) -> str | None:
         return {"switchname": "slurm", "blockname": "slurm-block", "blocksizes": "slurm-block"}.get(key)
     if re.search(r"^\s*kind:\s*HyperNode\s*$", text, re.M):
         return "volcano"
-    if re.search(r"^tor_groups\s*:", text, re.M):
+    if re.search(r"^tor_groups\s*:", text, re.M) and re.match(r"^[A-Za-z_]+\s*:", body[0]):
         return "cluster"
     if re.search(r"^\s*kind:\s*(Node|List|NodeList)\s*$", text, re.M):
         return "k8s-labels"

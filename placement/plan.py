@@ -2,17 +2,16 @@
 
 Ranks follow the launcher's rule (rank = node_rank * G + local_rank), so the planner's
 only freedom -- and all that a hostfile can carry -- is which host gets which node rank.
-It checks the job's order string keeps TP groups inside hosts and every inter-host
-group rail-aligned, maps node ranks onto a (pipeline stage x data-parallel) grid,
-solves the grid with CP-SAT (:mod:`placement.solver`) seeded with the topology-greedy
-baseline, and evaluates every candidate with the same exact cost model
-(:mod:`placement.metrics`).
+It checks that the job's order string keeps TP groups inside hosts and every inter-host
+group rail-aligned, lays node ranks on a (pipeline stage x data-parallel) grid
+(:mod:`placement.grid`), searches the grid (:mod:`placement.search`: constructive
+layouts, an independent lower bound, CP-SAT), and measures every candidate with the same
+exact cost model (:mod:`placement.metrics`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,17 +23,16 @@ from topology.hostnames import natural_key
 from topology.model import Cluster, Host
 
 from .baselines import BASELINES, topology_greedy
+from .constraints import InfeasibleError, PlacementConstraints, explain_shortage
+from .grid import HostGrid, build_grid, cells_of, check_alignment, decode, grid_problem
 from .job import JobSpec
 from .layout import ParallelLayout
-from .metrics import PlacementMetrics, alignment_problems, evaluate, human_bytes
+from .metrics import PlacementMetrics, evaluate, human_bytes
 from .rankmap import RankMap
-from .blocks import block_cells
-from .bounds import analytic_lower_bound
-from .snake import snake_cells
-from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, grid_uplinks, solve_grid
+from .search import OBJECTIVES, search
 from .traffic import GroupTraffic, job_traffic
 
-__all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row"]
+__all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row", "OBJECTIVES"]
 
 
 class PlacementError(SpecError):
@@ -56,7 +54,7 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PlanResult:
-    """Our plan, the baselines, and the proof of how good the plan is.
+    """Our plan, the baselines, and how good the plan is.
 
     ``lower_bound_bytes`` bounds the cross-ToR bytes of every placement of this job on
     these hosts; ``gap = (ours - bound) / ours``.
@@ -70,6 +68,7 @@ class PlanResult:
     bound_method: str
     solver_status: str
     notes: tuple = field(default_factory=tuple)
+    moved_hosts: int | None = None
 
     @property
     def gap(self) -> float:
@@ -78,28 +77,47 @@ class PlanResult:
 
 
 @dataclass(frozen=True)
-class _Grid:
-    row: np.ndarray   # row[N]: grid row (pipeline stage across hosts) of each node rank
-    col: np.ndarray   # col[N]: grid column of each node rank
-    rows: int
-    cols: int
+class _Setting:
+    """Everything derived from the job and cluster that the planner and re-planner share."""
+
+    job: JobSpec
+    gpn: int
+    usable: list
+    caps: tuple
+    layout: ParallelLayout
+    traffic: dict
+    grid: HostGrid
+    tor_index: dict
+
+    def measure(self, cluster: Cluster, name: str, hosts: list[str], solve_time_s: float = 0.0) -> Candidate:
+        node_tor = np.array([self.tor_index[cluster.host(h).tor_group] for h in hosts])
+        metrics = evaluate(self.layout, self.traffic, np.repeat(node_tor, self.gpn), len(self.tor_index))
+        return Candidate(name, tuple(hosts), metrics, solve_time_s)
 
 
-def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: int = 0,
-         workers: int = 1) -> PlanResult:
+def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: int = 0, workers: int = 1,
+         constraints: PlacementConstraints | None = None, objectives: tuple = ("bytes", "uplink", "fragmentation"),
+         previous: RankMap | None = None) -> PlanResult:
     """Place ``job`` on the free hosts of ``cluster``.
 
     Parameters
     ----------
     cluster : Cluster
     job : JobSpec
-        ``dp`` may be None ("auto": fill the free GPUs).
+        ``dp`` may be None ("auto": fill the usable GPUs).
     time_limit_s : float
         CP-SAT deterministic time budget for the placement model; the bound model gets a quarter.
     seed : int
-        Seeds CP-SAT and the arrival-order baseline.
+        Seeds CP-SAT, the constructive layouts and the arrival-order baseline.
     workers : int
         CP-SAT workers (interleaved, deterministic).
+    constraints : PlacementConstraints, optional
+        Exclusions, reservations (other jobs), quotas and pins.
+    objectives : tuple of str
+        Lexicographic objectives from ``OBJECTIVES``, most important first.
+    previous : RankMap, optional
+        An earlier plan of this job: hosts are kept where the new plan allows
+        (and "moved" can be an objective).
 
     Returns
     -------
@@ -108,89 +126,78 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     Raises
     ------
     SpecError
-        More ranks than free GPUs, batch sizes that do not divide.
+        Bad batch sizes, unknown hosts or groups in constraints.
     PlacementError
         TP group larger than a host, order string not rail-aligned, CP/EP groups across hosts.
+    InfeasibleError
+        Too few usable hosts, or pins/quotas that cannot be met (names the constraint,
+        the ToR groups and the shortfall).
     """
+    constraints = constraints or PlacementConstraints()
+    for name in objectives:
+        if name not in OBJECTIVES:
+            raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
     notes: list[str] = []
-    gpn, usable = _usable_hosts(cluster, job, notes)
-    job = job.resolved(len(usable) * gpn)
-    layout = ParallelLayout.of(job)
-    traffic = job_traffic(job)
-    n_nodes = job.world_size // gpn
-    _check_alignment(job, layout, traffic, gpn)
-    grid = _grid(layout, gpn, n_nodes)
-    tor_index = {g.name: g.index for g in cluster.tor_groups}
-    n_tor = len(cluster.tor_groups)
+    st = _setting(cluster, job, constraints, notes)
+    baselines = tuple(st.measure(cluster, name, fn(cluster, st.usable, st.grid.row.size, seed))
+                      for name, fn in BASELINES.items())
+    problem, unit = grid_problem(st.caps, st.grid, st.traffic, st.gpn)
+    fixed = _rank_pins(cluster, st, constraints)
+    pins = _grid_pins(cluster, st, constraints, fixed)
+    prev_hosts = list(previous.hosts) if previous is not None else None
 
-    def measure(name: str, hosts: list[str], solve_time_s: float = 0.0) -> Candidate:
-        node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])
-        return Candidate(name, tuple(hosts), evaluate(layout, traffic, np.repeat(node_tor, gpn), n_tor), solve_time_s)
+    def hosts_of(cells: np.ndarray) -> list[str]:
+        return decode(cells, st.grid, st.usable, st.tor_index, fixed, prev_hosts)
 
-    baselines = tuple(measure(name, fn(cluster, usable, n_nodes, seed)) for name, fn in BASELINES.items())
-    problem, unit = _problem(cluster, usable, grid, traffic, gpn)
+    def moved(cells: np.ndarray) -> int:
+        return sum(a != b for a, b in zip(hosts_of(cells), prev_hosts)) if prev_hosts else 0
+
+    greedy_hosts = topology_greedy(cluster, st.usable, st.grid.row.size, seed)
     t0 = time.perf_counter()
-    sol, bound, method = _solve(problem, _cells(grid, topology_greedy(cluster, usable, n_nodes, seed), cluster,
-                                                tor_index), time_limit_s, seed, workers)
-    ours = measure("rankmap", _decode(sol.cells, grid, usable, tor_index), time.perf_counter() - t0)
-    rm = RankMap.from_hosts(job, cluster, list(ours.hosts), gpn)
-    notes += _tradeoffs(ours, baselines, traffic, gpn)
-    result = PlanResult(job, rm, ours, baselines, bound * unit, method, sol.status, tuple(notes))
+    sol, bound, method = search(problem, cells_of(st.grid, greedy_hosts, cluster, st.tor_index),
+                                objectives=objectives, pins=pins, moved=moved if prev_hosts else None,
+                                time_limit_s=time_limit_s, seed=seed, workers=workers)
+    if sol is None:
+        raise InfeasibleError(f"no placement meets the pins within the time limit ({time_limit_s:g} s); "
+                              f"pins: {_describe_pins(constraints)}", source=constraints.source, key="pins")
+    ours = st.measure(cluster, "rankmap", hosts_of(sol.cells), time.perf_counter() - t0)
+    rm = RankMap.from_hosts(st.job, cluster, list(ours.hosts), st.gpn)
+    notes += _tradeoffs(ours, baselines, st.traffic)
+    n_moved = moved(sol.cells) if prev_hosts else None
+    result = PlanResult(st.job, rm, ours, baselines, bound * unit, method, sol.status, tuple(notes), n_moved)
     return _with_summary(result)
 
 
-def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffic], gpn: int) -> list[str]:
-    """Say where a baseline beats the plan on a secondary column, and what that costs."""
-    notes = []
-    for b in baselines:
-        for kind in ("dp", "pp"):
-            fewer = ours.metrics.cross_edges[kind] - b.metrics.cross_edges[kind]
-            if fewer > 0:
-                extra = b.metrics.cross_tor_bytes - ours.metrics.cross_tor_bytes
-                notes.append(f"{b.name} crosses {fewer} fewer {kind.upper()} edges "
-                             f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but moves "
-                             f"{human_bytes(extra)} more across ToR groups in all; the plan minimises the total")
-    return notes
+def _setting(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, notes: list[str]) -> _Setting:
+    constraints.check_names(cluster)
+    gpn, usable = _usable_hosts(cluster, job, notes)
+    usable = constraints.usable(usable)
+    caps = constraints.caps(cluster, usable)
+    if job.dp is not None and job.world_size // gpn > sum(caps):
+        raise explain_shortage(cluster, caps, job.world_size // gpn,
+                               f"the job (tp*cp*pp*dp = {job.world_size} GPUs on {gpn}-GPU hosts)",
+                               job.source, "parallel.dp")
+    replica = job.model_parallel * job.ep
+    if job.dp is None and sum(caps) * gpn < replica:
+        raise explain_shortage(cluster, caps, -(-replica // gpn), f"one model replica (tp*cp*pp*ep = {replica} GPUs)",
+                               job.source, "parallel.dp")
+    job = job.resolved(sum(caps) * gpn)
+    layout = ParallelLayout.of(job)
+    traffic = job_traffic(job)
 
+    def error(message: str, key: str) -> PlacementError:
+        return PlacementError(message, source=job.source, key=key)
 
-# Above this many (stage, ToR group) pairs the CP-SAT models are skipped: the block
-# layouts and the analytic bound already close the gap, and the models grow slow.
-_CP_SAT_MAX_PAIRS = 1500
-
-
-def _solve(problem: GridProblem, greedy: np.ndarray, time_limit_s: float, seed: int,
-           workers: int) -> tuple[GridSolution, int, str]:
-    """Constructive starts, the bounds, then CP-SAT only if the bound leaves room.
-
-    Starts: the topology-greedy baseline, the row snake and block layouts of 2-4 rows;
-    ranked by cost, then by the heaviest ToR group's uplink load (ECMP pressure).
-    Returns the solution, the best lower bound and how it was obtained."""
-    cost = functools.partial(grid_cost, problem)
-
-    def rank(cells: np.ndarray) -> tuple[int, int]:
-        return cost(cells), int(grid_uplinks(problem, cells).max())
-
-    R, C, free = problem.rows, problem.cols, problem.free
-    starts = [greedy, snake_cells(R, C, free, rank, seed=seed)]
-    starts += [block_cells(R, C, free, s) for s in range(2, min(R, 4) + 1)]
-    hint = min((c for c in starts if c is not None), key=rank)
-    bound, method = analytic_lower_bound(R, C, free, problem.w_row, problem.w_col), "analytic"
-    small = R * len(free) <= _CP_SAT_MAX_PAIRS
-    if small and cost(hint) > bound:
-        relaxed, _ = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers, hint)
-        if relaxed > bound:
-            bound, method = relaxed, "relaxation"
-    if cost(hint) <= bound:
-        return GridSolution(hint, cost(hint), "OPTIMAL", 0.0), bound, method
-    if not small:
-        return GridSolution(hint, cost(hint), "HEURISTIC", 0.0), bound, method
-    return solve_grid(problem, hint, time_limit_s, seed, workers), bound, method
+    check_alignment(job, layout, traffic, gpn, error)
+    grid = build_grid(layout, gpn, job.world_size // gpn)
+    tor_index = {g.name: g.index for g in cluster.tor_groups}
+    return _Setting(job, gpn, usable, caps, layout, traffic, grid, tor_index)
 
 
 def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int, list[Host]]:
     free = list(cluster.free_hosts())
     if not free:
-        raise PlacementError(f"cluster {cluster.name!r} has no free hosts", key="availability")
+        raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", key="availability")
     counts = Counter(h.gpus for h in free)
     gpn = max(counts, key=lambda g: (counts[g], g))
     usable = [h for h in free if h.gpus >= gpn]
@@ -205,68 +212,80 @@ def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int
     return gpn, usable
 
 
-def _check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, GroupTraffic], gpn: int) -> None:
-    ranks = np.arange(job.world_size)
-    problems = alignment_problems(layout, traffic, ranks // gpn, ranks % gpn)
-    if problems:
-        raise PlacementError(f"order {job.order!r} with tp={job.tp} cp={job.cp} ep={job.ep} dp={job.dp} "
-                             f"pp={job.pp} on {gpn}-GPU hosts: " + "; ".join(problems[:2])
-                             + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host).",
-                             source=job.source, key="parallel.order")
-    node_coords = layout.coord_table.reshape(-1, gpn, 5)
-    across = (node_coords[:, :1, :] != node_coords[0:1, :1, :]).any(axis=(0, 1))
-    for i, dim in enumerate(("tp", "cp", "ep")):
-        if across[i] and dim != "tp":
-            raise PlacementError(f"{dim.upper()} groups span hosts (tp*cp*ep = {job.tp * job.cp * job.ep} "
-                                 f"> {gpn} GPUs per host, or {dim} outside the host in order {job.order!r}); "
-                                 f"the planner places DP and PP across hosts only", source=job.source,
-                                 key=f"parallel.{dim}")
+def _rank_pins(cluster: Cluster, st: _Setting, c: PlacementConstraints) -> dict:
+    """``{node rank: host}`` from rank pins, checked against the job and the usable hosts."""
+    fixed: dict = {}
+    usable = {h.name for h in st.usable}
+    for rank, host in sorted(c.rank_pins.items()):
+        if rank >= st.job.world_size:
+            raise InfeasibleError(f"rank {rank} is pinned, but the job has {st.job.world_size} ranks",
+                                  source=c.source, key=f"pins.ranks.{rank}")
+        if host not in usable:
+            why = cluster.host(host).state if cluster.host(host).state != "free" else "excluded or reserved"
+            raise InfeasibleError(f"rank {rank} is pinned to host {host!r}, which is {why}",
+                                  source=c.source, key=f"pins.ranks.{rank}")
+        node = rank // st.gpn
+        if fixed.get(node, host) != host or host in [h for n, h in fixed.items() if n != node]:
+            raise InfeasibleError(f"rank {rank} is pinned to host {host!r}, which conflicts with another pin "
+                                  f"(node rank {node} holds ranks {node * st.gpn}..{node * st.gpn + st.gpn - 1})",
+                                  source=c.source, key=f"pins.ranks.{rank}")
+        fixed[node] = host
+    return fixed
 
 
-def _grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> _Grid:
-    pp_of_node = layout.coord_table[::gpn, 4]
-    varies = n_nodes > 1 and (pp_of_node != pp_of_node[0]).any()
-    row = pp_of_node if varies else np.zeros(n_nodes, dtype=np.int64)
-    rows = int(row.max()) + 1
-    col = np.empty(n_nodes, dtype=np.int64)
-    for r in range(rows):
-        members = np.nonzero(row == r)[0]
-        col[members] = np.arange(members.size)
-    return _Grid(row, col, rows, n_nodes // rows)
+def _grid_pins(cluster: Cluster, st: _Setting, c: PlacementConstraints, fixed: dict) -> dict:
+    """Pins as grid constraints, with a shortfall explanation when a pinned group is too small."""
+    pins: dict = {}
+    need: Counter = Counter()
+    for stage, group in sorted(c.stage_pins.items()):
+        row = _row_of_stage(st, stage, c)
+        g = st.tor_index[group]
+        pins[row] = g
+        need[g] += st.grid.cols
+    for g, hosts in need.items():
+        if hosts > st.caps[g]:
+            stages = sorted(s for s, name in c.stage_pins.items() if st.tor_index[name] == g)
+            raise InfeasibleError(f"stage(s) {stages} pinned to ToR group {cluster.tor_groups[g].name!r} need "
+                                  f"{hosts} hosts; it has {st.caps[g]} usable: {hosts - st.caps[g]} short",
+                                  source=c.source, key="pins.stages")
+    for node, host in fixed.items():
+        g = st.tor_index[cluster.host(host).tor_group]
+        row = int(st.grid.row[node])
+        if pins.get(row, g) != g:
+            raise InfeasibleError(f"host {host!r} (ToR group {cluster.host(host).tor_group!r}) is pinned for node "
+                                  f"rank {node}, but its stage is pinned to {cluster.tor_groups[pins[row]].name!r}",
+                                  source=c.source, key="pins")
+        pins[(row, int(st.grid.col[node]))] = g
+    return pins
 
 
-def _problem(cluster: Cluster, usable: list[Host], grid: _Grid, traffic: dict[str, GroupTraffic],
-             gpn: int) -> tuple[GridProblem, float]:
-    w_row = gpn * traffic["dp"].edge_bytes if grid.cols > 1 else 0.0
-    w_col = gpn * traffic["pp"].edge_bytes if grid.rows > 1 else 0.0
-    positive = [w for w in (w_row, w_col) if w > 0]
-    # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
-    # so bound * unit stays a valid lower bound in bytes.
-    unit = min(positive) / 1e6 if positive else 1.0
-    free = Counter(h.tor_group for h in usable)
-    per_group = tuple(free.get(g.name, 0) for g in cluster.tor_groups)
-    return GridProblem(grid.rows, grid.cols, per_group, int(w_row // unit), int(w_col // unit)), unit
+def _row_of_stage(st: _Setting, stage: int, c: PlacementConstraints) -> int:
+    if stage >= st.job.pp:
+        raise InfeasibleError(f"stage {stage} is pinned, but the job has pp={st.job.pp}", source=c.source,
+                              key=f"pins.stages.{stage}")
+    if st.grid.rows == 1:
+        return 0
+    return stage
 
 
-def _cells(grid: _Grid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:
-    cells = np.empty((grid.rows, grid.cols), dtype=np.int64)
-    cells[grid.row, grid.col] = [tor_index[cluster.host(h).tor_group] for h in hosts]
-    return cells
+def _describe_pins(c: PlacementConstraints) -> str:
+    parts = [f"stage {s} -> {g}" for s, g in sorted(c.stage_pins.items())]
+    parts += [f"rank {r} -> {h}" for r, h in sorted(c.rank_pins.items())]
+    return ", ".join(parts)
 
 
-def _decode(cells: np.ndarray, grid: _Grid, usable: list[Host], tor_index: dict) -> list[str]:
-    """Hosts per node rank: each group's hosts in name order, handed out row by row."""
-    pools: dict[int, list[str]] = {}
-    for h in sorted(usable, key=lambda h: natural_key(h.name)):
-        pools.setdefault(tor_index[h.tor_group], []).append(h.name)
-    taken = {g: 0 for g in pools}
-    at_cell: dict[tuple, str] = {}
-    for r in range(grid.rows):
-        for c in range(grid.cols):
-            g = int(cells[r, c])
-            at_cell[r, c] = pools[g][taken[g]]
-            taken[g] += 1
-    return [at_cell[int(r), int(c)] for r, c in zip(grid.row, grid.col)]
+def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffic]) -> list[str]:
+    """Say where a baseline beats the plan on a secondary column, and what that costs."""
+    notes = []
+    for b in baselines:
+        for kind in ("dp", "pp"):
+            fewer = ours.metrics.cross_edges[kind] - b.metrics.cross_edges[kind]
+            if fewer > 0:
+                extra = b.metrics.cross_tor_bytes - ours.metrics.cross_tor_bytes
+                notes.append(f"{b.name} crosses {fewer} fewer {kind.upper()} edges "
+                             f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but moves "
+                             f"{human_bytes(extra)} more across ToR groups in all; the plan minimises the total")
+    return notes
 
 
 def metrics_row(c: Candidate, bound_bytes: float) -> dict:
@@ -294,5 +313,7 @@ def _with_summary(result: PlanResult) -> PlanResult:
         "solver_status": result.solver_status,
         "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
     }
+    if result.moved_hosts is not None:
+        summary["moved_hosts"] = result.moved_hosts
     rm = dataclasses.replace(result.rankmap, summary=summary)
     return dataclasses.replace(result, rankmap=rm)

@@ -158,24 +158,32 @@ class _Counts:
         return ring + hops
 
 
-def solve_grid(problem: GridProblem, hint: np.ndarray, time_limit_s: float = 10.0, seed: int = 0,
-               workers: int = 1) -> GridSolution:
-    """Best interval placement found within the budget, never worse than ``hint``.
+def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: float = 10.0, seed: int = 0,
+               workers: int = 1, pins: dict | None = None, primary: str = "bytes") -> GridSolution | None:
+    """Best interval placement found within the budget, never worse than a valid ``hint``.
 
     Parameters
     ----------
     problem : GridProblem
-    hint : ndarray
-        ``hint[R, C]``: a feasible assignment (e.g. the topology-greedy one) whose groups are
-        contiguous in every row; used as the solver's starting solution.
+    hint : ndarray or None
+        ``hint[R, C]``: a feasible assignment (within capacities and pins) whose groups are
+        contiguous in every row; the solver's starting solution.
     time_limit_s : float
         CP-SAT deterministic time budget (roughly seconds of one core).
+    pins : dict, optional
+        ``{(row, col): group}`` cells that must lie in a ToR group, and ``{row: group}``
+        rows that must lie wholly in one.
+    primary : str
+        "bytes" (cross-ToR cost) or "spread" (first the most ToR groups any row spans,
+        then cost).
 
     Returns
     -------
-    GridSolution
-        ``status`` is CP-SAT's (OPTIMAL, FEASIBLE) or "HINT" if the solver found nothing better.
+    GridSolution or None
+        ``status`` is CP-SAT's (OPTIMAL, FEASIBLE) or "HINT" if the solver found nothing
+        better than the hint; None if pins leave no solution within the budget.
     """
+    pins = pins or {}
     R, C, K = problem.rows, problem.cols, len(problem.free)
     model = cp_model.CpModel()
     v = _Counts(model, problem)
@@ -200,15 +208,31 @@ def solve_grid(problem: GridProblem, hint: np.ndarray, time_limit_s: float = 10.
             row.append(ov)
         matched.append(row)
     v.limit_matches(model, problem, matched)
-    model.Minimize(v.objective(problem, matched))
-    hint_cost = grid_cost(problem, hint)
-    _add_hint(model, v, start, end, hint)
+    for where, g in pins.items():
+        if isinstance(where, tuple):  # cell (row, col) inside group g's interval of that row
+            r, c = where
+            model.Add(v.pres[r][g] == 1)
+            model.Add(start[r][g] <= c)
+            model.Add(end[r][g] >= c + 1)
+        else:  # the whole row in group g
+            model.Add(v.x[where][g] == C)
+    objective = v.objective(problem, matched)
+    if primary == "spread":
+        spread = model.NewIntVar(0, K, "spread")
+        for r in range(R):
+            model.Add(spread >= sum(v.pres[r]))
+        bound = problem.w_row * R * K + problem.w_col * R * C + 1
+        objective = spread * bound + objective
+    model.Minimize(objective)
+    hint_cost = grid_cost(problem, hint) if hint is not None else None
+    if hint is not None:
+        _add_hint(model, v, start, end, hint)
     solver = _params(time_limit_s, seed, workers)
     t0 = time.perf_counter()
     status = solver.Solve(model)
     elapsed = time.perf_counter() - t0
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return GridSolution(hint, hint_cost, "HINT", elapsed)
+        return None if hint is None else GridSolution(hint, hint_cost, "HINT", elapsed)
     cells = np.empty((R, C), dtype=np.int64)
     for r in range(R):
         for g in range(K):
@@ -216,8 +240,8 @@ def solve_grid(problem: GridProblem, hint: np.ndarray, time_limit_s: float = 10.
                 s = solver.Value(start[r][g])
                 cells[r, s:s + solver.Value(v.x[r][g])] = g
     cost = grid_cost(problem, cells)
-    if cost > hint_cost:  # cannot happen with a valid hint; kept as a guard on decoding
-        return GridSolution(hint, hint_cost, "HINT", elapsed)
+    if hint_cost is not None and cost > hint_cost and not pins and primary == "bytes":
+        return GridSolution(hint, hint_cost, "HINT", elapsed)  # a guard on decoding; not expected
     return GridSolution(cells, cost, solver.StatusName(status), elapsed)
 
 

@@ -46,11 +46,43 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=20.0, help="solver budget, deterministic seconds (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=_positive, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
+    p.add_argument("--objective", default="bytes,uplink,fragmentation",
+                   help="lexicographic objectives, most important first, from: bytes, spread, uplink, "
+                        "fragmentation, moved (default bytes,uplink,fragmentation)")
+    _constraint_args(p)
+    p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
+
+    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
+    r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
+    r.add_argument("--cluster", type=Path, required=True, help="cluster spec YAML the map was made for")
+    r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
+    r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    _constraint_args(r)
 
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
     v.add_argument("--cluster", type=Path, help="cluster spec YAML the map must belong to")
     return parser
+
+
+def _constraint_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--exclude", help="hostlist of hosts not to use")
+    p.add_argument("--reserve", type=Path, action="append", default=[],
+                   help="rankmap.json of a running job whose hosts are taken (repeatable)")
+    p.add_argument("--constraints", type=Path, help="constraints YAML: exclude, reserve, quotas, pins")
+
+
+def _constraints(args):
+    """Constraints from --constraints, --exclude and --reserve, combined."""
+    from placement.constraints import PlacementConstraints, load_constraints
+    from placement.rankmap import read_rankmap
+    from topology.hostnames import expand_hostlist
+
+    base = load_constraints(args.constraints) if args.constraints else PlacementConstraints()
+    exclude = tuple(expand_hostlist(args.exclude, key="--exclude")) if args.exclude else ()
+    reserve = tuple(h for path in args.reserve for h in read_rankmap(path).hosts)
+    return PlacementConstraints(exclude=base.exclude + exclude, reserve=base.reserve + reserve, quotas=base.quotas,
+                                stage_pins=base.stage_pins, rank_pins=base.rank_pins, source=base.source)
 
 
 def _positive(text: str) -> int:
@@ -74,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if command == "plan":
             return _plan(args)
+        if command == "replan":
+            return _replan(args)
         return _verify(args)
     except RankmapError as exc:
         if args.debug:
@@ -102,7 +136,7 @@ def _inputs(args) -> tuple[Path, Path]:
 def _plan(args) -> int:
     from placement.job import load_job
     from placement.plan import plan
-    from placement.rankmap import write_plan_files
+    from placement.rankmap import read_rankmap, write_plan_files
     from topology.spec import load_cluster
 
     from .report import print_plan
@@ -117,9 +151,32 @@ def _plan(args) -> int:
     t0 = time.perf_counter()
     cluster = load_cluster(cluster_path)
     job = load_job(job_path, overrides)
-    result = plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers)
+    objectives = tuple(o.strip() for o in args.objective.split(",") if o.strip())
+    previous = read_rankmap(args.previous) if args.previous else None
+    result = plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
+                  constraints=_constraints(args), objectives=objectives, previous=previous)
     written = write_plan_files(result.rankmap, args.out)
     print_plan(cluster, result, written, time.perf_counter() - t0)
+    return EXIT_OK
+
+
+def _replan(args) -> int:
+    from placement.rankmap import read_rankmap, write_plan_files
+    from placement.replan import replan
+    from topology.hostnames import expand_hostlist
+    from topology.spec import load_cluster
+
+    from .report import print_replan
+
+    cluster = load_cluster(args.cluster)
+    previous = read_rankmap(args.rankmap)
+    failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
+    for host in failed:
+        if not cluster.has_host(host):
+            raise RankmapError(f"--failed: host {host!r} is not in cluster {cluster.name!r}")
+    result = replan(cluster, previous, failed, _constraints(args))
+    written = write_plan_files(result.rankmap, args.out)
+    print_replan(result, written)
     return EXIT_OK
 
 

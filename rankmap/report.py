@@ -11,7 +11,7 @@ from placement.metrics import human_bytes
 from placement.plan import PlanResult, metrics_row
 from topology.model import Cluster
 
-__all__ = ["print_plan"]
+__all__ = ["print_plan", "print_replan"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
@@ -45,3 +45,14 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     for note in result.notes:
         console.print(f"note: {note}")
     console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")
+
+
+def print_replan(result, written: list[Path], console: Console | None = None) -> None:
+    """Print which hosts were replaced, how many ranks moved, and the cost before and after."""
+    console = console or Console(width=130)
+    for node, old, new in result.replaced:
+        console.print(f"node rank {node}: {old} -> {new}")
+    before, after = result.before.cross_tor_bytes, result.after.cross_tor_bytes
+    console.print(f"{len(result.replaced)} hosts replaced, {result.moved_ranks} ranks moved; cross-ToR bytes per "
+                  f"iteration {human_bytes(before)} -> {human_bytes(after)} ({human_bytes(after - before)} more)")
+    console.print("wrote " + ", ".join(str(p) for p in written))

@@ -14,21 +14,9 @@ from placement.plan import plan
 from placement.snake import min_count_subset, snake_cells
 from placement.solver import GridProblem, grid_cost, grid_lower_bound, solve_grid
 from placement.traffic import job_traffic
-from topology import parse_cluster
+from helpers import cluster_with_free
 
 TINY = ModelShape(layers=4, hidden=64, heads=4, seq_len=32, vocab=100)
-
-
-def cluster_with_free(free: tuple, gpus: int = 2, busy_per_group: int = 1):
-    groups, busy = [], []
-    for g, n in enumerate(free):
-        names = [f"g{g}h{i}" for i in range(n + busy_per_group)]
-        groups.append(f"  - {{name: t{g}, hosts: '{','.join(names)}'}}")
-        busy += names[n:]
-    text = f"hosts: {{gpus: {gpus}, nics: {gpus}}}\ntor_groups:\n" + "\n".join(groups) + "\n"
-    if busy:
-        text += f"availability: {{busy: '{','.join(busy)}'}}\n"
-    return parse_cluster(text, "brute.yaml")
 
 
 def brute_force_min(cluster, job, gpn):

@@ -1,0 +1,116 @@
+"""What users ask of a placement beyond the job itself, and why a request cannot be met.
+
+- ``exclude``: hosts not to use (drained, suspected slow: e.g. from ``rankmap diagnose``).
+- ``reserve``: hosts held by running jobs (read from their rank maps): place around them.
+- ``quotas``: at most N hosts of this job in a ToR group.
+- ``stage_pins``: pipeline stage -> ToR group holding all of that stage's hosts.
+- ``rank_pins``: global rank -> host it must run on.
+
+Constraint files (YAML)::
+
+    exclude: "node[003,017]"
+    reserve: [../jobA/rankmap.json]          # paths relative to this file
+    quotas: {tg00: 10}
+    pins:
+      stages: {0: tg03}
+      ranks: {0: node042}
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology.errors import SpecError
+from topology.hostnames import expand_hostlist
+from topology.model import Cluster, Host
+from topology.yamlio import Fields, read_yaml
+
+__all__ = ["PlacementConstraints", "load_constraints", "InfeasibleError", "explain_shortage"]
+
+
+class InfeasibleError(SpecError):
+    """The request cannot be met: the message names the constraint, the ToR groups and the shortfall."""
+
+    exit_code = 4
+
+
+@dataclass(frozen=True)
+class PlacementConstraints:
+    """Constraints on a placement (all optional); see the module docstring."""
+
+    exclude: tuple = ()
+    reserve: tuple = ()
+    quotas: dict = field(default_factory=dict)
+    stage_pins: dict = field(default_factory=dict)
+    rank_pins: dict = field(default_factory=dict)
+    source: str = "<command line>"
+
+    def check_names(self, cluster: Cluster) -> None:
+        """Every named host and ToR group exists (SpecError naming the key otherwise)."""
+        for key, hosts in (("exclude", self.exclude), ("reserve", self.reserve), ("pins.ranks", self.rank_pins.values())):
+            for h in hosts:
+                if not cluster.has_host(h):
+                    raise SpecError(f"host {h!r} is not in cluster {cluster.name!r}", source=self.source, key=key)
+        groups = {g.name for g in cluster.tor_groups}
+        for key, names in (("quotas", self.quotas), ("pins.stages", self.stage_pins.values())):
+            for g in names:
+                if g not in groups:
+                    raise SpecError(f"ToR group {g!r} is not in cluster {cluster.name!r}", source=self.source, key=key)
+
+    def usable(self, hosts: list[Host]) -> list[Host]:
+        """Hosts left after exclusions and reservations."""
+        taken = set(self.exclude) | set(self.reserve)
+        return [h for h in hosts if h.name not in taken]
+
+    def caps(self, cluster: Cluster, usable: list[Host]) -> tuple[int, ...]:
+        """``caps[K]``: hosts this job may use per ToR group (free, after quotas)."""
+        free = Counter(h.tor_group for h in usable)
+        return tuple(min(free.get(g.name, 0), self.quotas.get(g.name, 1 << 60)) for g in cluster.tor_groups)
+
+
+def load_constraints(path: str | Path) -> PlacementConstraints:
+    """Read a constraints YAML file (see the module docstring); reserved rank maps are read too.
+
+    Raises
+    ------
+    SpecError
+        Unknown keys, bad values, unreadable rank maps (FILE:LINE and key named).
+    """
+    from .rankmap import read_rankmap
+
+    source = str(path)
+    top = Fields(read_yaml(path) or {}, source).only("exclude", "reserve", "quotas", "pins")
+    exclude = tuple(expand_hostlist(top.str("exclude"), source=source, line=top.line_of("exclude"), key="exclude")
+                    if top.has("exclude") else ())
+    reserve: list[str] = []
+    for item in top.seq("reserve", []):
+        if not isinstance(item, str):
+            raise top.error("reserve", f"expected rank map paths, got {item!r}")
+        reserve += read_rankmap(Path(path).parent / item).hosts
+    quotas = {}
+    q = top.sub("quotas")
+    for name in list(q.data):
+        quotas[str(name)] = q.int(name, minimum=0)
+    pins = top.sub("pins").only("stages", "ranks")
+    stages, ranks = pins.sub("stages"), pins.sub("ranks")
+    stage_pins = {_index(stages, k): stages.str(k) for k in list(stages.data)}
+    rank_pins = {_index(ranks, k): ranks.str(k) for k in list(ranks.data)}
+    return PlacementConstraints(exclude=exclude, reserve=tuple(reserve), quotas=quotas, stage_pins=stage_pins,
+                                rank_pins=rank_pins, source=source)
+
+
+def _index(f: Fields, key) -> int:
+    if not isinstance(key, int) or isinstance(key, bool) or key < 0:
+        raise f.error(str(key), f"expected a stage or rank number >= 0, got {key!r}")
+    return key
+
+
+def explain_shortage(cluster: Cluster, caps: tuple, need: int, what: str, source: str, key: str) -> InfeasibleError:
+    """An InfeasibleError saying how many hosts are short and where the usable ones are."""
+    have = sum(caps)
+    by_group = sorted(((c, g.name) for c, g in zip(caps, cluster.tor_groups) if c), reverse=True)
+    shown = ", ".join(f"{n}: {c}" for c, n in by_group[:6]) + (" ..." if len(by_group) > 6 else "")
+    return InfeasibleError(f"{what} needs {need} hosts; {have} usable in {len(by_group)} ToR groups "
+                           f"({shown or 'none'}): {need - have} short", source=source, key=key)

@@ -1,0 +1,130 @@
+"""The host grid of a placed job: node ranks as (pipeline stage row, DP column) cells.
+
+Ranks follow the launcher's rule (rank = node_rank * G + local_rank), so once the job's
+order string keeps TP groups inside hosts and every inter-host group rail-aligned, a
+placement is a host per node rank. Node ranks of one pipeline stage form a grid row whose
+DP rings run along the row in column order (closing from the last column to the first);
+a column holds one pipeline. A placement of the grid is a ToR group per cell
+(:mod:`placement.solver`); decoding picks the hosts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from topology.hostnames import natural_key
+from topology.model import Cluster, Host
+
+from .job import JobSpec
+from .layout import ParallelLayout
+from .metrics import alignment_problems
+from .solver import GridProblem
+from .traffic import GroupTraffic
+
+__all__ = ["HostGrid", "build_grid", "check_alignment", "grid_problem", "cells_of", "decode"]
+
+
+@dataclass(frozen=True)
+class HostGrid:
+    """``row[N]`` and ``col[N]``: the cell of each node rank in a rows x cols grid."""
+
+    row: np.ndarray
+    col: np.ndarray
+    rows: int
+    cols: int
+
+
+def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, GroupTraffic], gpn: int,
+                    error) -> None:
+    """Raise ``error(message, key)`` unless TP stays in hosts, inter-host groups are
+    rail-aligned, and only DP and PP groups span hosts."""
+    ranks = np.arange(job.world_size)
+    problems = alignment_problems(layout, traffic, ranks // gpn, ranks % gpn)
+    if problems:
+        raise error(f"order {job.order!r} with tp={job.tp} cp={job.cp} ep={job.ep} dp={job.dp} pp={job.pp} "
+                    f"on {gpn}-GPU hosts: " + "; ".join(problems[:2])
+                    + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host).",
+                    "parallel.order")
+    node_coords = layout.coord_table.reshape(-1, gpn, 5)
+    across = (node_coords[:, :1, :] != node_coords[0:1, :1, :]).any(axis=(0, 1))
+    for i, dim in ((1, "cp"), (2, "ep")):
+        if across[i]:
+            raise error(f"{dim.upper()} groups span hosts (tp*cp*ep = {job.tp * job.cp * job.ep} > {gpn} GPUs "
+                        f"per host, or {dim} outside the host in order {job.order!r}); the planner places DP and "
+                        f"PP across hosts only", f"parallel.{dim}")
+
+
+def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
+    """Rows are the pipeline stages that span hosts (one row if PP stays in hosts)."""
+    pp_of_node = layout.coord_table[::gpn, 4]
+    varies = n_nodes > 1 and (pp_of_node != pp_of_node[0]).any()
+    row = pp_of_node if varies else np.zeros(n_nodes, dtype=np.int64)
+    rows = int(row.max()) + 1
+    col = np.empty(n_nodes, dtype=np.int64)
+    for r in range(rows):
+        members = np.nonzero(row == r)[0]
+        col[members] = np.arange(members.size)
+    return HostGrid(row, col, rows, n_nodes // rows)
+
+
+def grid_problem(caps: tuple, grid: HostGrid, traffic: dict[str, GroupTraffic], gpn: int) -> tuple[GridProblem, float]:
+    """The grid problem in integer cost units, and the unit in bytes.
+
+    One ring crossing between two hosts of a row carries ``gpn`` DP ring edges; one
+    pipeline hop between two hosts of a column carries ``gpn`` PP hops (one per rail).
+    """
+    w_row = gpn * traffic["dp"].edge_bytes if grid.cols > 1 else 0.0
+    w_col = gpn * traffic["pp"].edge_bytes if grid.rows > 1 else 0.0
+    positive = [w for w in (w_row, w_col) if w > 0]
+    # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
+    # so bound * unit stays a valid lower bound in bytes.
+    unit = min(positive) / 1e6 if positive else 1.0
+    return GridProblem(grid.rows, grid.cols, tuple(caps), int(w_row // unit), int(w_col // unit)), unit
+
+
+def cells_of(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:
+    """``cells[R, C]``: ToR group index of the host at each cell of a host order."""
+    cells = np.empty((grid.rows, grid.cols), dtype=np.int64)
+    cells[grid.row, grid.col] = [tor_index[cluster.host(h).tor_group] for h in hosts]
+    return cells
+
+
+def decode(cells: np.ndarray, grid: HostGrid, usable: list[Host], tor_index: dict,
+           fixed: dict | None = None, previous: list[str] | None = None) -> list[str]:
+    """Hosts per node rank for a cell placement.
+
+    ``fixed`` maps node ranks to hosts they must get (rank pins); ``previous`` is an
+    earlier host order whose hosts are kept wherever the new cell's ToR group allows.
+    Other cells get their group's hosts in name order, row by row.
+    """
+    fixed = dict(fixed or {})
+    n = grid.row.size
+    node_at = {(int(r), int(c)): i for i, (r, c) in enumerate(zip(grid.row, grid.col))}
+    usable_names = {h.name: tor_index[h.tor_group] for h in usable}
+    out: list = [None] * n
+    taken: set = set()
+    for node, host in fixed.items():
+        out[node] = host
+        taken.add(host)
+    if previous:
+        for node, host in enumerate(previous[:n]):
+            g = usable_names.get(host)
+            if out[node] is None and host not in taken and g == cells[grid.row[node], grid.col[node]]:
+                out[node] = host
+                taken.add(host)
+    pools: dict[int, list[str]] = {}
+    for h in sorted(usable, key=lambda h: natural_key(h.name)):
+        if h.name not in taken:
+            pools.setdefault(tor_index[h.tor_group], []).append(h.name)
+    nxt = Counter()
+    for r in range(grid.rows):
+        for c in range(grid.cols):
+            node = node_at[r, c]
+            if out[node] is None:
+                g = int(cells[r, c])
+                out[node] = pools[g][nxt[g]]
+                nxt[g] += 1
+    return out

@@ -1,0 +1,108 @@
+"""Re-plan after failures: replace failed hosts, moving no rank that need not move.
+
+Only the ranks of failed hosts move (the fewest possible). Each failed host is replaced,
+in node-rank order, by a usable host of its own ToR group when one exists (the cost does
+not change), else by the usable host whose ToR group adds the fewest bytes crossing ToR
+groups, measured with the plan's exact cost model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topology.hostnames import natural_key
+from topology.model import Cluster
+
+from .constraints import InfeasibleError, PlacementConstraints
+from .layout import ParallelLayout
+from .metrics import PlacementMetrics, evaluate
+from .rankmap import RankMap
+from .traffic import job_traffic
+
+__all__ = ["ReplanResult", "replan"]
+
+
+@dataclass(frozen=True)
+class ReplanResult:
+    """The new map, which hosts were replaced by which, and the cost before and after."""
+
+    rankmap: RankMap
+    replaced: tuple        # ((node_rank, failed host, new host), ...)
+    moved_ranks: int
+    before: PlacementMetrics
+    after: PlacementMetrics
+
+
+def replan(cluster: Cluster, previous: RankMap, failed: list[str],
+           constraints: PlacementConstraints | None = None) -> ReplanResult:
+    """Replace ``failed`` hosts (and hosts the cluster marks failed or busy) in ``previous``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        The cluster the map was made for (checked by spec hash).
+    previous : RankMap
+    failed : list of str
+        Hosts that failed since the plan; they are marked failed.
+    constraints : PlacementConstraints, optional
+        Exclusions and reservations the replacements must respect.
+
+    Returns
+    -------
+    ReplanResult
+
+    Raises
+    ------
+    RankMapError
+        The map was made for another cluster.
+    InfeasibleError
+        Fewer usable spare hosts than failed ones (names the shortfall).
+    """
+    constraints = constraints or PlacementConstraints()
+    previous.verify_cluster(cluster)
+    cluster = cluster.with_states({h: "failed" for h in failed})
+    constraints.check_names(cluster)
+    gpn = previous.nproc_per_node
+    in_map = set(previous.hosts)
+    down = [n for n, h in enumerate(previous.hosts) if cluster.host(h).state != "free"]
+    spares = [h for h in constraints.usable(list(cluster.free_hosts())) if h.name not in in_map and h.gpus >= gpn]
+    if len(spares) < len(down):
+        raise InfeasibleError(f"{len(down)} hosts of the plan are down, only {len(spares)} usable spare hosts with "
+                              f">= {gpn} GPUs: {len(down) - len(spares)} short", key="failed")
+    layout, traffic = ParallelLayout.of(previous.job), job_traffic(previous.job)
+    tor_index = {g.name: g.index for g in cluster.tor_groups}
+    node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in previous.hosts])
+
+    def cost(tors: np.ndarray) -> PlacementMetrics:
+        return evaluate(layout, traffic, np.repeat(tors, gpn), len(tor_index))
+
+    before = cost(node_tor)
+    hosts = list(previous.hosts)
+    pool: dict[int, list[str]] = {}
+    for h in sorted(spares, key=lambda h: natural_key(h.name)):
+        pool.setdefault(tor_index[h.tor_group], []).append(h.name)
+    replaced = []
+    for node in down:
+        own = int(node_tor[node])
+        if pool.get(own):
+            g = own
+        else:
+            trial = node_tor.copy()
+
+            def with_group(g: int) -> float:
+                trial[node] = g
+                return cost(trial).cross_tor_bytes
+
+            g = min((g for g in pool if pool[g]), key=lambda g: (with_group(g), g))
+        new = pool[g].pop(0)
+        replaced.append((node, hosts[node], new))
+        hosts[node] = new
+        node_tor[node] = g
+    after = cost(node_tor)
+    summary = {"replan": {"replaced": [[n, a, b] for n, a, b in replaced], "moved_ranks": len(replaced) * gpn,
+                          "cross_tor_bytes_before": before.cross_tor_bytes,
+                          "cross_tor_bytes_after": after.cross_tor_bytes}}
+    rm = RankMap.from_hosts(previous.job, cluster, hosts, gpn, summary)
+    return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after)

@@ -1,0 +1,145 @@
+"""Search for the best grid placement: constructive starts, bounds, then CP-SAT.
+
+Objectives, compared lexicographically in the order the user gives them:
+
+- ``bytes``: bytes crossing ToR groups per iteration (the cost of :mod:`placement.solver`);
+- ``spread``: the most ToR groups any DP ring spans (Arnold, arXiv 2509.15940, minimises
+  the spread of communication groups);
+- ``uplink``: the heaviest ToR group's uplink load (ECMP pressure);
+- ``fragmentation``: ToR groups left partly used, i.e. neither untouched nor emptied (a
+  job of 20 hosts on groups with 19, 10 and 10 free takes 10 + 10 and leaves 19 whole);
+- ``moved``: node ranks whose host differs from a previous plan.
+
+CP-SAT optimises ``bytes`` or ``spread`` (whichever comes first); the other objectives
+break ties among the candidates.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+
+from .blocks import block_cells
+from .bounds import analytic_lower_bound
+from .snake import snake_cells
+from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, grid_uplinks, solve_grid
+
+__all__ = ["OBJECTIVES", "ranking", "search"]
+
+OBJECTIVES = ("bytes", "spread", "uplink", "fragmentation", "moved")
+
+# Above this many (stage, ToR group) pairs the CP-SAT models run only when pins require
+# them: the block layouts and the analytic bound already close the gap, and the models
+# grow slow.
+CP_SAT_MAX_PAIRS = 1500
+
+
+def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = None) -> Callable:
+    """``key(cells) -> tuple`` ordering placements by ``objectives`` (smaller is better)."""
+    K = len(problem.free)
+    caps = np.asarray(problem.free)
+
+    def key(cells: np.ndarray) -> tuple:
+        out = []
+        for name in objectives:
+            if name == "bytes":
+                out.append(grid_cost(problem, cells))
+            elif name == "spread":
+                out.append(max(len(np.unique(row)) for row in cells))
+            elif name == "uplink":
+                out.append(int(grid_uplinks(problem, cells).max()))
+            elif name == "fragmentation":
+                used = np.bincount(cells.ravel(), minlength=K)
+                out.append(int(((used > 0) & (used < caps)).sum()))
+            elif name == "moved" and moved is not None:
+                out.append(moved(cells))
+        return tuple(out)
+
+    return key
+
+
+def _starts(problem: GridProblem, greedy: np.ndarray, key: Callable, seed: int, row_pins: dict) -> list:
+    """Greedy, the row snake and block layouts of 2-4 rows; rows pinned to a ToR group are
+    laid first and the rest of the grid is laid around them."""
+    R, C = problem.rows, problem.cols
+    caps = list(problem.free)
+    for g in row_pins.values():
+        caps[g] -= C
+    free_rows = [r for r in range(R) if r not in row_pins]
+    starts = [greedy] if not row_pins else []
+    if min(caps) < 0 or not free_rows:
+        parts = [] if min(caps) < 0 else [np.empty((0, C), dtype=np.int64)]
+    else:
+        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col)
+        sub_key = ranking(sub, ("bytes", "uplink"))
+        parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=seed)]
+        parts += [block_cells(sub.rows, C, sub.free, s) for s in range(2, min(sub.rows, 4) + 1)]
+    for part in parts:
+        if part is None:
+            continue
+        cells = np.empty((R, C), dtype=np.int64)
+        for r, g in row_pins.items():
+            cells[r] = g
+        cells[free_rows] = part
+        starts.append(cells)
+    return starts
+
+
+def _feasible(problem: GridProblem, cells: np.ndarray, pins: dict) -> bool:
+    """Within every group's capacity (quotas included) and on every pin."""
+    if (np.bincount(cells.ravel(), minlength=len(problem.free)) > np.asarray(problem.free)).any():
+        return False
+    return all((cells[where] == g).all() for where, g in pins.items())
+
+
+def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("bytes", "uplink"),
+           pins: dict | None = None, moved: Callable | None = None, time_limit_s: float = 20.0, seed: int = 0,
+           workers: int = 1) -> tuple[GridSolution | None, int, str]:
+    """Best placement found, a lower bound on its ``bytes`` cost, and how the bound was found.
+
+    Parameters
+    ----------
+    problem : GridProblem
+    greedy : ndarray
+        ``greedy[R, C]``: the topology-greedy baseline as cells (always feasible without pins).
+    objectives : tuple of str
+        From :data:`OBJECTIVES`, most important first.
+    pins : dict, optional
+        ``{(row, col): group}`` and ``{row: group}`` constraints (see :func:`solve_grid`).
+    moved : callable, optional
+        ``moved(cells) -> int`` for the "moved" objective.
+
+    Returns
+    -------
+    (GridSolution or None, int, str)
+        None when pins cannot be met within the budget. The bound is in cost units and
+        holds for every placement of the problem (pins only remove placements).
+    """
+    pins = pins or {}
+    key = ranking(problem, objectives, moved)
+    cost = functools.partial(grid_cost, problem)
+    row_pins = {w: g for w, g in pins.items() if not isinstance(w, tuple)}
+    candidates = [c for c in _starts(problem, greedy, key, seed, row_pins) if _feasible(problem, c, pins)]
+    hint = min(candidates, key=key) if candidates else None
+    R, C, free = problem.rows, problem.cols, problem.free
+    bound, method = analytic_lower_bound(R, C, free, problem.w_row, problem.w_col), "analytic"
+    small = R * len(free) <= CP_SAT_MAX_PAIRS
+    if small and (hint is None or cost(hint) > bound):
+        relaxed, _ = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers,
+                                      hint if hint is not None else greedy)
+        if relaxed > bound:
+            bound, method = relaxed, "relaxation"
+    primary = objectives[0] if objectives and objectives[0] in ("bytes", "spread") else "bytes"
+    done = hint is not None and cost(hint) <= bound and primary == "bytes"
+    if done:
+        return GridSolution(hint, cost(hint), "OPTIMAL", 0.0), bound, method
+    if not small and hint is not None and primary == "bytes":
+        return GridSolution(hint, cost(hint), "HEURISTIC", 0.0), bound, method
+    sol = solve_grid(problem, hint, time_limit_s, seed, workers, pins=pins, primary=primary)
+    if sol is None:
+        return None, bound, method
+    if hint is not None and key(hint) < key(sol.cells):
+        return GridSolution(hint, cost(hint), "HEURISTIC", sol.solve_time_s), bound, method
+    return sol, bound, method

@@ -1,0 +1,91 @@
+"""Objectives, constraints and infeasibility explanations, on cases with known answers."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from placement.constraints import InfeasibleError, PlacementConstraints, load_constraints
+from placement.plan import plan
+from helpers import cluster_with_free, job
+from topology import SpecError
+
+
+
+def groups_used(result):
+    return sorted(set(result.rankmap.tor_groups))
+
+
+def test_fragmentation_takes_10_plus_10_and_leaves_19_whole():
+    cluster = cluster_with_free((19, 10, 10), gpus=8)
+    result = plan(cluster, job(pp=1, dp=20))
+    assert groups_used(result) == ["t1", "t2"]
+    assert result.ours.metrics.cross_edges["dp"] == 2 * 8   # one ring crossing each way, per rail
+
+
+def test_24_hosts_on_four_leaves_of_12_use_exactly_two():
+    cluster = cluster_with_free((12, 12, 12, 12), gpus=8)
+    for pp, dp in ((1, 24), (2, 12), (4, 6)):
+        result = plan(cluster, job(pp=pp, dp=dp))
+        assert len(groups_used(result)) == 2, (pp, dp)
+
+
+def test_spread_objective_first():
+    cluster = cluster_with_free((6, 6, 6, 6), gpus=8)
+    result = plan(cluster, job(pp=2, dp=12), objectives=("spread", "bytes"))
+    assert result.ours.metrics.max_spread["dp"] == 2
+
+
+def test_exclude_and_reserve():
+    cluster = cluster_with_free((4, 4), gpus=8)
+    first = plan(cluster, job(pp=1, dp=3))
+    taken = set(first.rankmap.hosts)
+    second = plan(cluster, job(pp=1, dp=4),
+                  constraints=PlacementConstraints(reserve=tuple(taken), exclude=("g1h3",)))
+    assert not taken & set(second.rankmap.hosts) and "g1h3" not in second.rankmap.hosts
+    with pytest.raises(InfeasibleError, match=r"needs 6 hosts; 5 usable in 2 ToR groups .*: 1 short"):
+        plan(cluster, job(pp=1, dp=6), constraints=PlacementConstraints(reserve=tuple(taken)))
+
+
+def test_quotas():
+    cluster = cluster_with_free((8, 8, 8), gpus=8)
+    result = plan(cluster, job(pp=1, dp=12), constraints=PlacementConstraints(quotas={"t0": 2, "t1": 2}))
+    counts = {g: result.rankmap.tor_groups.count(g) for g in groups_used(result)}
+    assert counts["t2"] == 8 and counts.get("t0", 0) <= 2 and counts.get("t1", 0) <= 2
+
+
+def test_stage_pin_and_rank_pin():
+    cluster = cluster_with_free((4, 4, 4), gpus=8)
+    c = PlacementConstraints(stage_pins={1: "t2"}, rank_pins={0: "g1h2"})
+    result = plan(cluster, job(pp=2, dp=4), constraints=c)
+    layout_pp = np.array([result.rankmap.entry(r)["pp"] for r in range(0, 64, 8)])
+    stage1 = [t for t, p in zip(result.rankmap.tor_groups, layout_pp) if p == 1]
+    assert stage1 == ["t2"] * 4
+    assert result.rankmap.entry(0)["host"] == "g1h2"
+
+
+@pytest.mark.parametrize("constraints, message", [
+    (PlacementConstraints(stage_pins={0: "t0"}), "stage(s) [0] pinned to ToR group 't0' need 6 hosts; it has 4 usable: 2 short"),
+    (PlacementConstraints(rank_pins={0: "g0h4"}), "rank 0 is pinned to host 'g0h4', which is busy"),
+    (PlacementConstraints(rank_pins={0: "g0h0", 3: "g0h1"}), "conflicts with another pin"),
+    (PlacementConstraints(stage_pins={5: "t0"}), "stage 5 is pinned, but the job has pp=2"),
+])
+def test_infeasible_requests_are_explained(constraints, message):
+    cluster = cluster_with_free((4, 4, 4), gpus=8)
+    with pytest.raises(InfeasibleError) as err:
+        plan(cluster, job(pp=2, dp=6), constraints=constraints)
+    assert message in str(err.value)
+
+
+def test_unknown_names_and_constraint_files(tmp_path):
+    cluster = cluster_with_free((4, 4), gpus=8)
+    with pytest.raises(SpecError, match="host 'nope' is not in cluster"):
+        plan(cluster, job(pp=1, dp=2), constraints=PlacementConstraints(exclude=("nope",)))
+    path = tmp_path / "c.yaml"
+    path.write_text("exclude: 'g0h[0-1]'\nquotas: {t1: 3}\npins:\n  stages: {0: t1}\n  ranks: {8: g1h0}\n")
+    c = load_constraints(path)
+    assert c.exclude == ("g0h0", "g0h1") and c.quotas == {"t1": 3} and c.stage_pins == {0: "t1"}
+    assert c.rank_pins == {8: "g1h0"}
+    path.write_text("pins:\n  stagez: {0: t1}\n")
+    with pytest.raises(SpecError, match=r"c.yaml:2: pins.stagez: unknown key"):
+        load_constraints(path)

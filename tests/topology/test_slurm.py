@@ -182,3 +182,23 @@ def test_block_export_of_a_plain_cluster_and_back():
     assert out.splitlines()[-1] == "BlockSizes=2,4,8"  # 1, 2 and 4 base blocks: 4 covers all 3
     back = block(out, name="cluster").cluster
     assert back.block_sizes == (2, 4, 8) and [g.hosts for g in back.tor_groups] == [g.hosts for g in c.tor_groups]
+
+
+def test_12k_gpu_topology_conf_imports_well_under_two_seconds(tmp_path):
+    import importlib.util
+    import time
+    from pathlib import Path
+
+    from topology.importers import import_file
+
+    bench = Path(__file__).resolve().parents[2] / "benchmarks" / "topo_import.py"
+    spec = importlib.util.spec_from_file_location("topo_import_bench", bench)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    path = tmp_path / "topology.conf"
+    path.write_text(module.topology_conf("address"))
+    t0 = time.perf_counter()
+    c = import_file("slurm", path, ImportOptions(gpus=8, rails=8)).cluster
+    elapsed = time.perf_counter() - t0
+    assert c.gpus == 12288 and len(c.tor_groups) == 24 and {len(g.hosts) for g in c.tor_groups} == {64}
+    assert elapsed < 2.0

@@ -69,7 +69,18 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
             raise SpecError(f"node {name} is listed twice (first on line {seen[name]})", source=source,
                             line=line, key=f"metadata.name={name}")
         seen[name] = line
-    levels = _levels(nodes, options, diags, source)
+    leaves, switches = _domains(nodes, _levels(nodes, options, diags, source), options, diags, source)
+    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
+    if len(cluster.islands()) > 1:
+        diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands")
+    return ImportResult(cluster=cluster, format="k8s-labels", source=source, warnings=tuple(diags.warnings),
+                        notes=tuple(diags.notes))
+
+
+def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
+             source: str) -> tuple[list[Leaf], tuple[Switch, ...]]:
+    """Each node's deepest domain as a leaf; the domains above as switches. A domain is
+    named by its whole path of label values (values are unique only under a parent)."""
     leaves: dict[str, Leaf] = {}
     children: dict[str, list[str]] = {}
     for name, labels, capacity, line in nodes:
@@ -85,20 +96,14 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
             kids = children.setdefault(parent, [])
             if child not in kids:
                 kids.append(child)
-        leaf = leaves.setdefault(ids[-1], Leaf(name=ids[-1], hosts=[], line=line))
-        leaf.hosts.append((name, gpus))
+        leaves.setdefault(ids[-1], Leaf(name=ids[-1], hosts=[], line=line)).hosts.append((name, gpus))
     for leaf in leaves.values():
         if leaf.name in children:
             raise SpecError(f"domain {leaf.name} is the deepest level of some nodes and has domains below it "
                             "for others: a leaf cannot have children", source=source, line=leaf.line,
                             key=leaf.name)
     switches = tuple(Switch(name=k, children=tuple(sorted(v, key=name_key))) for k, v in children.items())
-    cluster = build_cluster(list(leaves.values()), options, default_name=file_stem(source), source=source,
-                            switches=switches)
-    if len(cluster.islands()) > 1:
-        diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands")
-    return ImportResult(cluster=cluster, format="k8s-labels", source=source, warnings=tuple(diags.warnings),
-                        notes=tuple(diags.notes))
+    return list(leaves.values()), switches
 
 
 def _load(text: str, source: str):

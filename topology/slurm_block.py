@@ -76,10 +76,10 @@ def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tupl
     block_of: dict[str, tuple[str, int]] = {}
     for rec in records:
         first = rec.tokens[0]
-        if first.key == "BlockSizes":
+        if first.key == "BlockSizes" or rec.get("BlockSizes"):
             if len(rec.tokens) > 1:
                 raise SpecError("BlockSizes= stands alone on its line", source=source, line=rec.line,
-                                key=rec.tokens[1].text)
+                                key=rec.get("BlockSizes").text if first.key != "BlockSizes" else rec.tokens[1].text)
             if sizes is not None:
                 raise SpecError(f"BlockSizes is given twice (first on line {sizes.line})", source=source,
                                 line=rec.line, key=first.text)
@@ -88,31 +88,35 @@ def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tupl
         if first.key != "BlockName":
             raise SpecError(f"a line must start with BlockName= or BlockSizes=, not {first.key}=",
                             source=source, line=rec.line, key=first.text)
-        name = first.value
-        why = check_switch_name(name)
-        if why:
-            raise SpecError(f"bad block name: {why}", source=source, line=rec.line, key=first.text)
-        if name in seen:
-            raise SpecError(f"Block ({name}) has already been defined (line {seen[name]})", source=source,
-                            line=rec.line, key=first.text)
-        seen[name] = rec.line
-        nodes = rec.get("Nodes")
-        if nodes is None:
-            raise SpecError(f"block {name} hasn't got nodes (Nodes= is missing)", source=source,
-                            line=rec.line, key=first.text)
-        if rec.get("BlockSizes"):
-            raise SpecError("BlockSizes= stands alone on its line", source=source, line=rec.line,
-                            key=rec.get("BlockSizes").text)
-        warn_unreadable(nodes, source, diags)
-        hosts = expand_hostlist(nodes.value, source=source, line=rec.line, key=nodes.text)
-        for host in hosts:
+        block = _block(rec, seen, source, diags)
+        for host, _ in block.hosts:
             if host in block_of:
                 other, line = block_of[host]
-                raise SpecError(f"host {host} is in block {other} (line {line}) and in block {name}",
-                                source=source, line=rec.line, key=nodes.text)
-            block_of[host] = (name, rec.line)
-        blocks.append(Leaf(name=name, hosts=[(h, 0) for h in hosts], line=rec.line))
+                raise SpecError(f"host {host} is in block {other} (line {line}) and in block {block.name}",
+                                source=source, line=rec.line, key=rec.get("Nodes").text)
+            block_of[host] = (block.name, rec.line)
+        blocks.append(block)
     return sizes, blocks
+
+
+def _block(rec: Record, seen: dict[str, int], source: str, diags: Diagnostics) -> Leaf:
+    """One ``BlockName=`` line as a leaf (hosts without GPU counts yet)."""
+    first = rec.tokens[0]
+    name = first.value
+    why = check_switch_name(name)
+    if why:
+        raise SpecError(f"bad block name: {why}", source=source, line=rec.line, key=first.text)
+    if name in seen:
+        raise SpecError(f"Block ({name}) has already been defined (line {seen[name]})", source=source,
+                        line=rec.line, key=first.text)
+    seen[name] = rec.line
+    nodes = rec.get("Nodes")
+    if nodes is None:
+        raise SpecError(f"block {name} hasn't got nodes (Nodes= is missing)", source=source,
+                        line=rec.line, key=first.text)
+    warn_unreadable(nodes, source, diags)
+    hosts = expand_hostlist(nodes.value, source=source, line=rec.line, key=nodes.text)
+    return Leaf(name=name, hosts=[(h, 0) for h in hosts], line=rec.line)
 
 
 def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Diagnostics) -> tuple[int, ...]:
@@ -123,30 +127,14 @@ def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Di
             raise SpecError(f"block {blocks[0].name} has no hosts left", source=source, line=blocks[0].line)
         levels = list(range(5))  # slurmctld's default: 1, 2, 4, 8 and 16 base blocks
     else:
-        values = [v.strip() for v in token.value.split(",")]
-        base, levels = 0, []
-        for v in values:
-            if not v.isdigit() or int(v) <= 0:
-                raise SpecError(f"Invalid BlockSizes value: {v!r} (expected positive integers)",
-                                source=source, line=token.line, key=token.text)
-            size = int(v)
-            base = base or size
-            ratio, rest = divmod(size, base)
-            if rest or ratio & (ratio - 1) or ratio.bit_length() - 1 > _MAX_LEVEL:
-                raise SpecError(f"Invalid BlockSizes value: {size} is not the base block size {base} "
-                                f"times a power of two up to 2**{_MAX_LEVEL}", source=source,
-                                line=token.line, key=token.text)
-            levels.append(ratio.bit_length() - 1)
-        if levels != sorted(set(levels)):
-            raise SpecError(f"Invalid BlockSizes value: {token.value!r} must be ascending without repeats",
-                            source=source, line=token.line, key=token.text)
+        base, levels = _parse_sizes(token, source)
     for block in blocks:
         if len(block.hosts) < base:
             raise SpecError(f"Block configuration ({block.name}) children count lower than the base block "
                             f"size: {len(block.hosts)} hosts, base blocks have {base}", source=source,
                             line=block.line, key=f"BlockName={block.name}")
     used = []
-    for level in levels:
+    for level in levels:  # slurmctld stops at the first level that covers every block
         used.append(level)
         if 2 ** level >= len(blocks):
             break
@@ -155,6 +143,27 @@ def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Di
         diags.warn(f"BlockSizes {unused} exceed the {len(blocks)} blocks: slurmctld ignores them",
                    source=source, line=token.line, key=token.text)
     return tuple(base * 2 ** lv for lv in used)
+
+
+def _parse_sizes(token: Token, source: str) -> tuple[int, list[int]]:
+    """``BlockSizes=4,8,16`` -> base size 4 and levels [0, 1, 2] (log2 of base blocks)."""
+    base, levels = 0, []
+    for v in (v.strip() for v in token.value.split(",")):
+        if not v.isdigit() or int(v) <= 0:
+            raise SpecError(f"Invalid BlockSizes value: {v!r} (expected positive integers)",
+                            source=source, line=token.line, key=token.text)
+        size = int(v)
+        base = base or size
+        ratio, rest = divmod(size, base)
+        if rest or ratio & (ratio - 1) or ratio.bit_length() - 1 > _MAX_LEVEL:
+            raise SpecError(f"Invalid BlockSizes value: {size} is not the base block size {base} "
+                            f"times a power of two up to 2**{_MAX_LEVEL}", source=source,
+                            line=token.line, key=token.text)
+        levels.append(ratio.bit_length() - 1)
+    if levels != sorted(set(levels)):
+        raise SpecError(f"Invalid BlockSizes value: {token.value!r} must be ascending without repeats",
+                        source=source, line=token.line, key=token.text)
+    return base, levels
 
 
 def export_slurm_block(cluster: Cluster) -> str:

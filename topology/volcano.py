@@ -28,6 +28,7 @@ Volcano network topology aware scheduling, https://volcano.sh/en/docs/network_to
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import yaml
 
@@ -67,17 +68,17 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
     hypernodes = [_hypernode(d, source) for d in _documents(text, source)]
     if not hypernodes:
         raise SpecError("no HyperNode objects found", source=source, line=1)
-    by_name: dict[str, dict] = {}
+    by_name: dict[str, _HyperNode] = {}
     for hn in hypernodes:
-        if hn["name"] in by_name:
-            raise SpecError(f"HyperNode {hn['name']} is defined twice (first on line "
-                            f"{by_name[hn['name']]['line']})", source=source, line=hn["line"], key=hn["name"])
-        by_name[hn["name"]] = hn
+        if hn.name in by_name:
+            raise SpecError(f"HyperNode {hn.name} is defined twice (first on line "
+                            f"{by_name[hn.name].line})", source=source, line=hn.line, key=hn.name)
+        by_name[hn.name] = hn
     _check_tree(hypernodes, by_name, source)
     leaves = _leaves(hypernodes, options, diags, source)
     leaves = check_known_hosts(leaves, options, diags, source, ("HyperNode", "HyperNodes"))
-    switches = tuple(Switch(name=hn["name"], children=tuple(sorted(hn["children"], key=name_key)))
-                     for hn in hypernodes if hn["children"])
+    switches = tuple(Switch(name=hn.name, children=tuple(sorted(hn.children, key=name_key)))
+                     for hn in hypernodes if hn.children)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     if len(cluster.islands()) > 1:
         diags.note(f"{len(cluster.islands())} top HyperNodes: kept as separate islands")
@@ -113,85 +114,93 @@ def _documents(text: str, source: str) -> list:
     return out
 
 
-def _hypernode(doc, source: str) -> dict:
+@dataclass
+class _HyperNode:
+    name: str
+    tier: int
+    line: int
+    nodes: list[str] = field(default_factory=list)
+    regex: list[tuple[re.Pattern, str, int]] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+    member_lines: dict[str, int] = field(default_factory=dict)
+
+
+def _hypernode(doc, source: str) -> _HyperNode:
     top = Fields(doc, source, line=getattr(doc, "line", 1)).only("apiVersion", "kind", "metadata", "spec")
     if top.raw("kind", None) != "HyperNode":
         raise top.error("kind", f"expected kind: HyperNode, got {top.raw('kind', None)!r}")
-    top.raw("apiVersion", None)
     meta = top.sub("metadata", required=True)
-    name = meta.str("name")
-    meta.used.update(meta.data)  # labels, annotations... are not ours to check
+    name = meta.str("name")  # labels, annotations... of the object are not ours to check
     spec = top.sub("spec", required=True).only("tier", "tierName", "members")
-    tier = spec.int("tier", minimum=1)
-    spec.raw("tierName", None)
+    hn = _HyperNode(name=name, tier=spec.int("tier", minimum=1), line=meta.line_of("name"))
     members = spec.seq("members")
     if not members:
         raise spec.error("members", f"HyperNode {name} has no members")
-    hn = {"name": name, "tier": tier, "line": meta.line_of("name"), "nodes": [], "regex": [], "children": [],
-          "member_lines": {}}
-    kinds = set()
-    for i, entry in enumerate(members):
-        line = members.item_lines[i] if hasattr(members, "item_lines") else hn["line"]
-        f = Fields(entry, source, f"{name}.members[{i}]", line).only("type", "selector")
-        kind = f.choice("type", ("Node", "HyperNode"))
-        kinds.add(kind)
-        sel = f.sub("selector", required=True).only("exactMatch", "regexMatch", "labelMatch")
-        if len(sel.data) != 1:
-            raise sel.error(next(iter(sel.data), "selector"), "a selector has exactly one of exactMatch, "
-                            "regexMatch, labelMatch")
-        if sel.has("labelMatch"):
-            raise sel.error("labelMatch", "labelMatch needs node labels, which HyperNodes do not list: "
-                            "import the nodes with --from k8s-labels --levels instead")
-        if sel.has("regexMatch"):
-            if kind == "HyperNode":
-                raise sel.error("regexMatch", "HyperNode members are selected by exactMatch name")
-            pattern = sel.sub("regexMatch").only("pattern").str("pattern")
-            try:
-                hn["regex"].append((re.compile(pattern), pattern, sel.line_of("regexMatch")))
-            except re.error as exc:
-                raise sel.error("regexMatch", f"bad regular expression {pattern!r}: {exc}") from None
-            continue
-        member = sel.sub("exactMatch").only("name").str("name")
-        if kind == "Node" and check_hostname(member):
-            raise sel.error("exactMatch", f"bad node name {member!r}: {check_hostname(member)}")
-        hn["nodes" if kind == "Node" else "children"].append(member)
-        hn["member_lines"][member] = sel.line_of("exactMatch")
+    kinds = {_member(hn, Fields(entry, source, f"{name}.members[{i}]", members.item_lines[i]))
+             for i, entry in enumerate(members)}
     if len(kinds) > 1:
         raise SpecError(f"HyperNode {name} has both Node and HyperNode members", source=source,
-                        line=hn["line"], key=name)
+                        line=hn.line, key=name)
     return hn
 
 
-def _check_tree(hypernodes: list[dict], by_name: dict[str, dict], source: str) -> None:
+def _member(hn: _HyperNode, f: Fields) -> str:
+    """Add one member to ``hn``; returns its type."""
+    kind = f.only("type", "selector").choice("type", ("Node", "HyperNode"))
+    sel = f.sub("selector", required=True).only("exactMatch", "regexMatch", "labelMatch")
+    if len(sel.data) != 1:
+        raise sel.error(next(iter(sel.data), "selector"), "a selector has exactly one of exactMatch, "
+                        "regexMatch, labelMatch")
+    if sel.has("labelMatch"):
+        raise sel.error("labelMatch", "labelMatch needs node labels, which HyperNodes do not list: "
+                        "import the nodes with --from k8s-labels --levels instead")
+    if sel.has("regexMatch"):
+        if kind == "HyperNode":
+            raise sel.error("regexMatch", "HyperNode members are selected by exactMatch name")
+        pattern = sel.sub("regexMatch").only("pattern").str("pattern")
+        try:
+            hn.regex.append((re.compile(pattern), pattern, sel.line_of("regexMatch")))
+        except re.error as exc:
+            raise sel.error("regexMatch", f"bad regular expression {pattern!r}: {exc}") from None
+        return kind
+    member = sel.sub("exactMatch").only("name").str("name")
+    if kind == "Node" and check_hostname(member):
+        raise sel.error("exactMatch", f"bad node name {member!r}: {check_hostname(member)}")
+    (hn.nodes if kind == "Node" else hn.children).append(member)
+    hn.member_lines[member] = sel.line_of("exactMatch")
+    return kind
+
+
+def _check_tree(hypernodes: list[_HyperNode], by_name: dict[str, _HyperNode], source: str) -> None:
     parent: dict[str, str] = {}
     for hn in hypernodes:
-        for child in hn["children"]:
-            line = hn["member_lines"][child]
-            if child not in by_name or child == hn["name"]:
-                raise SpecError(f"HyperNode {hn['name']} has invalid member ({child}): no HyperNode has "
+        for child in hn.children:
+            line = hn.member_lines[child]
+            if child not in by_name or child == hn.name:
+                raise SpecError(f"HyperNode {hn.name} has invalid member ({child}): no HyperNode has "
                                 "that name", source=source, line=line, key=child)
             if child in parent:
-                raise SpecError(f"HyperNode {child} has two parents ({parent[child]} and {hn['name']}): "
+                raise SpecError(f"HyperNode {child} has two parents ({parent[child]} and {hn.name}): "
                                 "a HyperNode has one parent", source=source, line=line, key=child)
-            parent[child] = hn["name"]
-            if by_name[child]["tier"] >= hn["tier"]:
-                raise SpecError(f"HyperNode {hn['name']} (tier {hn['tier']}) has member {child} of tier "
-                                f"{by_name[child]['tier']}: members sit on a lower tier", source=source,
+            parent[child] = hn.name
+            if by_name[child].tier >= hn.tier:
+                raise SpecError(f"HyperNode {hn.name} (tier {hn.tier}) has member {child} of tier "
+                                f"{by_name[child].tier}: members sit on a lower tier", source=source,
                                 line=line, key=child)
-    cycle = find_cycle({hn["name"]: hn["children"] for hn in hypernodes})
+    cycle = find_cycle({hn.name: hn.children for hn in hypernodes})
     if cycle:  # unreachable with the tier rule, kept as the model's own guard
         raise SpecError("HyperNodes form a cycle: " + " -> ".join(cycle), source=source,
-                        line=by_name[cycle[0]]["line"], key=cycle[0])
+                        line=by_name[cycle[0]].line, key=cycle[0])
 
 
-def _leaves(hypernodes: list[dict], options: ImportOptions, diags: Diagnostics, source: str) -> list[Leaf]:
+def _leaves(hypernodes: list[_HyperNode], options: ImportOptions, diags: Diagnostics, source: str) -> list[Leaf]:
     leaves: list[Leaf] = []
     owner: dict[str, str] = {}
     for hn in hypernodes:
-        if hn["children"]:
+        if hn.children:
             continue
-        hosts = list(hn["nodes"])
-        for pattern, text, line in hn["regex"]:
+        hosts = list(hn.nodes)
+        for pattern, text, line in hn.regex:
             if options.hosts is None:
                 raise SpecError(f"regexMatch {text!r} matches node names, which the file does not list: "
                                 "pass --hosts", source=source, line=line, key=text)
@@ -201,8 +210,8 @@ def _leaves(hypernodes: list[dict], options: ImportOptions, diags: Diagnostics, 
             hosts.extend(matched)
         for host in hosts:
             if host in owner:
-                raise SpecError(f"node {host} is a member of HyperNodes {owner[host]} and {hn['name']}: "
-                                "a node has one parent", source=source, line=hn["line"], key=host)
-            owner[host] = hn["name"]
-        leaves.append(Leaf(name=hn["name"], hosts=[(h, 0) for h in hosts], line=hn["line"]))
+                raise SpecError(f"node {host} is a member of HyperNodes {owner[host]} and {hn.name}: "
+                                "a node has one parent", source=source, line=hn.line, key=host)
+            owner[host] = hn.name
+        leaves.append(Leaf(name=hn.name, hosts=[(h, 0) for h in hosts], line=hn.line))
     return leaves

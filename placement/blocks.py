@@ -24,7 +24,8 @@ from .snake import _distinct_sizes, _dp, _walk
 __all__ = ["block_cells"]
 
 
-def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | None = None) -> np.ndarray | None:
+def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | None = None,
+                waste: bool = False) -> np.ndarray | None:
     """Placement ``cells[rows, cols]`` built from blocks of ``s`` rows, or None if it fails.
 
     Parameters
@@ -37,6 +38,9 @@ def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | N
         Rows per block (the last block takes the rows left over).
     order : ndarray, optional
         Preference order of the groups (default: largest first).
+    waste : bool
+        Leave the rest of a cut group unused whenever the other free hosts still cover
+        the rows to come (it would otherwise cost a piece of its own later).
     """
     if sum(free) < rows * cols:
         return None
@@ -50,6 +54,10 @@ def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | N
         chosen = _pick(pool, height * cols)
         if chosen is None:
             return None
+        cut, part = chosen[-1]
+        rest = pool.get(cut, 0)
+        if waste and rest and sum(pool.values()) - rest >= (rows - r - height) * cols:
+            del pool[cut]
         _lay_block(cells, r, height, cols, chosen)
         r += height
     return cells

@@ -61,8 +61,9 @@ def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = No
 
 
 def _starts(problem: GridProblem, greedy: np.ndarray, key: Callable, seed: int, row_pins: dict) -> list:
-    """Greedy, the row snake and block layouts of 2-4 rows; rows pinned to a ToR group are
-    laid first and the rest of the grid is laid around them."""
+    """Greedy, the row snake and block layouts of 2-4 rows (each also leaving the rest of cut
+    groups unused where spare hosts allow); rows pinned to a ToR group are laid first and
+    the rest of the grid is laid around them."""
     R, C = problem.rows, problem.cols
     caps = list(problem.free)
     for g in row_pins.values():
@@ -75,7 +76,8 @@ def _starts(problem: GridProblem, greedy: np.ndarray, key: Callable, seed: int, 
         sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col)
         sub_key = ranking(sub, ("bytes", "uplink"))
         parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=seed)]
-        parts += [block_cells(sub.rows, C, sub.free, s) for s in range(2, min(sub.rows, 4) + 1)]
+        parts += [block_cells(sub.rows, C, sub.free, s, waste=w) for s in range(2, min(sub.rows, 4) + 1)
+                  for w in (False, True)]
     for part in parts:
         if part is None:
             continue

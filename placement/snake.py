@@ -75,6 +75,8 @@ def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: 
 
     Which exact subset fills a row decides what is left for later rows, so the first try
     prefers large groups and each further try prefers groups in a seeded random order.
+    Each try is made twice: carrying the rest of a split group into the next row, and
+    leaving it unused when spare hosts allow.
 
     Parameters
     ----------
@@ -92,14 +94,17 @@ def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: 
         tries = 1  # all groups alike: every preference order gives the same layout
     for t in range(tries):
         rank = np.argsort(-np.asarray(free), kind="stable") if t == 0 else rng.permutation(len(free))
-        cells = _one_snake(rows, cols, free, rank)
-        c = cost(cells)
-        if best_cost is None or c < best_cost:
-            best, best_cost = cells, c
+        for waste in (False, True):
+            cells = _one_snake(rows, cols, free, rank, waste)
+            c = cost(cells)
+            if best_cost is None or c < best_cost:
+                best, best_cost = cells, c
     return best
 
 
-def _one_snake(rows: int, cols: int, free: tuple, rank: np.ndarray) -> np.ndarray:
+def _one_snake(rows: int, cols: int, free: tuple, rank: np.ndarray, waste: bool = False) -> np.ndarray:
+    """One snake; with ``waste``, the rest of a split group is left unused whenever the other
+    free hosts still cover the rows to come (it would otherwise cost a piece of its own)."""
     remaining = {int(g): free[g] for g in rank if free[g] > 0}
     cells = np.empty((rows, cols), dtype=np.int64)
     carry: tuple[int, int] | None = None
@@ -120,6 +125,8 @@ def _one_snake(rows: int, cols: int, free: tuple, rank: np.ndarray) -> np.ndarra
         if used > cols:  # the last group was split: the rest opens the next row
             pieces[-1] = (last_g, last_n - (used - cols))
             carry = (last_g, used - cols)
+            if waste and sum(remaining.values()) >= (rows - r - 1) * cols:
+                carry = None
         _lay(cells, r, pieces)
     return cells
 

@@ -27,8 +27,10 @@ from .constraints import InfeasibleError, PlacementConstraints, explain_shortage
 from .grid import HostGrid, build_grid, cells_of, check_alignment, decode, grid_problem
 from .job import JobSpec
 from .layout import ParallelLayout
-from .metrics import PlacementMetrics, evaluate, human_bytes
+from .packing import pack_plan, packable_gpus, tp_shortage
+from .metrics import evaluate, human_bytes
 from .rankmap import RankMap
+from .result import Candidate, PlanResult, metrics_row, with_summary
 from .search import OBJECTIVES, search
 from .traffic import GroupTraffic, job_traffic
 
@@ -40,40 +42,6 @@ class PlacementError(SpecError):
     ``source`` and ``key`` name the job file and the parallel setting at fault."""
 
     exit_code = 4
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One host order and what it costs."""
-
-    name: str
-    hosts: tuple
-    metrics: PlacementMetrics
-    solve_time_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    """Our plan, the baselines, and how good the plan is.
-
-    ``lower_bound_bytes`` bounds the cross-ToR bytes of every placement of this job on
-    these hosts; ``gap = (ours - bound) / ours``.
-    """
-
-    job: JobSpec
-    rankmap: RankMap
-    ours: Candidate
-    baselines: tuple
-    lower_bound_bytes: float
-    bound_method: str
-    solver_status: str
-    notes: tuple = field(default_factory=tuple)
-    moved_hosts: int | None = None
-
-    @property
-    def gap(self) -> float:
-        cost = self.ours.metrics.cross_tor_bytes
-        return max(0.0, (cost - self.lower_bound_bytes) / cost) if cost > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -137,6 +105,25 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     for name in objectives:
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
+    options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous)
+    if len(cluster.islands()) > 1:
+        return _plan_islands(cluster, job, constraints, options)
+    return _plan_one(cluster, job, constraints, **options)
+
+
+def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, *, time_limit_s: float, seed: int,
+              workers: int, objectives: tuple, previous: RankMap | None) -> PlanResult:
+    """Plan within one island (or a cluster without islands)."""
+    free = constraints.usable(list(cluster.free_hosts()))
+    sizes = Counter(h.gpus for h in free)
+    if len(sizes) > 1 and job.dp is not None:
+        gpn = max(sizes, key=lambda g: (sizes[g], g))
+        if job.world_size > gpn * sum(1 for h in free if h.gpus >= gpn):
+            # the job needs the hosts of other sizes too: whole TP groups per host
+            constraints.check_names(cluster)
+            if packable_gpus(free, job.tp) < job.world_size:
+                raise tp_shortage(free, job, job.world_size)
+            return pack_plan(cluster, job.resolved(packable_gpus(free, job.tp)), free, BASELINES, seed)
     notes: list[str] = []
     st = _setting(cluster, job, constraints, notes)
     baselines = tuple(st.measure(cluster, name, fn(cluster, st.usable, st.grid.row.size, seed))
@@ -165,7 +152,38 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     notes += _tradeoffs(ours, baselines, st.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
     result = PlanResult(st.job, rm, ours, baselines, bound * unit, method, sol.status, tuple(notes), n_moved)
-    return _with_summary(result)
+    return with_summary(result)
+
+
+def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, options: dict) -> PlanResult:
+    """A job never spans islands (parts of the fabric no switch joins): plan it in each island
+    that can hold it and keep the best; with dp auto, fill the island with the most room."""
+    from topology.summary import island_names
+
+    _, usable = _usable_hosts(cluster, job, [])
+    usable = constraints.usable(usable)
+    caps = dict(zip((g.name for g in cluster.tor_groups), constraints.caps(cluster, usable)))
+    names = island_names(cluster)
+    room = [sum(caps[g] for g in island) for island in cluster.islands()]
+    gpn = Counter(h.gpus for h in cluster.free_hosts()).most_common(1)[0][0] if usable else 1
+    need = -(-(job.world_size if job.dp is not None else job.model_parallel * job.ep) // gpn)
+    fits = [i for i, r in enumerate(room) if r >= need]
+    if job.dp is None and fits:
+        fits = [max(fits, key=lambda i: (room[i], -i))]
+    if not fits:
+        listing = ", ".join(f"{names[i]} ({room[i]} usable hosts: {', '.join(isl)})"
+                            for i, isl in enumerate(cluster.islands()))
+        raise InfeasibleError(f"the job needs {need} hosts in one island, and no island has them: {listing}; "
+                              f"no switch joins the islands, so a job cannot span them",
+                              source=job.source, key="parallel.dp")
+    results = []
+    for i in fits:
+        inside = set(cluster.islands()[i])
+        outside = tuple(h.name for h in cluster.hosts if h.tor_group not in inside)
+        restricted = dataclasses.replace(constraints, exclude=constraints.exclude + outside)
+        result = _plan_one(cluster, job, restricted, **options)
+        results.append(dataclasses.replace(result, notes=result.notes + (f"placed in island {names[i]}",)))
+    return min(results, key=lambda r: (r.ours.metrics.cross_tor_bytes, r.ours.metrics.max_uplink_bytes))
 
 
 def _setting(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, notes: list[str]) -> _Setting:
@@ -286,34 +304,3 @@ def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffi
                              f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but moves "
                              f"{human_bytes(extra)} more across ToR groups in all; the plan minimises the total")
     return notes
-
-
-def metrics_row(c: Candidate, bound_bytes: float) -> dict:
-    """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table.
-
-    Solve time is left out: files must be byte-identical across runs."""
-    m = c.metrics
-    cost = m.cross_tor_bytes
-    return {
-        "cross_tor_bytes": cost,
-        "dp_edges_cross_tor": m.cross_edges["dp"],
-        "pp_edges_cross_tor": m.cross_edges["pp"],
-        "max_dp_spread_tor_groups": m.max_spread["dp"],
-        "max_uplink_bytes": m.max_uplink_bytes,
-        "gap_to_bound": max(0.0, (cost - bound_bytes) / cost) if cost > 0 else 0.0,
-    }
-
-
-def _with_summary(result: PlanResult) -> PlanResult:
-    bound = result.lower_bound_bytes
-    summary = {
-        "plan": metrics_row(result.ours, bound),
-        "lower_bound_bytes": bound,
-        "bound_method": result.bound_method,
-        "solver_status": result.solver_status,
-        "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
-    }
-    if result.moved_hosts is not None:
-        summary["moved_hosts"] = result.moved_hosts
-    rm = dataclasses.replace(result.rankmap, summary=summary)
-    return dataclasses.replace(result, rankmap=rm)

@@ -12,7 +12,9 @@
 
 Global rank ``r`` runs on node rank ``r // G`` at local rank ``r % G`` -- what torchrun,
 Slurm and mpirun do when hosts are given in node-rank order -- so the ``hostfile`` (one
-host per line, in node-rank order) reproduces the map.
+host per line, in node-rank order) reproduces the map. On hosts with different GPU
+counts (``"nprocs"`` lists ranks per node) ranks are numbered node after node the same
+way, and the hostfile says ``host slots=N``.
 """
 
 from __future__ import annotations
@@ -58,9 +60,11 @@ class RankMap:
     tor_groups : tuple of str
         ToR group of each node rank.
     rails : tuple of tuple of int
-        ``rails[node_rank][local_rank]``: rail (NIC) that GPU uses.
+        ``rails[node_rank][local_rank]``: rail (NIC) that GPU uses; ``len(rails[n])`` is the
+        number of ranks on node n.
     nproc_per_node : int
-        Ranks per host (G).
+        Ranks per host (G): the same on every host, except in maps of hosts with different
+        GPU counts, where it is the largest and ``nprocs`` gives each node's.
     summary : dict
         Plan metrics written alongside (informational).
     """
@@ -75,8 +79,28 @@ class RankMap:
     summary: dict = field(default_factory=dict, compare=False)
 
     @property
+    def nprocs(self) -> tuple:
+        """Ranks on each node rank."""
+        return tuple(len(r) for r in self.rails)
+
+    @property
+    def uniform(self) -> bool:
+        """Every node runs ``nproc_per_node`` ranks (rank = node_rank * G + local_rank)."""
+        return all(n == self.nproc_per_node for n in self.nprocs)
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        """``offsets[N+1]``: first global rank of each node rank (launchers number ranks so)."""
+        return np.concatenate([[0], np.cumsum(self.nprocs)])
+
+    @property
     def world_size(self) -> int:
-        return len(self.hosts) * self.nproc_per_node
+        return int(self.offsets[-1])
+
+    @cached_property
+    def rank_node(self) -> np.ndarray:
+        """``rank_node[W]``: node rank of each global rank."""
+        return np.repeat(np.arange(len(self.hosts)), self.nprocs)
 
     @cached_property
     def layout(self) -> ParallelLayout:
@@ -84,8 +108,8 @@ class RankMap:
 
     def entry(self, rank: int) -> dict:
         """The ``ranks[rank]`` record of rankmap.json."""
-        g = self.nproc_per_node
-        node, local = divmod(rank, g)
+        node = int(self.rank_node[rank])
+        local = rank - int(self.offsets[node])
         rec = {"rank": rank, "host": self.hosts[node], "node_rank": node, "local_rank": local,
                "tor_group": self.tor_groups[node], "rail": self.rails[node][local]}
         rec.update(zip(DIMS, self.layout.coord_table[rank].tolist()))
@@ -93,13 +117,15 @@ class RankMap:
 
     @classmethod
     def from_hosts(cls, job: JobSpec, cluster: Cluster, hosts: list[str], nproc_per_node: int,
-                   summary: dict | None = None) -> "RankMap":
-        """Build the map that launching ``hosts`` in this order gives."""
+                   summary: dict | None = None, nprocs: list[int] | None = None) -> "RankMap":
+        """Build the map that launching ``hosts`` in this order gives (``nprocs[n]`` ranks on
+        node n; default ``nproc_per_node`` on every node)."""
         hs = [cluster.host(h) for h in hosts]
+        counts = nprocs or [nproc_per_node] * len(hs)
         return cls(job=job, cluster_name=cluster.name, cluster_hash=cluster.spec_hash(), hosts=tuple(hosts),
                    tor_groups=tuple(h.tor_group for h in hs),
-                   rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(nproc_per_node)) for h in hs),
-                   nproc_per_node=nproc_per_node, summary=dict(summary or {}))
+                   rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(n)) for h, n in zip(hs, counts)),
+                   nproc_per_node=max(counts), summary=dict(summary or {}))
 
     def verify_cluster(self, cluster: Cluster, source: str = "rankmap.json") -> None:
         """Check the map belongs to ``cluster``: same spec hash, hosts present, GPUs enough.
@@ -117,7 +143,7 @@ class RankMap:
             if not cluster.has_host(name):
                 raise RankMapError(f"host {name!r} is not in the cluster", source=source, key="ranks")
             host = cluster.host(name)
-            if host.gpus < self.nproc_per_node or host.tor_group != self.tor_groups[node]:
+            if host.gpus < self.nprocs[node] or host.tor_group != self.tor_groups[node]:
                 raise RankMapError(f"host {name!r} does not match the cluster (GPUs {host.gpus}, "
                                    f"ToR group {host.tor_group!r})", source=source, key="ranks")
 
@@ -130,6 +156,7 @@ def rankmap_to_json(rm: RankMap) -> str:
         "job": job_to_dict(rm.job),
         "world_size": rm.world_size,
         "nproc_per_node": rm.nproc_per_node,
+        **({} if rm.uniform else {"nprocs": list(rm.nprocs)}),
         "num_nodes": len(rm.hosts),
         "summary": rm.summary,
     }
@@ -145,8 +172,11 @@ def rankmap_to_json(rm: RankMap) -> str:
 
 
 def hostfile_text(rm: RankMap) -> str:
-    """One host per line in node-rank order."""
-    return "".join(h + "\n" for h in rm.hosts)
+    """One host per line in node-rank order; ``host slots=N`` (DeepSpeed / Open MPI syntax)
+    when hosts run different numbers of ranks."""
+    if rm.uniform:
+        return "".join(h + "\n" for h in rm.hosts)
+    return "".join(f"{h} slots={n}\n" for h, n in zip(rm.hosts, rm.nprocs))
 
 
 def write_plan_files(rm: RankMap, out_dir: str | Path) -> list[Path]:
@@ -178,6 +208,7 @@ def read_rankmap(path: str | Path) -> RankMap:
     try:
         job = job_from_data(doc.get("job"), source + " (job)")
         g = doc["nproc_per_node"]
+        nprocs = doc.get("nprocs")
         ranks = doc["ranks"]
         cluster = doc["cluster"]
         name, digest = cluster["name"], cluster["sha256"]
@@ -187,20 +218,27 @@ def read_rankmap(path: str | Path) -> RankMap:
         raise RankMapError(f"missing or bad key {exc}", source=source) from None
     if job.dp is None or not isinstance(g, int) or g < 1 or not isinstance(ranks, list):
         raise RankMapError("needs a resolved dp, nproc_per_node >= 1 and a ranks list", source=source)
-    return _from_entries(job, name, digest, g, ranks, doc.get("summary") or {}, source)
+    if nprocs is None:
+        if job.world_size % g:
+            raise RankMapError(f"world size {job.world_size} is not a multiple of nproc_per_node {g}", source=source)
+        nprocs = [g] * (job.world_size // g)
+    elif (not isinstance(nprocs, list) or not all(isinstance(n, int) and 1 <= n <= g for n in nprocs)
+          or sum(nprocs) != job.world_size):
+        raise RankMapError(f"nprocs must list ranks per node (1..{g}) summing to {job.world_size}",
+                           source=source, key="nprocs")
+    return _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
 
 
-def _from_entries(job: JobSpec, name: str, digest: str, g: int, ranks: list, summary: dict,
+def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: list, summary: dict,
                   source: str) -> RankMap:
     world = job.world_size
     if len(ranks) != world:
         raise RankMapError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
-    if world % g:
-        raise RankMapError(f"world size {world} is not a multiple of nproc_per_node {g}", source=source)
-    n_nodes = world // g
+    n_nodes = len(nprocs)
+    offsets = np.concatenate([[0], np.cumsum(nprocs)]).tolist()
     hosts: list = [None] * n_nodes
     tors: list = [None] * n_nodes
-    rails = [[None] * g for _ in range(n_nodes)]
+    rails = [[None] * n for n in nprocs]
     seen_rank: set = set()
     seen_gpu: set = set()
     node_of_host: dict = {}
@@ -224,9 +262,9 @@ def _from_entries(job: JobSpec, name: str, digest: str, g: int, ranks: list, sum
                                key=f"{key}.local_rank")
         seen_rank.add(r)
         seen_gpu.add((host, local))
-        if node >= n_nodes or local >= g or node * g + local != r:
-            raise RankMapError(f"rank {r} must be node_rank*{g}+local_rank, got node_rank {node}, "
-                               f"local_rank {local}", source=source, key=key)
+        if node >= n_nodes or local >= nprocs[node] or offsets[node] + local != r:
+            raise RankMapError(f"rank {r} must be the ranks before its node plus its local_rank, got node_rank "
+                               f"{node}, local_rank {local}", source=source, key=key)
         if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
             raise RankMapError(f"node rank {node} and host {host!r} disagree with earlier entries",
                                source=source, key=f"{key}.host")
@@ -237,4 +275,4 @@ def _from_entries(job: JobSpec, name: str, digest: str, g: int, ranks: list, sum
             raise RankMapError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",
                                source=source, key=key)
     return RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=tuple(hosts), tor_groups=tuple(tors),
-                   rails=tuple(tuple(r) for r in rails), nproc_per_node=g, summary=summary)
+                   rails=tuple(tuple(r) for r in rails), nproc_per_node=max(nprocs), summary=summary)

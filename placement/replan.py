@@ -62,12 +62,17 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     """
     constraints = constraints or PlacementConstraints()
     previous.verify_cluster(cluster)
+    if not previous.uniform:
+        raise InfeasibleError("the map runs different numbers of ranks per host; re-plan it with `rankmap plan`",
+                              key="rankmap")
     cluster = cluster.with_states({h: "failed" for h in failed})
     constraints.check_names(cluster)
     gpn = previous.nproc_per_node
     in_map = set(previous.hosts)
     down = [n for n, h in enumerate(previous.hosts) if cluster.host(h).state != "free"]
-    spares = [h for h in constraints.usable(list(cluster.free_hosts())) if h.name not in in_map and h.gpus >= gpn]
+    island = next(set(i) for i in cluster.islands() if previous.tor_groups[0] in i)  # a job never leaves its island
+    spares = [h for h in constraints.usable(list(cluster.free_hosts()))
+              if h.name not in in_map and h.gpus >= gpn and h.tor_group in island]
     if len(spares) < len(down):
         raise InfeasibleError(f"{len(down)} hosts of the plan are down, only {len(spares)} usable spare hosts with "
                               f">= {gpn} GPUs: {len(down) - len(spares)} short", key="failed")

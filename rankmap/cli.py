@@ -16,6 +16,8 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
+from .topo_cli import add_topo_parser, run_topo
+
 EXIT_OK, EXIT_USAGE, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL = 0, 2, 3, 4, 70
 DEFAULT_EXAMPLE = "megascale-12k"
 
@@ -58,6 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
     r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     _constraint_args(r)
+
+    add_topo_parser(sub)
 
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
@@ -108,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
             return _plan(args)
         if command == "replan":
             return _replan(args)
+        if command == "topo":
+            return run_topo(args)
         return _verify(args)
     except RankmapError as exc:
         if args.debug:

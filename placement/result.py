@@ -1,0 +1,77 @@
+"""What the planner returns: candidates (host orders with their cost) and the plan result."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+from .job import JobSpec
+from .metrics import PlacementMetrics
+from .rankmap import RankMap
+
+__all__ = ["Candidate", "PlanResult", "metrics_row", "with_summary"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One host order and what it costs."""
+
+    name: str
+    hosts: tuple
+    metrics: PlacementMetrics
+    solve_time_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """Our plan, the baselines, and how good the plan is.
+
+    ``lower_bound_bytes`` bounds the cross-ToR bytes of every placement of this job on
+    these hosts; ``gap = (ours - bound) / ours``.
+    """
+
+    job: JobSpec
+    rankmap: RankMap
+    ours: Candidate
+    baselines: tuple
+    lower_bound_bytes: float
+    bound_method: str
+    solver_status: str
+    notes: tuple = field(default_factory=tuple)
+    moved_hosts: int | None = None
+
+    @property
+    def gap(self) -> float:
+        cost = self.ours.metrics.cross_tor_bytes
+        return max(0.0, (cost - self.lower_bound_bytes) / cost) if cost > 0 else 0.0
+
+
+def metrics_row(c: Candidate, bound_bytes: float) -> dict:
+    """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table.
+
+    Solve time is left out: files must be byte-identical across runs."""
+    m = c.metrics
+    cost = m.cross_tor_bytes
+    return {
+        "cross_tor_bytes": cost,
+        "dp_edges_cross_tor": m.cross_edges["dp"],
+        "pp_edges_cross_tor": m.cross_edges["pp"],
+        "max_dp_spread_tor_groups": m.max_spread["dp"],
+        "max_uplink_bytes": m.max_uplink_bytes,
+        "gap_to_bound": max(0.0, (cost - bound_bytes) / cost) if cost > 0 else 0.0,
+    }
+
+
+def with_summary(result: PlanResult) -> PlanResult:
+    bound = result.lower_bound_bytes
+    summary = {
+        "plan": metrics_row(result.ours, bound),
+        "lower_bound_bytes": bound,
+        "bound_method": result.bound_method,
+        "solver_status": result.solver_status,
+        "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
+    }
+    if result.moved_hosts is not None:
+        summary["moved_hosts"] = result.moved_hosts
+    rm = dataclasses.replace(result.rankmap, summary=summary)
+    return dataclasses.replace(result, rankmap=rm)

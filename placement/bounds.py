@@ -34,10 +34,13 @@ import numpy as np
 __all__ = ["analytic_lower_bound"]
 
 
-def analytic_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> int:
+def analytic_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int, w_wrap: int = 0) -> int:
     """Lower bound (integer cost units) on ``w_row * ring crossings + w_col * hops crossing``.
 
-    Returns 0 when a row fits in one group (then rows may cross nothing at all).
+    Returns 0 when a row fits in one group (then rows may cross nothing at all). With
+    ``w_wrap`` (interleaved pipelines: C more hops from the last row back to the first), a
+    group in j >= 2 pieces also keeps at most f/2 wrap hops (min of two pieces), and each
+    extra piece keeps at most f_max/2 hops of each kind.
 
     Examples
     --------
@@ -50,14 +53,18 @@ def analytic_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: i
     if f.size == 0 or cols <= 1 or cols <= f.max():
         return 0
     hops = (rows - 1) * cols
+    base = w_col * hops + (w_wrap * cols if rows > 1 else 0)
     j = np.arange(1, rows + 1)[:, None]                        # j[J, 1] pieces
-    h = (w_row * j - w_col * f[None, :] * (j - 1) / j).min(axis=0)  # h[K]
+    saved = w_col * f[None, :] * (j - 1) / j + np.where(j >= 2, w_wrap * f[None, :] / 2, 0)
+    h = (w_row * j - saved).min(axis=0)                        # h[K]
     n_min = int(np.searchsorted(np.cumsum(np.sort(f)[::-1]), rows * cols) + 1)
     h_sorted = np.sort(h)
     per_group = h_sorted[:n_min].sum() + h_sorted[n_min:][h_sorted[n_min:] < 0].sum()
     row_pieces = rows * math.ceil(cols / f.max())
-    half = f.max() / 2
+    per_extra = (w_col + w_wrap) * f.max() / 2
     # the second bound is piecewise linear in E: its minimum is at a breakpoint
-    extras = {0, max(0, row_pieces - n_min), math.ceil(hops / half), math.floor(hops / half)}
-    by_pieces = min(w_row * max(n_min + e, row_pieces) + w_col * max(0.0, hops - e * half) for e in extras)
-    return int(math.floor(max(w_col * hops + per_group, by_pieces)))
+    extras = {0, max(0, row_pieces - n_min)}
+    if per_extra > 0:
+        extras |= {math.ceil(base / per_extra), math.floor(base / per_extra)}
+    by_pieces = min(w_row * max(n_min + e, row_pieces) + max(0.0, base - e * per_extra) for e in extras)
+    return int(math.floor(max(base + per_group, by_pieces)))

@@ -78,11 +78,13 @@ def grid_problem(caps: tuple, grid: HostGrid, traffic: dict[str, GroupTraffic], 
     """
     w_row = gpn * traffic["dp"].edge_bytes if grid.cols > 1 else 0.0
     w_col = gpn * traffic["pp"].edge_bytes if grid.rows > 1 else 0.0
+    w_wrap = gpn * traffic["pp"].wrap_bytes if grid.rows > 1 else 0.0
     positive = [w for w in (w_row, w_col) if w > 0]
     # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
     # so bound * unit stays a valid lower bound in bytes.
     unit = min(positive) / 1e6 if positive else 1.0
-    return GridProblem(grid.rows, grid.cols, tuple(caps), int(w_row // unit), int(w_col // unit)), unit
+    return GridProblem(grid.rows, grid.cols, tuple(caps), int(w_row // unit), int(w_col // unit),
+                       int(w_wrap // unit)), unit
 
 
 def cells_of(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:

@@ -3,7 +3,7 @@
 Job YAML format (every key optional except the model; defaults shown)::
 
     name: gpt3-175b
-    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, order: tp-cp-ep-dp-pp}
+    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, vpp: 1, order: tp-cp-ep-dp-pp}
     model: {preset: gpt3-175b}        # or layers, hidden, heads, seq_len, vocab, params
     batch: {micro_batch_size: 1, num_micro_batches: 8}   # or global_batch_size
     precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
@@ -105,6 +105,8 @@ class JobSpec:
         "zero" (reduce-scatter of gradients + all-gather of parameters) or "allreduce".
     sequence_parallel : bool
         Megatron sequence parallelism: pipeline sends carry 1/tp of an activation per rank.
+    virtual_stages : int
+        Model chunks per pipeline rank (``parallel.vpp``; interleaved 1F1B when > 1).
     """
 
     name: str = "job"
@@ -123,6 +125,7 @@ class JobSpec:
     grad_bytes: int = 4
     data_parallel: str = "zero"
     sequence_parallel: bool = True
+    virtual_stages: int = 1
     source: str = field(default="<inline>", compare=False)
 
     @property
@@ -188,6 +191,9 @@ def _check_batch(job: JobSpec) -> None:
     if g is not None and g % (b * job.dp):
         raise SpecError(f"global_batch_size {g} is not a multiple of micro_batch_size*dp = {b * job.dp}",
                         key="batch.global_batch_size")
+    if job.virtual_stages > 1 and job.micro_batches() % job.pp:
+        raise SpecError(f"the interleaved schedule (vpp={job.virtual_stages}) needs micro-batches per pipeline "
+                        f"({job.micro_batches()}) divisible by pp={job.pp}", key="batch.num_micro_batches")
     if m is not None and g is not None and g != b * m * job.dp:
         raise SpecError(f"global_batch_size {g} != micro_batch_size*num_micro_batches*dp = {b * m * job.dp}",
                         key="batch.global_batch_size")
@@ -209,7 +215,7 @@ def parse_job(text: str, source: str = "<string>", overrides: dict | None = None
     return job_from_data(parse_yaml(text, source), source, overrides)
 
 
-_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "order")
+_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "order")
 
 
 def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
@@ -223,6 +229,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
         values[dim] = par.int(dim, 1, minimum=1)
     values["dp"] = None if par.raw("dp", "auto") == "auto" else par.int("dp", minimum=1)
     values["order"] = par.str("order", DEFAULT_ORDER)
+    values["virtual_stages"] = par.int("vpp", 1, minimum=1)
     par.done()
     model_key = overrides.pop("model", None)
     if model_key is not None and model_key not in MODEL_PRESETS:
@@ -282,6 +289,8 @@ def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
     model = job.model
     if model.layers % job.pp:
         raise par.error("pp", f"pp={job.pp} must divide the model's {model.layers} layers")
+    if model.layers % (job.pp * job.virtual_stages):
+        raise par.error("vpp", f"pp*vpp = {job.pp * job.virtual_stages} must divide the model's {model.layers} layers")
     if model.heads % job.tp:
         raise par.error("tp", f"tp={job.tp} must divide the model's {model.heads} attention heads")
     if job.ep > 1 and (model.experts == 0 or model.experts % job.ep):
@@ -310,7 +319,7 @@ def job_to_dict(job: JobSpec) -> dict:
     return {
         "name": job.name,
         "parallel": {"tp": job.tp, "pp": job.pp, "dp": job.dp if job.dp is not None else "auto",
-                     "cp": job.cp, "ep": job.ep, "order": job.order},
+                     "cp": job.cp, "ep": job.ep, "vpp": job.virtual_stages, "order": job.order},
         "model": model,
         "batch": batch,
         "precision": {"activation_bytes": job.activation_bytes, "param_bytes": job.param_bytes,

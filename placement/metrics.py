@@ -63,6 +63,15 @@ def group_edges(layout: ParallelLayout, traffic: GroupTraffic) -> tuple[np.ndarr
     return groups[:, i].ravel(), groups[:, j].ravel()
 
 
+def _weighted_edges(layout: ParallelLayout, tr: GroupTraffic) -> list:
+    """``[((src, dst), bytes per edge)]``: a kind's edges, plus interleaved wrap hops."""
+    out = [(group_edges(layout, tr), tr.edge_bytes)]
+    if tr.wrap_bytes:
+        groups = layout.groups(tr.kind)
+        out.append(((groups[:, -1], groups[:, 0]), tr.wrap_bytes))
+    return out
+
+
 def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor: np.ndarray,
              n_tor: int) -> PlacementMetrics:
     """Cost of a placement.
@@ -88,13 +97,14 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
     for kind, tr in traffic.items():
         groups_tor = np.sort(rank_tor[layout.groups(kind)], axis=1)
         spread[kind] = int(((np.diff(groups_tor, axis=1) != 0).sum(axis=1) + 1).max())
-        src, dst = group_edges(layout, tr)
-        cross = rank_tor[src] != rank_tor[dst]
-        cross_edges[kind] = int(cross.sum())
-        if tr.edge_bytes and cross_edges[kind]:
-            total += tr.edge_bytes * cross_edges[kind]
-            ends = np.concatenate([rank_tor[src[cross]], rank_tor[dst[cross]]])
-            uplink += np.bincount(ends, minlength=n_tor) * tr.edge_bytes
+        cross_edges[kind] = 0
+        for (src, dst), nbytes in _weighted_edges(layout, tr):
+            cross = rank_tor[src] != rank_tor[dst]
+            cross_edges[kind] += int(cross.sum())
+            if nbytes and cross.any():
+                total += nbytes * int(cross.sum())
+                ends = np.concatenate([rank_tor[src[cross]], rank_tor[dst[cross]]])
+                uplink += np.bincount(ends, minlength=n_tor) * nbytes
     return PlacementMetrics(total, cross_edges, spread, uplink)
 
 
@@ -115,7 +125,7 @@ def alignment_problems(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
         ranks = layout.groups("tp")[bad[0]].tolist()
         problems.append(f"TP group {ranks} spans {len(set(tp_hosts[bad[0]].tolist()))} hosts")
     for kind, tr in traffic.items():
-        src, dst = group_edges(layout, tr)
+        src, dst = (np.concatenate(parts) for parts in zip(*(e for e, _ in _weighted_edges(layout, tr))))
         inter = rank_host[src] != rank_host[dst]
         off_rail = np.nonzero(inter & (rank_local[src] != rank_local[dst]))[0]
         for e in off_rail[:limit]:

@@ -73,7 +73,7 @@ def _starts(problem: GridProblem, greedy: np.ndarray, key: Callable, seed: int, 
     if min(caps) < 0 or not free_rows:
         parts = [] if min(caps) < 0 else [np.empty((0, C), dtype=np.int64)]
     else:
-        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col)
+        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col, problem.w_wrap)
         sub_key = ranking(sub, ("bytes", "uplink"))
         parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=seed)]
         parts += [block_cells(sub.rows, C, sub.free, s, waste=w) for s in range(2, min(sub.rows, 4) + 1)
@@ -126,7 +126,7 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
     candidates = [c for c in _starts(problem, greedy, key, seed, row_pins) if _feasible(problem, c, pins)]
     hint = min(candidates, key=key) if candidates else None
     R, C, free = problem.rows, problem.cols, problem.free
-    bound, method = analytic_lower_bound(R, C, free, problem.w_row, problem.w_col), "analytic"
+    bound, method = analytic_lower_bound(R, C, free, problem.w_row, problem.w_col, problem.w_wrap), "analytic"
     small = R * len(free) <= CP_SAT_MAX_PAIRS
     if small and (hint is None or cost(hint) > bound):
         relaxed, _ = grid_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers,

@@ -8,7 +8,10 @@ works on counts per (stage, ToR group), which keeps it small at any cluster size
 
 Cost (bytes per iteration crossing ToR groups, in integer units)::
 
-    w_row * sum_r ring_crossings(r)  +  w_col * sum_r mismatches(r, r+1)
+    w_row * sum_r ring_crossings(r)  +  w_col * sum_r mismatches(r, r+1)  +  w_wrap * mismatches(R-1, 0)
+
+(the last term is the hop from the last stage back to the first that interleaved
+pipelines with virtual stages make).
 
 A ring over k ToR groups crosses the spine at least k times (k >= 2) and exactly k
 times when each group's hosts are one contiguous arc of the ring. The model places
@@ -49,6 +52,8 @@ class GridProblem:
         Cost of one ring crossing between two hosts of a row (integer units).
     w_col : int
         Cost of one pipeline hop between two hosts of a column in different groups.
+    w_wrap : int
+        Cost of one hop from the last row back to the first (interleaved 1F1B), 0 without.
     """
 
     rows: int
@@ -56,6 +61,7 @@ class GridProblem:
     free: tuple
     w_row: int
     w_col: int
+    w_wrap: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ def grid_cost(problem: GridProblem, cells: np.ndarray) -> int:
         cost += problem.w_row * int(crossings)
     if problem.rows > 1:
         cost += problem.w_col * int((cells[:-1] != cells[1:]).sum())
+        cost += problem.w_wrap * int((cells[-1] != cells[0]).sum())
     return cost
 
 
@@ -88,9 +95,9 @@ def grid_uplinks(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
         cross = cells != nxt
         load += problem.w_row * (np.bincount(cells[cross], minlength=K) + np.bincount(nxt[cross], minlength=K))
     if problem.rows > 1:
-        top, bottom = cells[:-1], cells[1:]
-        cross = top != bottom
-        load += problem.w_col * (np.bincount(top[cross], minlength=K) + np.bincount(bottom[cross], minlength=K))
+        for w, top, bottom in ((problem.w_col, cells[:-1], cells[1:]), (problem.w_wrap, cells[-1:], cells[:1])):
+            cross = top != bottom
+            load += w * (np.bincount(top[cross], minlength=K) + np.bincount(bottom[cross], minlength=K))
     return load
 
 
@@ -151,11 +158,25 @@ class _Counts:
             model.Add(f * used >= sum(self.x[r][g] for r in range(R)))
             pieces = sum(self.pres[r][g] for r in range(R))
             model.Add(2 * sum(matched[r][g] for r in range(R - 1)) <= f * (pieces - used))
+            if len(matched) > R - 1:  # with the wrap the rows form a cycle: sum of mins <= f
+                model.Add(sum(m[g] for m in matched) <= f * (pieces - used))
 
     def objective(self, problem: GridProblem, matched) -> cp_model.LinearExpr:
+        """``matched[R-1][K]`` hops kept inside groups between rows r, r+1, then (with
+        ``w_wrap``) one more row of them for the wrap from the last row to the first."""
         ring = problem.w_row * sum(self.crossings) if problem.cols > 1 else 0
-        hops = problem.w_col * sum(problem.cols - sum(m) for m in matched) if problem.rows > 1 else 0
-        return ring + hops
+        if problem.rows < 2:
+            return ring
+        chain = problem.w_col * sum(problem.cols - sum(m) for m in matched[:problem.rows - 1])
+        wrap = problem.w_wrap * sum(problem.cols - sum(m) for m in matched[problem.rows - 1:])
+        return ring + chain + wrap
+
+    @staticmethod
+    def pairs(problem: GridProblem) -> list[tuple[int, int]]:
+        """Row pairs whose hops count: (r, r+1), and (R-1, 0) for the interleaved wrap."""
+        R = problem.rows
+        out = [(r, r + 1) for r in range(R - 1)]
+        return out + ([(R - 1, 0)] if problem.w_wrap and R > 1 else [])
 
 
 def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: float = 10.0, seed: int = 0,
@@ -197,14 +218,14 @@ def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: floa
             model.Add(start[r][g] == 0).OnlyEnforceIf(v.pres[r][g].Not())
         model.AddNoOverlap(intervals)
     matched = []
-    for r in range(R - 1):
+    for r, q in v.pairs(problem):
         row = []
         for g in range(K):
-            ov = model.NewIntVar(0, C, f"ov{r}_{g}")
+            ov = model.NewIntVar(0, C, f"ov{r}_{q}_{g}")
             model.Add(ov <= v.x[r][g])
-            model.Add(ov <= v.x[r + 1][g])
-            model.Add(ov <= end[r][g] - start[r + 1][g])
-            model.Add(ov <= end[r + 1][g] - start[r][g])
+            model.Add(ov <= v.x[q][g])
+            model.Add(ov <= end[r][g] - start[q][g])
+            model.Add(ov <= end[q][g] - start[r][g])
             row.append(ov)
         matched.append(row)
     v.limit_matches(model, problem, matched)
@@ -221,7 +242,7 @@ def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: floa
         spread = model.NewIntVar(0, K, "spread")
         for r in range(R):
             model.Add(spread >= sum(v.pres[r]))
-        bound = problem.w_row * R * K + problem.w_col * R * C + 1
+        bound = problem.w_row * R * K + (problem.w_col + problem.w_wrap) * R * C + 1
         objective = spread * bound + objective
     model.Minimize(objective)
     hint_cost = grid_cost(problem, hint) if hint is not None else None
@@ -276,12 +297,12 @@ def grid_lower_bound(problem: GridProblem, time_limit_s: float = 5.0, seed: int 
     model = cp_model.CpModel()
     v = _Counts(model, problem)
     matched = []
-    for r in range(R - 1):
+    for r, q in v.pairs(problem):
         row = []
         for g in range(K):
-            m = model.NewIntVar(0, problem.cols, f"m{r}_{g}")
+            m = model.NewIntVar(0, problem.cols, f"m{r}_{q}_{g}")
             model.Add(m <= v.x[r][g])
-            model.Add(m <= v.x[r + 1][g])
+            model.Add(m <= v.x[q][g])
             row.append(m)
         matched.append(row)
     v.limit_matches(model, problem, matched)
@@ -292,8 +313,9 @@ def grid_lower_bound(problem: GridProblem, time_limit_s: float = 5.0, seed: int 
             for g in range(K):
                 model.AddHint(v.x[r][g], int(counts[r, g]))
                 model.AddHint(v.pres[r][g], bool(counts[r, g]))
-                if r < R - 1:
-                    model.AddHint(matched[r][g], int(min(counts[r, g], counts[r + 1, g])))
+        for i, (r, q) in enumerate(v.pairs(problem)):
+            for g in range(K):
+                model.AddHint(matched[i][g], int(min(counts[r, g], counts[q, g])))
     solver = _params(time_limit_s, seed, workers)
     status = solver.Solve(model)
     if status == cp_model.INFEASIBLE:

@@ -14,7 +14,11 @@ Accounting per micro-batch of ``b`` sequences of length ``s``, hidden size ``h``
 - EP: per layer and micro-batch, 4 all-to-alls (dispatch and combine, forward and
   backward) of ``S = b * (s/(cp*tp)) * h * a * top_k`` per rank.
 - PP: per stage boundary and micro-batch, ``b*(s/cp)*h*a`` forward and the same
-  backward; with sequence parallelism each TP rank carries ``1/tp`` of it.
+  backward; with sequence parallelism each TP rank carries ``1/tp`` of it. With ``v``
+  virtual stages per rank (interleaved 1F1B), a micro-batch passes the pipeline ``v``
+  times: each boundary carries ``v`` times as much, and the hop from the last stage back
+  to the first carries ``v - 1`` times (Narayanan et al. SC'21, §2.2.2: the interleaved
+  schedule multiplies pipeline communication by v).
 - DP (gradients reduced over DP x CP, n members): ZeRO/FSDP-style reduce-scatter of
   gradients and all-gather of parameters, each moving ``(n-1)/n`` of the local
   ``P/(tp*pp)`` parameters (at ``grad_bytes`` and ``param_bytes``); or an all-reduce
@@ -56,6 +60,9 @@ class GroupTraffic:
         ordered pair of an all-to-all.
     rank_bytes : float
         Bytes one rank sends per iteration in this kind of group (interior pipeline rank for PP).
+    wrap_bytes : float
+        Chains only: bytes per iteration on the hop from the last member back to the first
+        (interleaved pipelines), else 0.
     """
 
     kind: str
@@ -65,6 +72,7 @@ class GroupTraffic:
     ops: int
     edge_bytes: float
     rank_bytes: float
+    wrap_bytes: float = 0.0
 
 
 def _ring(kind: str, n: int, op_bytes: int, ops: int, factor: float) -> GroupTraffic:
@@ -106,8 +114,9 @@ def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
                              (ep - 1) / ep * ep_bytes * ep_ops)
 
     act = b * (s // cp) * h * a // (tp if job.sequence_parallel else 1)
+    v = job.virtual_stages
     hop = 2 * m * act if pp > 1 else 0
-    out["pp"] = GroupTraffic("pp", "chain", pp, act, 2 * m, hop, hop)
+    out["pp"] = GroupTraffic("pp", "chain", pp, act, 2 * m * v, v * hop, v * hop, (v - 1) * hop)
 
     local_params = model.params / (tp * pp)
     if job.data_parallel == "zero":

@@ -67,3 +67,10 @@ def test_cp_and_ep():
     assert t["ep"].op_bytes == 1024 * 1024 * 2 * 2
     assert t["ep"].edge_bytes == pytest.approx(t["ep"].op_bytes / 4 * 4 * 4 * 3)
     assert t["dp"].group_size == 8  # DP x CP
+
+
+def test_interleaved_pipeline_multiplies_pp_traffic(job):
+    import dataclasses
+    t = job_traffic(dataclasses.replace(job, virtual_stages=3))["pp"]
+    # each boundary is crossed 3 times per micro-batch, the last -> first hop twice
+    assert t.edge_bytes == 3 * 150_994_944 and t.wrap_bytes == 2 * 150_994_944

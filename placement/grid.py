@@ -24,7 +24,8 @@ from .metrics import alignment_problems
 from .solver import GridProblem
 from .traffic import GroupTraffic
 
-__all__ = ["HostGrid", "build_grid", "check_alignment", "grid_problem", "cells_of", "decode"]
+__all__ = ["HostGrid", "build_grid", "check_alignment", "outer_digits", "grid_problem", "cells_of", "decode",
+           "block_problem", "expand_blocks"]
 
 
 @dataclass(frozen=True)
@@ -37,24 +38,42 @@ class HostGrid:
     cols: int
 
 
+def outer_digits(layout: ParallelLayout, gpn: int) -> list[tuple[str, int]]:
+    """Rank digits (order-string dims of size > 1) that vary across hosts, fastest first."""
+    out, stride = [], 1
+    for dim, size in layout.digits:
+        if size > 1 and stride * size > gpn:
+            out.append((dim, size))
+        stride *= size
+    return out
+
+
 def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, GroupTraffic], gpn: int,
-                    error) -> None:
-    """Raise ``error(message, key)`` unless TP stays in hosts, inter-host groups are
-    rail-aligned, and only DP and PP groups span hosts."""
+                    error) -> int:
+    """Raise ``error(message, key)`` unless TP stays in hosts and inter-host groups are
+    rail-aligned; return the block size: hosts of one CP x EP block that span hosts.
+
+    CP rings and EP all-to-alls that span hosts are kept inside ToR groups by placing
+    their hosts as one block (consecutive columns), which needs cp and ep to come before
+    dp in the order string.
+    """
     ranks = np.arange(job.world_size)
     problems = alignment_problems(layout, traffic, ranks // gpn, ranks % gpn)
     if problems:
         raise error(f"order {job.order!r} with tp={job.tp} cp={job.cp} ep={job.ep} dp={job.dp} pp={job.pp} "
                     f"on {gpn}-GPU hosts: " + "; ".join(problems[:2])
-                    + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host).",
-                    "parallel.order")
-    node_coords = layout.coord_table.reshape(-1, gpn, 5)
-    across = (node_coords[:, :1, :] != node_coords[0:1, :1, :]).any(axis=(0, 1))
-    for i, dim in ((1, "cp"), (2, "ep")):
-        if across[i]:
-            raise error(f"{dim.upper()} groups span hosts (tp*cp*ep = {job.tp * job.cp * job.ep} > {gpn} GPUs "
-                        f"per host, or {dim} outside the host in order {job.order!r}); the planner places DP and "
-                        f"PP across hosts only", f"parallel.{dim}")
+                    + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host), "
+                    "or --order auto.", "parallel.order")
+    outer = [d for d, _ in outer_digits(layout, gpn) if d != "pp"]
+    block = 1
+    for dim, size in outer_digits(layout, gpn):
+        if dim in ("cp", "ep"):
+            if "dp" in outer and outer.index(dim) > outer.index("dp"):
+                raise error(f"{dim.upper()} groups span hosts, and order {job.order!r} puts {dim} after dp, which "
+                            f"scatters each {dim.upper()} group over the DP ring; put {dim} before dp "
+                            f"(e.g. tp-cp-ep-dp-pp) or use --order auto", "parallel.order")
+            block *= size
+    return block
 
 
 def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
@@ -85,6 +104,23 @@ def grid_problem(caps: tuple, grid: HostGrid, traffic: dict[str, GroupTraffic], 
     unit = min(positive) / 1e6 if positive else 1.0
     return GridProblem(grid.rows, grid.cols, tuple(caps), int(w_row // unit), int(w_col // unit),
                        int(w_wrap // unit)), unit
+
+
+def block_problem(problem: GridProblem, block: int) -> GridProblem | None:
+    """The grid in units of ``block`` consecutive columns (one CP x EP block each), or None
+    if the columns do not divide or the groups cannot hold the blocks whole."""
+    if problem.cols % block:
+        return None
+    caps = tuple(f // block for f in problem.free)
+    if sum(caps) * block < problem.rows * problem.cols:
+        return None
+    return GridProblem(problem.rows, problem.cols // block, caps, problem.w_row, problem.w_col * block,
+                       problem.w_wrap * block)
+
+
+def expand_blocks(cells: np.ndarray, block: int) -> np.ndarray:
+    """Block cells ``[R, C/b]`` -> host cells ``[R, C]``."""
+    return np.repeat(cells, block, axis=1)
 
 
 def cells_of(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:

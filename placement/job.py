@@ -91,7 +91,8 @@ class JobSpec:
         Data-parallel size (dense); None means "fill the free GPUs" until resolved.
         EP groups are carved out of DP, as in Megatron-Core: ``ep`` divides ``dp``.
     order : str
-        Megatron-style order of rank dimensions, fastest-varying first.
+        Megatron-style order of rank dimensions, fastest-varying first, or "auto" (the
+        planner picks the order that moves the fewest bytes across ToR groups).
     model : ModelShape
     micro_batch_size : int
         Sequences per micro-batch (b).
@@ -280,12 +281,24 @@ def _model(f: Fields) -> ModelShape:
 
 def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
     par = fields["parallel"]
-    dims = job.order.split("-")
-    if sorted(set(dims)) != sorted(dims) or not set(dims) <= set(DIMS):
-        raise par.error("order", f"order {job.order!r} must list distinct dims from {'-'.join(DIMS)}")
-    for dim in DIMS:
-        if dim not in dims and (getattr(job, dim) or 1) != 1:
-            raise par.error("order", f"order {job.order!r} lacks {dim!r} but {dim}={getattr(job, dim)}")
+    if job.order != "auto":  # "auto": the planner picks the order
+        dims = job.order.split("-")
+        if sorted(set(dims)) != sorted(dims) or not set(dims) <= set(DIMS):
+            raise par.error("order", f"order {job.order!r} must list distinct dims from {'-'.join(DIMS)}, or be auto")
+        for dim in DIMS:
+            if dim not in dims and (getattr(job, dim) or 1) != 1:
+                raise par.error("order", f"order {job.order!r} lacks {dim!r} but {dim}={getattr(job, dim)}")
+    _check_model(job, par)
+    if job.dp is not None:
+        try:
+            _check_batch(job)
+        except SpecError as exc:
+            section, _, where = (exc.key or "batch").rpartition(".")
+            sub = fields.get(section, fields[""])
+            raise SpecError(exc.message, source=par.source, line=sub.line_of(where), key=exc.key) from None
+
+
+def _check_model(job: JobSpec, par: Fields) -> None:
     model = job.model
     if model.layers % job.pp:
         raise par.error("pp", f"pp={job.pp} must divide the model's {model.layers} layers")
@@ -298,13 +311,6 @@ def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
                               f"(model.experts = {model.experts})")
     if model.seq_len % job.cp:
         raise par.error("cp", f"cp={job.cp} must divide the sequence length {model.seq_len}")
-    if job.dp is not None:
-        try:
-            _check_batch(job)
-        except SpecError as exc:
-            section, _, where = (exc.key or "batch").rpartition(".")
-            sub = fields.get(section, fields[""])
-            raise SpecError(exc.message, source=par.source, line=sub.line_of(where), key=exc.key) from None
 
 
 def job_to_dict(job: JobSpec) -> dict:

@@ -12,6 +12,7 @@ exact cost model (:mod:`placement.metrics`).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -24,14 +25,16 @@ from topology.model import Cluster, Host
 
 from .baselines import BASELINES, topology_greedy
 from .constraints import InfeasibleError, PlacementConstraints, explain_shortage
-from .grid import HostGrid, build_grid, cells_of, check_alignment, decode, grid_problem
-from .job import JobSpec
+from .grid import (HostGrid, block_problem, build_grid, cells_of, check_alignment, decode, expand_blocks,
+                   grid_problem)
+from .job import DEFAULT_ORDER, JobSpec
 from .layout import ParallelLayout
 from .packing import pack_plan, packable_gpus, tp_shortage
 from .metrics import evaluate, human_bytes
 from .rankmap import RankMap
 from .result import Candidate, PlanResult, metrics_row, with_summary
 from .search import OBJECTIVES, search
+from .solver import GridProblem, GridSolution
 from .traffic import GroupTraffic, job_traffic
 
 __all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row", "OBJECTIVES"]
@@ -56,6 +59,7 @@ class _Setting:
     traffic: dict
     grid: HostGrid
     tor_index: dict
+    block: int = 1
 
     def measure(self, cluster: Cluster, name: str, hosts: list[str], solve_time_s: float = 0.0) -> Candidate:
         node_tor = np.array([self.tor_index[cluster.host(h).tor_group] for h in hosts])
@@ -106,9 +110,49 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
     options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous)
+    if job.order == "auto":
+        return _plan_auto_order(cluster, job, constraints, options)
     if len(cluster.islands()) > 1:
         return _plan_islands(cluster, job, constraints, options)
     return _plan_one(cluster, job, constraints, **options)
+
+
+def candidate_orders(job: JobSpec) -> list[str]:
+    """Order strings worth trying: every arrangement of the dims larger than 1 (dp counted,
+    also when "auto") in their slots of Megatron's default order; size-1 dims stay put.
+
+    Examples
+    --------
+    >>> candidate_orders(JobSpec(tp=8, pp=2))[:3]
+    ['tp-cp-ep-dp-pp', 'tp-cp-ep-pp-dp', 'dp-cp-ep-tp-pp']
+    """
+    default = DEFAULT_ORDER.split("-")
+    slots = [i for i, d in enumerate(default) if d == "dp" or getattr(job, d) > 1]
+    out = []
+    for perm in itertools.permutations([default[i] for i in slots]):
+        order = list(default)
+        for i, d in zip(slots, perm):
+            order[i] = d
+        out.append("-".join(order))
+    return out
+
+
+def _plan_auto_order(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, options: dict) -> PlanResult:
+    """Plan with every candidate order string and keep the cheapest (cross-ToR bytes, then
+    heaviest uplink, then the order's position in the candidate list)."""
+    results, reasons = [], []
+    for order in candidate_orders(job):
+        try:
+            results.append(plan(cluster, dataclasses.replace(job, order=order), constraints=constraints, **options))
+        except PlacementError as exc:  # not rail-aligned, or CP/EP scattered: that order is out
+            reasons.append(f"{order}: {exc.message}")
+    if not results:
+        raise PlacementError("no order string keeps TP groups inside hosts and every inter-host group "
+                             "rail-aligned: " + "; ".join(reasons[:3]), source=job.source, key="parallel.order")
+    best = min(results, key=lambda r: (r.ours.metrics.cross_tor_bytes, r.ours.metrics.max_uplink_bytes))
+    note = (f"order auto: chose {best.job.order} ({len(results)} of {len(results) + len(reasons)} orders "
+            f"rail-aligned; the rank map records the order)")
+    return dataclasses.replace(best, notes=best.notes + (note,))
 
 
 def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, *, time_limit_s: float, seed: int,
@@ -141,18 +185,43 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
 
     greedy_hosts = topology_greedy(cluster, st.usable, st.grid.row.size, seed)
     t0 = time.perf_counter()
+    others = tuple(cells_of(st.grid, list(b.hosts), cluster, st.tor_index) for b in baselines)
     sol, bound, method = search(problem, cells_of(st.grid, greedy_hosts, cluster, st.tor_index),
                                 objectives=objectives, pins=pins, moved=moved if prev_hosts else None,
-                                time_limit_s=time_limit_s, seed=seed, workers=workers)
+                                time_limit_s=time_limit_s, seed=seed, workers=workers, others=others)
     if sol is None:
         raise InfeasibleError(f"no placement meets the pins within the time limit ({time_limit_s:g} s); "
                               f"pins: {_describe_pins(constraints)}", source=constraints.source, key="pins")
     ours = st.measure(cluster, "rankmap", hosts_of(sol.cells), time.perf_counter() - t0)
+    blocked = _block_search(problem, st, pins, objectives, time_limit_s, seed, workers)
+    if blocked is not None:
+        candidate = st.measure(cluster, "rankmap", hosts_of(blocked.cells), time.perf_counter() - t0)
+        if candidate.metrics.cross_tor_bytes < ours.metrics.cross_tor_bytes:
+            ours, sol = candidate, blocked
+        notes.append(f"CP/EP groups span hosts: blocks of {st.block} hosts kept whole under one ToR group "
+                     f"where that was cheaper")
     rm = RankMap.from_hosts(st.job, cluster, list(ours.hosts), st.gpn)
     notes += _tradeoffs(ours, baselines, st.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
     result = PlanResult(st.job, rm, ours, baselines, bound * unit, method, sol.status, tuple(notes), n_moved)
     return with_summary(result)
+
+
+def _block_search(problem: GridProblem, st: _Setting, pins: dict, objectives: tuple, time_limit_s: float,
+                  seed: int, workers: int):
+    """CP x EP blocks spanning hosts: search the grid in block units, so that no CP ring or
+    EP all-to-all leaves a ToR group; None when there are no such blocks (or pins)."""
+    if st.block == 1 or pins:
+        return None
+    bp = block_problem(problem, st.block)
+    if bp is None:
+        return None
+    greedy = np.empty((bp.rows, bp.cols), dtype=np.int64)
+    order = np.repeat(np.argsort(-np.asarray(bp.free), kind="stable"), np.sort(bp.free)[::-1])
+    greedy.ravel()[:] = order[:bp.rows * bp.cols]  # fill row by row, largest groups first
+    sol, _, _ = search(bp, greedy, objectives=objectives, time_limit_s=time_limit_s, seed=seed, workers=workers)
+    return None if sol is None else GridSolution(expand_blocks(sol.cells, st.block), sol.cost, sol.status,
+                                                 sol.solve_time_s)
 
 
 def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, options: dict) -> PlanResult:
@@ -206,10 +275,10 @@ def _setting(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, 
     def error(message: str, key: str) -> PlacementError:
         return PlacementError(message, source=job.source, key=key)
 
-    check_alignment(job, layout, traffic, gpn, error)
+    block = check_alignment(job, layout, traffic, gpn, error)
     grid = build_grid(layout, gpn, job.world_size // gpn)
     tor_index = {g.name: g.index for g in cluster.tor_groups}
-    return _Setting(job, gpn, usable, caps, layout, traffic, grid, tor_index)
+    return _Setting(job, gpn, usable, caps, layout, traffic, grid, tor_index, block)
 
 
 def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int, list[Host]]:

@@ -251,6 +251,8 @@ def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: floa
     solver = _params(time_limit_s, seed, workers)
     t0 = time.perf_counter()
     status = solver.Solve(model)
+    if status == cp_model.OPTIMAL and not pins:
+        solver = _canonical(model, solver, objective, v, start, time_limit_s, workers)
     elapsed = time.perf_counter() - t0
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None if hint is None else GridSolution(hint, hint_cost, "HINT", elapsed)
@@ -264,6 +266,28 @@ def solve_grid(problem: GridProblem, hint: np.ndarray | None, time_limit_s: floa
     if hint_cost is not None and cost > hint_cost and not pins and primary == "bytes":
         return GridSolution(hint, hint_cost, "HINT", elapsed)  # a guard on decoding; not expected
     return GridSolution(cells, cost, solver.StatusName(status), elapsed)
+
+
+def _canonical(model, solver, objective, v: _Counts, start, time_limit_s: float, workers: int):
+    """Among the optimal placements, take the one minimising fixed pseudo-random weights of
+    the counts and positions, so that a proven plan does not depend on the seed or the
+    number of workers (ties between distinct optima are then vanishingly rare).
+
+    Returns the solver holding the chosen solution: the tie-break's if it proved its own
+    optimum, else the first one (still optimal, then possibly seed-dependent)."""
+    best = int(round(solver.ObjectiveValue()))
+    values = [[(solver.Value(x), solver.Value(s)) for x, s in zip(xs, ss)] for xs, ss in zip(v.x, start)]
+    model.Add(objective == best)
+    rng = np.random.default_rng(20240229)
+    weights = rng.integers(1, 1000, size=(len(v.x), len(v.x[0]), 2)).tolist()
+    model.Minimize(sum(w[0] * x + w[1] * s for xs, ss, ws in zip(v.x, start, weights) for x, s, w in zip(xs, ss, ws)))
+    model.ClearHints()
+    for xs, ss, vals in zip(v.x, start, values):
+        for x, s, (xv, sv) in zip(xs, ss, vals):
+            model.AddHint(x, xv)
+            model.AddHint(s, sv)
+    tie = _params(time_limit_s, 0, workers)
+    return tie if tie.Solve(model) == cp_model.OPTIMAL else solver
 
 
 def _add_hint(model, v: _Counts, start, end, hint: np.ndarray) -> None:

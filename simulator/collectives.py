@@ -1,0 +1,390 @@
+"""NCCL-style collectives as flows: rings per channel and rail, double binary trees,
+all-to-all, send/recv and pipeline hops; results in nccl-tests' terms.
+
+Decomposition (NCCL's algorithms as described in its docs and the NCCL tests'
+doc/PERFORMANCE.md; the code is ours):
+
+- **Ring** (all-reduce, all-gather, reduce-scatter). Ranks in group order form the ring;
+  the ranks of one host are consecutive (rank = node * G + local). With ``k`` ranks per
+  host, ``k`` channels run side by side, each on ``1/k`` of the buffer. Channel ``c``
+  enters every host at its ``c mod k``-th rank, walks the host's ranks over NVLink, and
+  leaves through the entry rank's NIC (NCCL's ``net -> GPUs -> net`` channel pattern), so
+  channel ``c`` of a rail-aligned group stays on one rail. Each edge of a channel carries
+  ``factor * S / channels`` bytes, ``factor`` = 2(n-1)/n for all-reduce and (n-1)/n for
+  all-gather and reduce-scatter; a channel is one coflow (every step waits for its
+  slowest edge). Latency: 2(n-1) steps (all-reduce) or n-1 steps, times alpha.
+- **Tree** (all-reduce). NCCL's double binary tree across hosts: tree 0 is a binary heap
+  over the hosts in group order, tree 1 its mirror (so a host is interior in at most
+  about one tree), each carrying ``S/2``: children send to parents (reduce) while
+  parents send to children (broadcast), pipelined; inside a host a chain from the entry
+  rank. Groups inside one host use the ring. Latency: 2 (log2 hosts + k - 1) steps.
+- **All-to-all**: every ordered pair sends ``S/n``; one coflow per pair.
+- **Send/recv** (nccl-tests ``sendrecv``): rank i sends ``S`` to rank i+1 mod n.
+- **Pipeline hops**: each stage boundary sends forward and backward (1F1B); one coflow per
+  pipeline, which advances at the pace of its slowest hop.
+
+Times are ``bytes / rate + steps * alpha``, rates max-min fair on links scaled by
+``efficiency``. ``algbw = S / t`` and ``busbw = algbw * factor`` (nccl-tests: factor
+2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for
+send/recv), so on a fabric whose per-rank bottleneck is B a ring all-reduce takes
+``2(n-1)/n * S / B`` (shared/reference/formulas.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .ecmp import EcmpConfig, mix64
+from .events import simulate_flows
+from .flows import FlowSet, RankPlacement
+from .network import Network
+
+__all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
+           "pipeline_flows", "point_to_point_flows", "simulate_collective"]
+
+OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+ALGORITHMS = ("ring", "tree")
+
+
+def bus_factor(op: str, n: int) -> float:
+    """nccl-tests' busbw / algbw for ``op`` on ``n`` ranks.
+
+    Examples
+    --------
+    >>> bus_factor("allreduce", 4), bus_factor("allgather", 4), bus_factor("sendrecv", 4)
+    (1.5, 0.75, 1.0)
+    """
+    if op == "allreduce":
+        return 2 * (n - 1) / n
+    if op in ("allgather", "reducescatter", "alltoall"):
+        return (n - 1) / n
+    if op == "sendrecv":
+        return 1.0
+    raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveConfig:
+    """How collectives run.
+
+    Attributes
+    ----------
+    alpha_s : float
+        Latency per algorithm step, seconds (NCCL's per-hop latency is a few microseconds).
+    efficiency : float
+        Fraction of line rate a transfer reaches (nccl-tests usually measure 0.8-0.95).
+    algorithm : str
+        All-reduce algorithm, ``"ring"`` or ``"tree"``.
+    channels : int or None
+        Ring channels per group; None: one per rank a host holds (one per rail).
+    """
+
+    alpha_s: float = 5e-6
+    efficiency: float = 1.0
+    algorithm: str = "ring"
+    channels: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.alpha_s >= 0:
+            raise ValueError(f"alpha_s must be >= 0, got {self.alpha_s!r}")
+        if not 0 < self.efficiency <= 1:
+            raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
+        if self.algorithm not in ALGORITHMS:
+            raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
+        if self.channels is not None and (not isinstance(self.channels, int) or self.channels < 1):
+            raise ValueError(f"channels must be a positive integer or None, got {self.channels!r}")
+
+
+@dataclass(frozen=True, eq=False)
+class CollectiveResult:
+    """One collective run by every group at once.
+
+    Attributes
+    ----------
+    op : str
+    n_ranks : int
+        Ranks per group (n).
+    size_bytes : float
+        nccl-tests' S.
+    time_s : float
+        Completion of the slowest group.
+    group_times_s : ndarray
+        ``group_times_s[n_groups]``.
+    n_flows : int
+    events : int
+    """
+
+    op: str
+    n_ranks: int
+    size_bytes: float
+    time_s: float
+    group_times_s: np.ndarray
+    n_flows: int
+    events: int = field(default=0)
+
+    @property
+    def algbw_gb_s(self) -> float:
+        """Algorithm bandwidth S / t in GB/s (1e9 bytes/s), as nccl-tests prints it."""
+        return self.size_bytes / self.time_s / 1e9 if self.time_s > 0 else float("inf")
+
+    @property
+    def busbw_gb_s(self) -> float:
+        """Bus bandwidth: algbw times :func:`bus_factor`."""
+        return self.algbw_gb_s * bus_factor(self.op, self.n_ranks)
+
+
+def _conn(comm: str, channel) -> np.ndarray:
+    """Connection key of a communicator's channel (uint64)."""
+    name = int.from_bytes(comm.encode()[:8].ljust(8, b"\0"), "little")
+    return mix64(np.uint64(name) ^ mix64(np.asarray(channel, dtype=np.uint64) + np.uint64(1)))
+
+
+def _flows(pl: RankPlacement, src: np.ndarray, dst: np.ndarray, coflow: np.ndarray, conn: np.ndarray,
+           coflow_bytes, coflow_latency_s, coflow_group, label: str, src_nic: np.ndarray | None = None) -> FlowSet:
+    """Flows from rank ``src[F]`` to rank ``dst[F]``; the sender's NIC is its own unless given."""
+    conn = np.broadcast_to(conn, np.shape(src)).ravel().astype(np.uint64)
+    src, dst = src.ravel(), dst.ravel()
+    snic = pl.nic[src] if src_nic is None else src_nic.ravel()
+    c = np.asarray(coflow_group).size
+    return FlowSet(pl.host[src], pl.gpu[src], snic, pl.host[dst], pl.gpu[dst], pl.nic[dst], coflow.ravel(),
+                   conn,
+                   np.broadcast_to(np.asarray(coflow_bytes, dtype=float), (c,)).copy(),
+                   np.broadcast_to(np.asarray(coflow_latency_s, dtype=float), (c,)).copy(),
+                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,))
+
+
+def _segments(node: np.ndarray):
+    """Per element of ``node[G, n]``: host segment index, segment start column, length, offset."""
+    g, n = node.shape
+    new = np.ones((g, n), dtype=bool)
+    new[:, 1:] = node[:, 1:] != node[:, :-1]
+    seg = np.cumsum(new, axis=1) - 1
+    pos = np.broadcast_to(np.arange(n), (g, n))
+    start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
+    flat = seg + (np.arange(g) * n)[:, None]
+    length = np.bincount(flat.ravel(), minlength=g * n)[flat]
+    return seg, start, length, pos - start
+
+
+def _ring(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes: float, steps: int, config, label, comm):
+    g, n = groups.shape
+    seg, start, length, offset = _segments(pl.node[groups])
+    multi = seg[:, -1] > 0
+    channels = config.channels or (int(length[multi].min()) if multi.any() else 1)
+    rows = np.arange(g)[:, None]
+    parts = []
+    for c in range(channels):
+        entry = c % length                                     # (G, n) entry offset of each element's host
+        order = np.argsort(seg * n + (offset - entry) % length, axis=1, kind="stable")  # ring order of columns
+        nxt = np.roll(order, -1, axis=1)
+        entry_rank = groups[rows, start + entry]               # (G, n) entry rank of each element's host
+        src_nic = pl.nic[entry_rank[rows, order]]              # a host sends through its entry rank's NIC
+        coflow = np.broadcast_to(np.arange(g)[:, None] * channels + c, (g, n))
+        parts.append((groups[rows, order], groups[rows, nxt], coflow, src_nic, _conn(comm, c)))
+    src, dst, coflow, src_nic = (np.concatenate([p[i].ravel() for p in parts]) for i in range(4))
+    conn = np.concatenate([np.repeat(p[4], p[0].size) for p in parts])
+    return _flows(pl, src, dst, coflow, conn, factor * size_bytes / channels, steps * config.alpha_s,
+                  np.repeat(np.arange(g), channels), label, src_nic)
+
+
+def _heap_parents(k: int, mirrored: bool) -> np.ndarray:
+    """Parent position of each of ``k`` hosts in a binary heap (or its mirror); -1 at the root."""
+    j = np.arange(k)
+    m = k - 1 - j if mirrored else j
+    parent = np.where(m > 0, (m - 1) // 2, -1)
+    return np.where(parent >= 0, k - 1 - parent, -1) if mirrored else parent
+
+
+def _tree(pl: RankPlacement, groups: np.ndarray, size_bytes: float, count: int, config, label, comm):
+    g, n = groups.shape
+    node = pl.node[groups]
+    new = np.ones((g, n), dtype=bool)
+    new[:, 1:] = node[:, 1:] != node[:, :-1]
+    single = new.sum(axis=1) == 1
+    sets = []
+    if single.any():
+        rows = np.flatnonzero(single)
+        ring = _ring(pl, groups[rows], 2 * (n - 1) / n, size_bytes * count, 2 * (n - 1) * count, config, label, comm)
+        sets.append((ring, rows))
+    patterns, klass = np.unique(new[~single], axis=0, return_inverse=True)
+    multi_rows = np.flatnonzero(~single)
+    for p, pattern in enumerate(patterns):
+        rows = multi_rows[klass.ravel() == p]
+        sets.append((_tree_class(pl, groups[rows], pattern, size_bytes * count, count, config, label, comm), rows))
+    flows = FlowSet.concat([s for s, _ in sets])
+    group = np.concatenate([rows[s.coflow_group] for s, rows in sets]) if sets else np.zeros(0, dtype=np.int64)
+    return dataclasses.replace(flows, coflow_group=group, coflow_part=np.zeros(flows.n_coflows, dtype=np.int64),
+                               parts=(label,))
+
+
+def _tree_class(pl, groups: np.ndarray, pattern: np.ndarray, total_bytes: float, count: int, config, label, comm):
+    """Double binary trees for groups that share one host pattern (``pattern[n]``: a new host
+    starts here); one pair of trees per channel, channel ``c`` entering each host at its
+    ``c mod k``-th rank (so on that rank's rail)."""
+    g, n = groups.shape
+    starts = np.flatnonzero(pattern)
+    k = np.diff(np.append(starts, n))                        # (K,) ranks per host
+    hosts = starts.size
+    channels = config.channels or int(k.min())
+    src_cols, dst_cols, tree = [], [], []
+    for c in range(channels):
+        for t in (0, 1):
+            entry = starts + c % k                             # (K,) entry column of each host
+            parent = _heap_parents(hosts, mirrored=t == 1)
+            child = np.flatnonzero(parent >= 0)
+            pairs = [(entry[child], entry[parent[child]]), (entry[parent[child]], entry[child])]
+            for j in range(hosts):                             # intra-host chain from the entry rank
+                chain = starts[j] + (c % k[j] + np.arange(k[j])) % k[j]
+                pairs += [(chain[:-1], chain[1:]), (chain[1:], chain[:-1])]
+            s = np.concatenate([a for a, _ in pairs])
+            src_cols.append(s)
+            dst_cols.append(np.concatenate([b for _, b in pairs]))
+            tree.append(np.full(s.size, 2 * c + t))
+    s, d, t = np.concatenate(src_cols), np.concatenate(dst_cols), np.concatenate(tree)
+    coflow = np.arange(g)[:, None] * 2 * channels + t[None, :]
+    depth = int(np.floor(np.log2(hosts)))
+    steps = 2 * (depth + int(k.max()) - 1) * count
+    return _flows(pl, groups[:, s], groups[:, d], coflow, _conn(comm, t[None, :] + 1000),
+                  total_bytes / (2 * channels), steps * config.alpha_s, np.repeat(np.arange(g), 2 * channels), label)
+
+
+def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size_bytes: float, *, count: int = 1,
+                     config: CollectiveConfig | None = None, label: str | None = None, comm: str = "") -> FlowSet:
+    """Flows of ``count`` back-to-back collectives of ``size_bytes`` in every group.
+
+    Parameters
+    ----------
+    placement : RankPlacement
+    groups : ndarray
+        ``groups[n_groups, n]``: global ranks of each group, in ring order.
+    op : str
+        One of ``OPS``.
+    size_bytes : float
+        nccl-tests' S of one collective.
+    count : int
+        Collectives in a row (bytes and latency add up).
+    config : CollectiveConfig, optional
+    label : str, optional
+        Name of the collective in results (default: ``op``).
+    comm : str
+        Communicator name; collectives on one communicator share connections (paths).
+
+    Returns
+    -------
+    FlowSet
+        ``coflow_group`` indexes rows of ``groups``.
+    """
+    config = config or CollectiveConfig()
+    label = label or op
+    groups = np.asarray(groups, dtype=np.int64)
+    g, n = groups.shape
+    if n < 2 or size_bytes <= 0 or count <= 0:
+        return FlowSet.empty(label)
+    if op == "allreduce" and config.algorithm == "tree":
+        return _tree(placement, groups, size_bytes, count, config, label, comm)
+    if op in ("allreduce", "allgather", "reducescatter"):
+        steps = (2 if op == "allreduce" else 1) * (n - 1) * count
+        return _ring(placement, groups, bus_factor(op, n), size_bytes * count, steps, config, label, comm)
+    if op == "alltoall":
+        i, j = np.nonzero(~np.eye(n, dtype=bool))
+        coflow = np.arange(g)[:, None] * i.size + np.arange(i.size)[None, :]
+        return _flows(placement, groups[:, i], groups[:, j], coflow, _conn(comm, j[None, :]),
+                      size_bytes * count / n, count * config.alpha_s, np.repeat(np.arange(g), i.size), label)
+    if op == "sendrecv":
+        coflow = np.arange(g * n).reshape(g, n)
+        return _flows(placement, groups, np.roll(groups, -1, axis=1), coflow, _conn(comm, 0),
+                      size_bytes * count, count * config.alpha_s, np.repeat(np.arange(g), n), label)
+    raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
+
+
+def pipeline_flows(placement: RankPlacement, groups: np.ndarray, size_bytes: float, sends: float, *,
+                   wrap_sends: float = 0.0, config: CollectiveConfig | None = None, label: str = "pp p2p",
+                   comm: str = "pp") -> FlowSet:
+    """Pipeline hops: every stage boundary of every pipeline sends ``sends`` messages of
+    ``size_bytes`` forward (activations) and as many backward (gradients).
+
+    One coflow per pipeline: in 1F1B every stage waits for its neighbours' sends each
+    micro-batch, so a pipeline advances at the pace of its slowest hop (and a fast hop
+    leaves bandwidth to others). With interleaved stages the hop from the last stage back
+    to the first carries ``wrap_sends`` messages each way, as a second coflow of the same
+    pipeline. ``groups[n_groups, pp]`` lists each pipeline's ranks by stage. Latency: the
+    messages of a direction x alpha, both directions counted.
+    """
+    config = config or CollectiveConfig()
+    groups = np.asarray(groups, dtype=np.int64)
+    g, n = groups.shape
+    if n < 2 or size_bytes <= 0 or sends <= 0:
+        return FlowSet.empty(label)
+    src = np.concatenate([groups[:, :-1], groups[:, 1:]], axis=1)     # (G, 2(n-1)) forward, then backward
+    dst = np.concatenate([groups[:, 1:], groups[:, :-1]], axis=1)
+    coflow = np.broadcast_to(np.arange(g)[:, None], src.shape)
+    main = _flows(placement, src, dst, coflow, _conn(comm, 0), size_bytes * sends, 2 * sends * config.alpha_s,
+                  np.arange(g), label)
+    if wrap_sends <= 0:
+        return main
+    ends = groups[:, [-1, 0]]                                           # (G, 2) last stage, first stage
+    wrap = _flows(placement, ends, ends[:, ::-1], np.broadcast_to(np.arange(g)[:, None], (g, 2)), _conn(comm, 1),
+                  size_bytes * wrap_sends, 2 * wrap_sends * config.alpha_s, np.arange(g), label)
+    both = FlowSet.concat([main, wrap])
+    return dataclasses.replace(both, coflow_part=np.zeros(both.n_coflows, dtype=np.int64), parts=(label,))
+
+
+def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndarray, size_bytes: float, *,
+                         label: str = "p2p", comm: str = "p2p", latency_s: float = 0.0) -> FlowSet:
+    """One independent flow of ``size_bytes`` from each rank ``src[F]`` to rank ``dst[F]``
+    (each its own coflow and group): custom traffic, e.g. m flows for an ECMP experiment."""
+    src = np.asarray(src, dtype=np.int64).ravel()
+    dst = np.asarray(dst, dtype=np.int64).ravel()
+    return _flows(placement, src, dst, np.arange(src.size), _conn(comm, 0), size_bytes, latency_s,
+                  np.arange(src.size), label)
+
+
+def simulate_collective(network: Network, placement: RankPlacement, op: str, size_bytes: float, *,
+                        groups: np.ndarray | None = None, config: CollectiveConfig | None = None,
+                        routing: EcmpConfig | None = None) -> CollectiveResult:
+    """Run one collective in every group at once and time it.
+
+    Parameters
+    ----------
+    network : Network
+    placement : RankPlacement
+    op : str
+        One of ``OPS``.
+    size_bytes : float
+        nccl-tests' S.
+    groups : ndarray, optional
+        ``groups[n_groups, n]``; default one group of all ranks in rank order.
+    config : CollectiveConfig, optional
+    routing : EcmpConfig, optional
+
+    Returns
+    -------
+    CollectiveResult
+
+    Examples
+    --------
+    Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s):
+    2 * 3/4 * 1e9 / 25e9 = 60 ms.
+
+    >>> from topology.spec import parse_cluster
+    >>> net = Network(parse_cluster("hosts: {gpus: 1, nics: 1}\\ntor_groups: [{name: a, hosts: 'h[1-4]'}]"))
+    >>> pl = RankPlacement.on_hosts(net, ["h1", "h2", "h3", "h4"], 1)
+    >>> r = simulate_collective(net, pl, "allreduce", 1e9, config=CollectiveConfig(alpha_s=0))
+    >>> round(r.time_s * 1e3, 3), round(r.busbw_gb_s, 3)
+    (60.0, 25.0)
+    """
+    config = config or CollectiveConfig()
+    routing = routing or EcmpConfig()
+    if groups is None:
+        groups = np.arange(placement.world_size)[None, :]
+    groups = np.asarray(groups, dtype=np.int64)
+    flows = collective_flows(placement, groups, op, size_bytes, config=config, comm=op)
+    result = simulate_flows(network, flows, routing, config.efficiency)
+    group_times = np.zeros(groups.shape[0])
+    if flows.n_coflows:
+        np.maximum.at(group_times, flows.coflow_group, result.finish_s)
+    return CollectiveResult(op, groups.shape[1], float(size_bytes), float(group_times.max(initial=0.0)),
+                            group_times, flows.n_flows, result.events)

@@ -1,0 +1,157 @@
+"""Flows and where ranks sit: the data the collective builders hand to the network.
+
+A *flow* moves bytes from one GPU to another (over NVLink inside a host, over the NICs
+and switches between hosts). Flows are grouped into *coflows* whose flows all move at one
+rate: the edges of one ring channel (a ring step cannot finish before its slowest edge,
+so NCCL's ring advances at the pace of its slowest link), one tree, or a single
+point-to-point transfer. A coflow of one flow is an ordinary flow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from topology.errors import RankmapError
+
+__all__ = ["RankPlacement", "FlowSet"]
+
+
+@dataclass(frozen=True, eq=False)
+class RankPlacement:
+    """Where every global rank runs.
+
+    Attributes
+    ----------
+    node : ndarray
+        ``node[W]``: node rank (ranks of one node share a host).
+    host : ndarray
+        ``host[W]``: host index in :class:`simulator.network.Network` (cluster order).
+    gpu : ndarray
+        ``gpu[W]``: local GPU (= local rank).
+    nic : ndarray
+        ``nic[W]``: NIC (rail) the GPU sends through.
+    """
+
+    node: np.ndarray
+    host: np.ndarray
+    gpu: np.ndarray
+    nic: np.ndarray
+
+    @property
+    def world_size(self) -> int:
+        return int(self.node.size)
+
+    @classmethod
+    def from_rankmap(cls, rm, network) -> "RankPlacement":
+        """The placement a :class:`placement.rankmap.RankMap` describes, on ``network``'s hosts.
+
+        Raises
+        ------
+        RankmapError
+            A host of the map is not in the network's cluster.
+        """
+        missing = [h for h in rm.hosts if h not in network.host_index]
+        if missing:
+            raise RankmapError(f"rank map host {missing[0]!r} is not in cluster {network.cluster.name!r}")
+        node_host = np.array([network.host_index[h] for h in rm.hosts], dtype=np.int64)
+        counts = np.array([len(r) for r in rm.rails], dtype=np.int64)   # ranks per node (may differ)
+        node = np.repeat(np.arange(len(rm.hosts)), counts)
+        local = np.arange(node.size) - np.concatenate([[0], np.cumsum(counts)])[node]
+        rails = np.array([r for node_rails in rm.rails for r in node_rails], dtype=np.int64)
+        return cls(node, node_host[node], local, rails)
+
+    @classmethod
+    def on_hosts(cls, network, hosts: list[str], gpus_per_host: int) -> "RankPlacement":
+        """Ranks ``node * gpus_per_host + local`` on ``hosts`` in this order (the launcher's rule).
+
+        Examples
+        --------
+        >>> from topology.spec import parse_cluster
+        >>> from simulator.network import Network
+        >>> net = Network(parse_cluster("hosts: {gpus: 2, nics: 2}\\ntor_groups: [{name: a, hosts: 'h[1-2]'}]"))
+        >>> RankPlacement.on_hosts(net, ["h2", "h1"], 2).host.tolist()
+        [1, 1, 0, 0]
+        """
+        node_host = np.array([network.host_index[h] for h in hosts], dtype=np.int64)
+        ranks = np.arange(len(hosts) * gpus_per_host)
+        node, local = ranks // gpus_per_host, ranks % gpus_per_host
+        host = node_host[node]
+        gpus, nics = network.host_gpus[host], network.host_nics[host]
+        if (local >= gpus).any():
+            raise RankmapError(f"a host has fewer than {gpus_per_host} GPUs")
+        return cls(node, host, local, local * nics // gpus)
+
+
+@dataclass(frozen=True, eq=False)
+class FlowSet:
+    """Flows grouped into coflows.
+
+    Attributes
+    ----------
+    src_host, src_gpu, src_nic, dst_host, dst_gpu, dst_nic : ndarray
+        ``[F]`` endpoints of each flow (host index, local GPU, NIC); NICs matter only
+        between hosts.
+    coflow : ndarray
+        ``coflow[F]``: coflow of each flow, in ``0..C-1``.
+    conn : ndarray
+        ``conn[F]`` uint64: connection key (communicator and channel); the ECMP source
+        ports derive from it, so two collectives on one communicator share paths.
+    coflow_bytes : ndarray
+        ``coflow_bytes[C]``: bytes each flow of the coflow carries.
+    coflow_latency_s : ndarray
+        ``coflow_latency_s[C]``: latency added after its last byte (steps x alpha).
+    coflow_group : ndarray
+        ``coflow_group[C]``: group (row of the group table) the coflow belongs to.
+    coflow_part : ndarray
+        ``coflow_part[C]``: index into ``parts``.
+    parts : tuple of str
+        Labels of the collectives in the set, e.g. ``("dp reducescatter",)``.
+    """
+
+    src_host: np.ndarray
+    src_gpu: np.ndarray
+    src_nic: np.ndarray
+    dst_host: np.ndarray
+    dst_gpu: np.ndarray
+    dst_nic: np.ndarray
+    coflow: np.ndarray
+    conn: np.ndarray
+    coflow_bytes: np.ndarray
+    coflow_latency_s: np.ndarray
+    coflow_group: np.ndarray
+    coflow_part: np.ndarray
+    parts: tuple
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.coflow.size)
+
+    @property
+    def n_coflows(self) -> int:
+        return int(self.coflow_bytes.size)
+
+    @classmethod
+    def empty(cls, label: str) -> "FlowSet":
+        i = np.zeros(0, dtype=np.int64)
+        f = np.zeros(0)
+        return cls(i, i, i, i, i, i, i, i.astype(np.uint64), f, f, i, i, (label,))
+
+    @classmethod
+    def concat(cls, sets: list["FlowSet"]) -> "FlowSet":
+        """One flow set holding every flow of ``sets``; coflow and part indices are renumbered."""
+        if not sets:
+            return cls.empty("")
+        c_off = np.cumsum([0] + [s.n_coflows for s in sets])
+        p_off = np.cumsum([0] + [len(s.parts) for s in sets])
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(s, name) for s in sets])
+
+        return cls(cat("src_host"), cat("src_gpu"), cat("src_nic"), cat("dst_host"), cat("dst_gpu"),
+                   cat("dst_nic"),
+                   np.concatenate([s.coflow + c_off[i] for i, s in enumerate(sets)]),
+                   cat("conn"), cat("coflow_bytes"), cat("coflow_latency_s"), cat("coflow_group"),
+                   np.concatenate([s.coflow_part + p_off[i] for i, s in enumerate(sets)]),
+                   tuple(p for s in sets for p in s.parts))

@@ -1,0 +1,169 @@
+"""The simulation result file (``simulation.json``) and the atomic write of all outputs.
+
+The document is built from data only (no I/O), with keys in a fixed order and every
+float rounded to 6 significant digits, so the same inputs give byte-identical files.
+
+Schema ``rankmap-simulation/v1``::
+
+    {"schema", "cluster": {"name", "sha256"}, "job": {...}, "traffic": [{kind, op, size_bytes,
+     count, phase}], "config": {...}, "placements": [{"name", "comm_time_s": {mean, p50, p95,
+     max}, "ideal_comm_time_s", "slowdown_vs_ideal", "phases": [...], "slowest_group": {...},
+     "uplink_bytes_per_tor_group": {...}, "max_uplink_bytes", "flows"}]}
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from placement.job import job_to_dict
+from topology.errors import RankmapError
+
+from .collectives import CollectiveConfig
+from .ecmp import EcmpConfig
+from .flows import RankPlacement
+from .iteration import IterationResult
+from .network import Network
+from .stats import IterationSweep, summarize
+
+__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json", "write_outputs"]
+
+SCHEMA = "rankmap-simulation/v1"
+
+
+def round_floats(value, digits: int = 6):
+    """Round every float inside lists and dicts to ``digits`` significant digits.
+
+    Examples
+    --------
+    >>> round_floats({"a": [0.123456789, 2], "b": 1234567.8})
+    {'a': [0.123457, 2], 'b': 1234570.0}
+    """
+    if isinstance(value, dict):
+        return {k: round_floats(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_floats(v, digits) for v in value]
+    if isinstance(value, (float, np.floating)):
+        return float(f"{float(value):.{digits}g}")
+    if isinstance(value, np.integer):
+        return int(value)
+    return value
+
+
+def _number(x) -> int | float:
+    """Integral values as int (byte counts stay exact), others as float."""
+    return int(x) if float(x).is_integer() else float(x)
+
+
+def _group_info(network: Network, placement: RankPlacement, ranks: np.ndarray) -> dict:
+    hosts = placement.host[ranks]
+    groups = sorted(set(network.host_group[hosts].tolist()))
+    return {"first_ranks": ranks[:8].tolist(), "size": int(ranks.size), "hosts": int(np.unique(hosts).size),
+            "tor_groups": [network.cluster.tor_groups[g].name for g in groups]}
+
+
+def _slowest(network: Network, placement: RankPlacement, result: IterationResult) -> dict:
+    got = result.slowest()
+    if got is None:
+        return {}
+    phase, part, g = got
+    info = {"phase": phase.name, "collective": part.label, "group": g, "time_s": float(part.group_times_s[g]),
+            "median_group_time_s": float(np.median(part.group_times_s))}
+    info.update(_group_info(network, placement, part.groups[g]))
+    return info
+
+
+def placement_summary(network: Network, name: str, placement: RankPlacement, sweep: IterationSweep) -> dict:
+    """One placement's entry of the document."""
+    first, ideal = sweep.first, sweep.ideal
+    phases = []
+    for phase in first.phases:
+        ideal_phase = ideal.phase(phase.name)
+        parts = [{"collective": p.label, "groups": int(p.groups.shape[0]), "group_size": int(p.groups.shape[1]),
+                  "group_time_s": {"min": float(p.group_times_s.min()), "median": float(np.median(p.group_times_s)),
+                                   "max": float(p.group_times_s.max())}} for p in phase.parts]
+        phases.append({"name": phase.name, "time_s": summarize(sweep.phase_time_s[phase.name]),
+                       "ideal_time_s": ideal_phase.time_s if ideal_phase else 0.0, "flows": phase.n_flows,
+                       "collectives": parts, "ecmp": sweep.ecmp[phase.name].summary()})
+    uplinks = first.uplink_bytes(network)                        # (K, rails * uplinks)
+    per_group = uplinks.sum(axis=1)
+    mean_time = float(sweep.comm_time_s.mean())
+    return {
+        "name": name,
+        "comm_time_s": summarize(sweep.comm_time_s),
+        "ideal_comm_time_s": ideal.comm_time_s,
+        "slowdown_vs_ideal": mean_time / ideal.comm_time_s if ideal.comm_time_s > 0 else 1.0,
+        "phases": phases,
+        "slowest_group": _slowest(network, placement, first),
+        "uplink_bytes_per_tor_group": {network.cluster.tor_groups[k].name: float(per_group[k])
+                                       for k in np.flatnonzero(per_group)},
+        "max_uplink_bytes": float(uplinks.max(initial=0.0)),
+        "flows": first.n_flows,
+    }
+
+
+def simulation_document(network: Network, job, traffic_source: str, ops, config: CollectiveConfig,
+                        routing: EcmpConfig, placements: list[dict]) -> dict:
+    """The whole result document; ``placements`` come from :func:`placement_summary`."""
+    cluster = network.cluster
+    return round_floats({
+        "schema": SCHEMA,
+        "cluster": {"name": cluster.name, "sha256": cluster.spec_hash()},
+        "job": job_to_dict(job),
+        "traffic": {"source": traffic_source,
+                    "collectives": [{"kind": o.kind, "op": o.op, "size_bytes": _number(o.size_bytes),
+                                     "count": _number(o.count), "phase": o.phase} for o in ops]},
+        "config": {"routing": routing.mode, "per_switch_salt": routing.per_switch_salt,
+                   "qps_per_connection": routing.qps_per_connection, "alpha_s": config.alpha_s,
+                   "efficiency": config.efficiency, "allreduce_algorithm": config.algorithm,
+                   "channels": config.channels},
+        "placements": placements,
+    })
+
+
+def document_json(doc: dict) -> str:
+    """Serialise with a fixed layout (2-space indent, keys in insertion order, trailing newline)."""
+    return json.dumps(doc, indent=2, allow_nan=False) + "\n"
+
+
+def write_outputs(folder: str | Path, files: dict[str, bytes]) -> list[Path]:
+    """Write ``{name: bytes}`` into ``folder``: every file to a temp file first (fsync), then
+    rename them all -- a failed run leaves earlier outputs untouched.
+
+    Raises
+    ------
+    RankmapError
+        The folder cannot be created or a file cannot be written (temp files are removed).
+    """
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
+    staged: list[tuple[str, Path]] = []
+    mask = os.umask(0)
+    os.umask(mask)
+    try:
+        for name, data in files.items():
+            if "/" in name or name in ("", ".", ".."):
+                raise RankmapError(f"bad output file name {name!r}")
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
+            staged.append((tmp, out / name))
+            os.fchmod(fd, 0o666 & ~mask)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for tmp, final in staged:
+            os.replace(tmp, final)
+    except OSError as exc:
+        raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
+    finally:
+        for tmp, _ in staged:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    return [final for _, final in staged]

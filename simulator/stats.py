@@ -1,0 +1,210 @@
+"""ECMP over many hash seeds: distributions of collisions and of what they cost.
+
+One seed is one draw of queue-pair source ports and switch salts; the statistics of a
+flow set over many seeds show how a placement fares under ECMP in general, not in one
+lucky or unlucky draw. Per seed, over the uplinks of the rail ToRs that send traffic to
+the spine:
+
+- flows per used uplink (mean) and on the most loaded uplink;
+- the fraction of those uplinks left idle;
+- the slowest coflow's slowdown: its max-min rate under packet spraying (the ideal) over
+  its rate under ECMP, at time 0;
+- the bandwidth lost to collisions: 1 - (sum of ECMP rates) / (sum of sprayed rates) over
+  the coflows that cross the spine, each rate weighted by the coflow's flows.
+
+:func:`balls_into_bins` gives the closed forms these reproduce for m flows hashed onto
+k uplinks (shared/reference/formulas.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from .collectives import CollectiveConfig
+from .ecmp import EcmpConfig
+from .flows import FlowSet, RankPlacement
+from .iteration import PHASES, IterationResult, simulate_phase
+from .maxmin import FairShare
+from .network import Network
+
+__all__ = ["EcmpStats", "IterationSweep", "balls_into_bins", "ecmp_stats", "summarize", "sweep_iteration"]
+
+
+@dataclass(frozen=True, eq=False)
+class EcmpStats:
+    """Per-seed ECMP statistics of one flow set (arrays of shape ``[S]``, one entry per seed)."""
+
+    seeds: tuple
+    flows_per_used_uplink: np.ndarray
+    max_flows_per_uplink: np.ndarray
+    busiest_uplink_mean: np.ndarray
+    idle_uplink_fraction: np.ndarray
+    slowest_slowdown: np.ndarray
+    bandwidth_lost: np.ndarray
+
+    def summary(self) -> dict:
+        """``{statistic: {"mean", "min", "p50", "p95", "max"}}`` over seeds."""
+        names = ("flows_per_used_uplink", "max_flows_per_uplink", "busiest_uplink_mean", "idle_uplink_fraction",
+                 "slowest_slowdown", "bandwidth_lost")
+        return {name: summarize(getattr(self, name)) for name in names}
+
+
+def summarize(values: np.ndarray) -> dict:
+    """Mean, minimum, median, 95th percentile and maximum of a sample (empty sample: zeros).
+
+    Examples
+    --------
+    >>> {k: round(v, 3) for k, v in summarize(np.array([1.0, 2.0, 3.0, 4.0])).items()}
+    {'mean': 2.5, 'min': 1.0, 'p50': 2.5, 'p95': 3.85, 'max': 4.0}
+    """
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return {"mean": 0.0, "min": 0.0, "p50": 0.0, "p95": 0.0, "max": 0.0}
+    return {"mean": float(values.mean()), "min": float(values.min()), "p50": float(np.percentile(values, 50)),
+            "p95": float(np.percentile(values, 95)), "max": float(values.max())}
+
+
+def balls_into_bins(m: int, k: int) -> dict:
+    """Closed forms for ``m`` flows hashed uniformly onto ``k`` equal uplinks.
+
+    Returns
+    -------
+    dict
+        ``idle_fraction`` = (1 - 1/k)^m, ``share_probability`` (a given flow shares its
+        uplink) = 1 - (1 - 1/k)^(m-1), and ``throughput`` = (1 - (1 - 1/k)^m) k / m: the
+        aggregate, as a fraction of ideal, when every flow runs at one uplink's line rate.
+
+    Examples
+    --------
+    >>> round(balls_into_bins(32, 32)["throughput"], 3)
+    0.638
+    """
+    idle = (1 - 1 / k) ** m
+    return {"idle_fraction": idle, "share_probability": 1 - (1 - 1 / k) ** (m - 1),
+            "throughput": (1 - idle) * k / m}
+
+
+def _seed_row(network: Network, route, rate: np.ndarray, ideal: np.ndarray, per_coflow: np.ndarray) -> tuple:
+    """(flows per used uplink, max, mean busiest per ToR, idle fraction, slowest slowdown, lost) of one seed."""
+    if route.uplink.size == 0:
+        return 0.0, 0.0, 0.0, 0.0, 1.0, 0.0
+    up = network.link_range("tor-up")
+    counts = np.bincount(route.uplink - up.start, minlength=len(up)).reshape(-1, network.uplinks)
+    counts = counts[np.unique((route.uplink - up.start) // network.uplinks)]   # (active ToRs, uplinks)
+    cross = np.unique(route.uplink_coflow)
+    weight = per_coflow[cross]
+    lost = 1.0 - float((weight * rate[cross]).sum() / (weight * ideal[cross]).sum())
+    return (float(counts[counts > 0].mean()), float(counts.max()), float(counts.max(axis=1).mean()),
+            float((counts == 0).mean()), float((ideal[cross] / rate[cross]).max()), lost)
+
+
+def _stats(seeds: tuple, rows: list) -> EcmpStats:
+    cols = np.array(rows, dtype=float).reshape(len(seeds), 6).T
+    return EcmpStats(seeds, *cols)
+
+
+def ecmp_stats(network: Network, flows: FlowSet, seeds, routing: EcmpConfig | None = None,
+               efficiency: float = 1.0) -> EcmpStats:
+    """ECMP statistics of ``flows`` for every seed in ``seeds`` (rates at time 0).
+
+    Parameters
+    ----------
+    network : Network
+    flows : FlowSet
+    seeds : iterable of int
+    routing : EcmpConfig, optional
+        Queue pairs and salting; its ``seed`` is replaced by each seed in turn.
+    efficiency : float
+
+    Returns
+    -------
+    EcmpStats
+    """
+    routing = routing or EcmpConfig()
+    seeds = tuple(int(s) for s in seeds)
+    capacity = network.capacity_bps * efficiency
+    ideal = FairShare(network.route(flows, dataclasses.replace(routing, mode="spray")).matrix, capacity).rates()
+    per_coflow = np.bincount(flows.coflow, minlength=flows.n_coflows)
+    rows = []
+    for seed in seeds:
+        route = network.route(flows, dataclasses.replace(routing, mode="ecmp", seed=seed))
+        rows.append(_seed_row(network, route, FairShare(route.matrix, capacity).rates(), ideal, per_coflow))
+    return _stats(seeds, rows)
+
+
+@dataclass(frozen=True, eq=False)
+class IterationSweep:
+    """One placement's iteration under many ECMP seeds.
+
+    Attributes
+    ----------
+    seeds : tuple of int
+    first : IterationResult
+        The iteration under the first seed (per-group times, link loads).
+    ideal : IterationResult
+        The iteration under packet spraying (no collisions).
+    comm_time_s : ndarray
+        ``comm_time_s[S]`` per seed.
+    phase_time_s : dict of str to ndarray
+        ``{phase: times[S]}``.
+    ecmp : dict of str to EcmpStats
+        Per phase.
+    """
+
+    seeds: tuple
+    first: IterationResult
+    ideal: IterationResult
+    comm_time_s: np.ndarray
+    phase_time_s: dict
+    ecmp: dict
+
+
+def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, seeds,
+                    config: CollectiveConfig | None = None, routing: EcmpConfig | None = None) -> IterationSweep:
+    """Simulate an iteration under each seed, under spraying, and gather ECMP statistics per phase.
+
+    Parameters
+    ----------
+    network, placement, layout, ops, config
+        As for :func:`simulator.iteration.simulate_iteration`.
+    seeds : iterable of int
+        At least one.
+    routing : EcmpConfig, optional
+        Queue pairs and salting (mode and seed are set here).
+
+    Returns
+    -------
+    IterationSweep
+    """
+    config = config or CollectiveConfig()
+    routing = routing or EcmpConfig()
+    seeds = tuple(int(s) for s in seeds)
+    if not seeds:
+        raise ValueError("sweep_iteration needs at least one seed")
+    spray = dataclasses.replace(routing, mode="spray")
+    ideal_phases, times, stats, firsts = [], {}, {}, []
+    for name in PHASES:
+        got = simulate_phase(network, placement, layout, ops, name, config, spray)
+        if got is None:
+            continue
+        ideal_phase, flows, ideal_result = got
+        ideal_phases.append(ideal_phase)
+        per_coflow = np.bincount(flows.coflow, minlength=flows.n_coflows)
+        rows, phase_times = [], []
+        for i, seed in enumerate(seeds):
+            phase, _, result = simulate_phase(network, placement, layout, ops, name, config,
+                                              dataclasses.replace(routing, mode="ecmp", seed=seed))
+            if i == 0:
+                firsts.append(phase)
+            phase_times.append(phase.time_s)
+            rows.append(_seed_row(network, result.routing, result.first_rates_bps, ideal_result.first_rates_bps,
+                                  per_coflow))
+        times[name] = np.array(phase_times)
+        stats[name] = _stats(seeds, rows)
+    total = np.sum([t for t in times.values()], axis=0) if times else np.zeros(len(seeds))
+    first = IterationResult(tuple(firsts), float(sum(p.time_s for p in firsts)))
+    ideal = IterationResult(tuple(ideal_phases), float(sum(p.time_s for p in ideal_phases)))
+    return IterationSweep(seeds, first, ideal, np.asarray(total, dtype=float), times, stats)

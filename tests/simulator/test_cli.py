@@ -1,0 +1,100 @@
+"""``rankmap simulate`` run as a user runs it (real subprocesses, from the repository root)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RACKS = REPO / "examples" / "racks" / "cluster.yaml"
+WORKLOAD = """\
+HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 4 vpp: 1 ga: 8 all_gpus: 480 pp_comm: 2631680
+3
+grad_gather -1 1 NONE 0 1 NONE 0 1 ALLGATHER 809558031 100
+grad_param_comm -1 1 NONE 0 1 NONE 0 1 REDUCESCATTER 1619116062 100
+attention_row -1 1750840 REDUCESCATTER 21053440 875420 ALLGATHER 21053440 875420 NONE 0 100
+"""
+
+
+def simulate(*args):
+    return subprocess.run([sys.executable, "-m", "rankmap.simulate_cli", *map(str, args)], capture_output=True,
+                          text=True, cwd=REPO, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def racks_map(tmp_path_factory):
+    out = tmp_path_factory.mktemp("plan")
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", "--example", "racks", "--out", str(out)],
+                         capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert run.returncode == 0, run.stderr
+    return out / "rankmap.json"
+
+
+def test_default_example_compare(tmp_path):
+    """The embedded default (GPT-3 175B, 9,216 GPUs): the plan against the three baselines."""
+    run = simulate("--compare", "--seeds", "1", "--out", tmp_path)
+    assert run.returncode == 0, run.stderr
+    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "comm time", "dp-reduce"):
+        assert name in run.stdout
+    doc = json.loads((tmp_path / "simulation.json").read_text())
+    times = {p["name"]: p["comm_time_s"]["mean"] for p in doc["placements"]}
+    assert list(times) == ["rankmap plan", "hostname order", "arrival order", "topology greedy"]
+    plan = times["rankmap plan"]
+    assert 0.8 < plan < 0.95                       # 0.217 s all-gather + 0.209 s pipeline + 0.434 s reduce-scatter
+    assert times["hostname order"] > 2 * plan and times["arrival order"] > 2 * plan
+    assert times["topology greedy"] >= plan * (1 - 1e-9)
+    assert doc["placements"][0]["slowdown_vs_ideal"] == pytest.approx(1.0, abs=1e-6)
+    assert (tmp_path / "simulation.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rankmap_file_is_simulated_byte_identically(racks_map, tmp_path):
+    runs = [simulate("--cluster", RACKS, "--rankmap", racks_map, "--seeds", "2", "--out", tmp_path / d)
+            for d in ("a", "b")]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    for name in ("simulation.json", "simulation.png"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+    doc = json.loads((tmp_path / "a" / "simulation.json").read_text())
+    assert [p["name"] for p in doc["placements"]] == ["given rankmap.json"]
+    assert doc["job"]["parallel"]["dp"] == 15 and doc["cluster"]["name"] == "racks-512"
+
+
+def test_aicb_workload_as_traffic(racks_map, tmp_path):
+    workload = tmp_path / "gpt13b.txt"
+    workload.write_text(WORKLOAD)
+    run = simulate("--cluster", RACKS, "--rankmap", racks_map, "--job", workload, "--seeds", "1",
+                   "--out", tmp_path / "out")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads((tmp_path / "out" / "simulation.json").read_text())
+    assert doc["traffic"]["source"] == str(workload)
+    kinds = [(c["kind"], c["op"]) for c in doc["traffic"]["collectives"]]
+    assert kinds == [("dp", "allgather"), ("dp", "reducescatter"), ("tp", "reducescatter"), ("tp", "allgather"),
+                     ("pp", "p2p")]
+
+
+@pytest.mark.parametrize("make_args, code, message", [
+    (lambda tmp, rm: ["--cluster", "examples/megascale-12k/cluster.yaml", "--rankmap", rm], 3,
+     "was made for cluster 'racks-512'"),
+    (lambda tmp, rm: ["--cluster", RACKS, "--job", tmp / "w.txt"], 3,
+     "w.txt: a SimAI/AICB workload describes traffic, not a layout: give --rankmap too"),
+    (lambda tmp, rm: ["--cluster", RACKS, "--rankmap", rm, "--job", tmp / "bad.txt"], 3,
+     "bad.txt:5: fwd_comm: unsupported collective 'BROADCAST'"),
+    (lambda tmp, rm: ["--cluster", RACKS, "--rankmap", rm, "--job", tmp / "job.yaml"], 3,
+     "job.yaml: parallel.pp: pp is 2 but the rank map's job has 4"),
+    (lambda tmp, rm: ["--seeds", "0"], 2, "expected a positive integer, got '0'"),
+    (lambda tmp, rm: ["--efficiency", "1.5"], 2, "expected a number in (0, 1]"),
+])
+def test_bad_input_exits_non_zero_and_writes_nothing(racks_map, tmp_path, make_args, code, message):
+    (tmp_path / "w.txt").write_text(WORKLOAD)
+    (tmp_path / "bad.txt").write_text(WORKLOAD.replace("attention_row -1 1750840 REDUCESCATTER",
+                                                       "attention_row -1 1750840 BROADCAST"))
+    (tmp_path / "job.yaml").write_text("parallel: {tp: 8, pp: 2}\nmodel: {preset: gpt3-13b}\n"
+                                       "batch: {num_micro_batches: 8}\n")
+    run = simulate(*make_args(tmp_path, racks_map), "--out", tmp_path / "out")
+    assert run.returncode == code
+    assert message in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "out").exists()

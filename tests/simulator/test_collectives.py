@@ -1,0 +1,138 @@
+"""Collectives against the closed forms of shared/reference/formulas.md and nccl-tests' definitions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.collectives import CollectiveConfig, bus_factor, collective_flows, simulate_collective
+from simulator.ecmp import EcmpConfig
+
+B = 25e9          # 200 Gb/s NIC, bytes/s
+S = 1e9
+NO_ALPHA = CollectiveConfig(alpha_s=0.0)
+SIZES = (2, 3, 4, 5, 8, 17, 64, 100, 257, 1024, 4096)
+
+
+@pytest.fixture(scope="module")
+def fabric(synth):
+    """64 non-blocking ToR groups of 64 single-GPU hosts (64 x 200G down, 32 x 400G up)."""
+    return synth.network(64, 64)
+
+
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("op, factor, steps", [("allreduce", lambda n: 2 * (n - 1) / n, lambda n: 2 * (n - 1)),
+                                               ("allgather", lambda n: (n - 1) / n, lambda n: n - 1),
+                                               ("reducescatter", lambda n: (n - 1) / n, lambda n: n - 1)])
+def test_ring_matches_closed_form(fabric, synth, n, op, factor, steps):
+    pl = synth.place(fabric, n)
+    alpha = 5e-6
+    got = simulate_collective(fabric, pl, op, S, config=CollectiveConfig(alpha_s=alpha))
+    want = factor(n) * S / B + steps(n) * alpha
+    assert got.time_s == pytest.approx(want, rel=0.005)
+    bare = simulate_collective(fabric, pl, op, S, config=NO_ALPHA)
+    assert bare.time_s == pytest.approx(factor(n) * S / B, rel=0.005)
+    assert bare.busbw_gb_s == pytest.approx(B / 1e9, rel=0.005)
+    assert bare.algbw_gb_s == pytest.approx(S / bare.time_s / 1e9)
+
+
+def test_worked_example_1024_ranks(fabric, synth):
+    got = simulate_collective(fabric, synth.place(fabric, 1024), "allreduce", 1e9, config=NO_ALPHA)
+    assert got.time_s * 1e3 == pytest.approx(79.92, abs=0.005)
+
+
+def test_multi_rail_hosts_use_every_nic(synth):
+    """8 GPUs and 8 NICs per host: 8 channels, one per rail, so a rank's bottleneck is 8 NICs' worth."""
+    net = synth.network(2, 4, gpus=8, nics=8)
+    for hosts in (2, 8):
+        n = 8 * hosts
+        got = simulate_collective(net, synth.place(net, hosts, 8), "allreduce", S, config=NO_ALPHA)
+        assert got.time_s == pytest.approx(2 * (n - 1) / n * S / (8 * B), rel=1e-9)
+
+
+def test_single_host_ring_runs_on_nvlink(synth):
+    net = synth.network(1, 1, gpus=8, nics=8, nvlink_gbps=2400)
+    got = simulate_collective(net, synth.place(net, 1, 8), "allreduce", S, config=NO_ALPHA)
+    assert got.time_s == pytest.approx(2 * 7 / 8 * S / 300e9, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", (5, 64, 1024))
+def test_tree_allreduce_moves_2S_per_rank(fabric, synth, n):
+    """Double binary tree, sprayed: every host is interior in one tree, so its NIC carries
+    4 flows of S/2 -> t = 2S/B; busbw = (n-1)/n B."""
+    got = simulate_collective(fabric, synth.place(fabric, n), "allreduce", S,
+                              config=CollectiveConfig(alpha_s=0.0, algorithm="tree"), routing=EcmpConfig(mode="spray"))
+    assert got.time_s == pytest.approx(2 * S / B, rel=0.005)
+    assert got.busbw_gb_s == pytest.approx((n - 1) / n * B / 1e9, rel=0.005)
+
+
+def test_tree_on_two_hosts_equals_ring(fabric, synth):
+    tree = simulate_collective(fabric, synth.place(fabric, 2), "allreduce", S,
+                               config=CollectiveConfig(alpha_s=0.0, algorithm="tree"))
+    assert tree.time_s == pytest.approx(S / B, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", (2, 8, 100))
+def test_alltoall_and_sendrecv(fabric, synth, n):
+    pl = synth.place(fabric, n)
+    spray = EcmpConfig(mode="spray")
+    a2a = simulate_collective(fabric, pl, "alltoall", S, config=NO_ALPHA, routing=spray)
+    assert a2a.time_s == pytest.approx((n - 1) / n * S / B, rel=1e-6)
+    assert a2a.busbw_gb_s == pytest.approx(B / 1e9, rel=1e-6)
+    p2p = simulate_collective(fabric, pl, "sendrecv", S, config=NO_ALPHA, routing=spray)
+    assert p2p.time_s == pytest.approx(S / B, rel=1e-9) and p2p.busbw_gb_s == pytest.approx(25.0)
+
+
+def test_efficiency_scales_bandwidth_term(fabric, synth):
+    pl = synth.place(fabric, 16)
+    got = simulate_collective(fabric, pl, "allgather", S, config=CollectiveConfig(alpha_s=0.0, efficiency=0.8))
+    assert got.time_s == pytest.approx(15 / 16 * S / (0.8 * B), rel=1e-9)
+
+
+def test_two_rail_groups_on_one_nic_take_twice_as_long(synth):
+    """7 NICs for 8 GPUs: GPUs 0 and 1 share NIC 0 (GPU g uses NIC g*7//8), so the rail groups
+    of local ranks 0 and 1 share it and take 2x; the six others are alone and take equal time."""
+    net = synth.network(2, 4, gpus=8, nics=7)
+    pl = synth.place(net, 8, 8)
+    groups = np.arange(64).reshape(8, 8).T                     # group l: local rank l of every host
+    assert pl.nic[groups[:, 0]].tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
+    got = simulate_collective(net, pl, "allreduce", S, groups=groups, config=NO_ALPHA,
+                              routing=EcmpConfig(mode="spray"))
+    t = got.group_times_s
+    assert t[0] == pytest.approx(t[1]) and t[0] / t[2] == pytest.approx(2.0, rel=0.01)
+    assert np.ptp(t[2:]) == pytest.approx(0.0, abs=1e-12)
+    assert t[2] == pytest.approx(2 * 7 / 8 * S / B, rel=1e-9)
+
+
+def test_rail_aligned_groups_take_equal_time(synth):
+    net = synth.network(2, 4, gpus=8, nics=8)
+    groups = np.arange(64).reshape(8, 8).T
+    got = simulate_collective(net, synth.place(net, 8, 8), "reducescatter", S, groups=groups, config=NO_ALPHA,
+                              routing=EcmpConfig(mode="spray"))
+    assert np.ptp(got.group_times_s) == pytest.approx(0.0, abs=1e-12)
+    assert got.time_s == pytest.approx(7 / 8 * S / B, rel=1e-9)
+
+
+def test_ring_channel_edges_stay_on_rails(synth):
+    """Channel c enters each host at its c-th rank and leaves through that rank's NIC."""
+    net = synth.network(1, 3, gpus=4, nics=4)
+    pl = synth.place(net, 3, 4)
+    flows = collective_flows(pl, np.arange(12)[None, :], "allreduce", S, config=NO_ALPHA)
+    inter = flows.src_host != flows.dst_host
+    assert flows.n_coflows == 4 and inter.sum() == 4 * 3
+    assert (flows.src_nic[inter] == flows.dst_nic[inter]).all()
+    assert sorted(np.bincount(flows.src_nic[inter]).tolist()) == [3, 3, 3, 3]
+    assert np.allclose(flows.coflow_bytes, 2 * 11 / 12 * S / 4)
+
+
+def test_bus_factor_rejects_unknown_op():
+    assert bus_factor("reducescatter", 8) == 7 / 8
+    with pytest.raises(ValueError, match="unknown collective 'broadcast'"):
+        bus_factor("broadcast", 8)
+
+
+@pytest.mark.parametrize("kwargs, message", [({"alpha_s": -1.0}, "alpha_s"), ({"efficiency": 0.0}, "efficiency"),
+                                             ({"algorithm": "nvls"}, "algorithm"), ({"channels": 0}, "channels")])
+def test_config_validates(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        CollectiveConfig(**kwargs)

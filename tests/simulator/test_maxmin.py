@@ -1,0 +1,80 @@
+"""Progressive filling and the event loop: max-min fairness checked by its definition."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from simulator.events import complete_coflows
+from simulator.maxmin import FairShare, max_min_rates
+
+
+def random_instance(seed: int, links: int = 30, coflows: int = 60):
+    rng = np.random.default_rng(seed)
+    dense = (rng.random((links, coflows)) < 0.12) * rng.choice([0.25, 0.5, 1.0, 2.0], size=(links, coflows))
+    dense[rng.integers(0, links, coflows), np.arange(coflows)] += 1.0   # every coflow crosses a link
+    return sparse.csr_array(dense), rng.uniform(1.0, 10.0, links)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_rates_are_feasible_and_max_min_fair(seed):
+    """Feasible, and every coflow has a bottleneck: a full link on which no coflow is faster."""
+    matrix, cap = random_instance(seed)
+    rate = max_min_rates(matrix, cap)
+    dense = matrix.toarray()
+    load = dense @ rate
+    assert (load <= cap * (1 + 1e-9)).all()
+    full = load >= cap * (1 - 1e-9)
+    for c in range(dense.shape[1]):
+        on = np.flatnonzero(dense[:, c] > 0)
+        assert any(full[l] and rate[c] >= rate[dense[l] > 0].max() * (1 - 1e-9) for l in on), c
+
+
+def test_weights_count_flows():
+    """A coflow with 2 flows on a link loads it twice; halves (queue pairs) load it half."""
+    matrix = sparse.csr_array(np.array([[2.0, 1.0], [0.5, 0.0]]))
+    assert max_min_rates(matrix, np.array([9.0, 1.0])).tolist() == [2.0, 5.0]
+
+
+def test_active_subset_equals_submatrix():
+    matrix, cap = random_instance(3)
+    active = np.arange(matrix.shape[1]) % 3 != 0
+    got = FairShare(matrix, cap).rates(active)
+    want = max_min_rates(matrix[:, np.flatnonzero(active)], cap)
+    assert np.allclose(got[active], want) and (got[~active] == 0).all()
+
+
+def test_coflow_without_links_is_instant():
+    matrix = sparse.csr_array(np.array([[1.0, 0.0]]))
+    assert max_min_rates(matrix, np.array([4.0])).tolist() == [4.0, np.inf]
+
+
+def test_components_split_independent_coflows():
+    matrix = sparse.csr_array(np.array([[1.0, 1.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]]))
+    comp = FairShare(matrix, np.ones(3)).components()
+    assert comp[0] == comp[1] and comp[2] == comp[3] and comp[0] != comp[2]
+
+
+def test_event_loop_speeds_up_survivors():
+    """Link 0 (10 B/s) shared by a 10-byte and a 40-byte coflow, link 1 (2 B/s) holds the second
+    and a 6-byte third: rates 8/2 then... each completion recomputes the survivors."""
+    matrix = sparse.csr_array(np.array([[1.0, 1.0, 0.0], [0.0, 1.0, 1.0]]))
+    finish, first, events = complete_coflows(FairShare(matrix, np.array([10.0, 2.0])), np.array([10.0, 40.0, 6.0]))
+    assert first.tolist() == [9.0, 1.0, 1.0]
+    # t=10/9: coflow 0 done (coflows 1, 2 have 38.89 and 4.89 left at 1 B/s each);
+    # then 1 and 2 share link 1 at 1 B/s each until 2 ends at 10/9 + 4.889 = 6 s;
+    # coflow 1 then runs alone at 2 B/s: 40 - 6 = 34 bytes left -> 6 + 17 = 23 s.
+    assert finish.tolist() == pytest.approx([10 / 9, 23.0, 6.0])
+    assert events == 3
+
+
+def test_event_loop_conserves_bytes_on_random_instances():
+    matrix, cap = random_instance(7)
+    sizes = np.random.default_rng(1).uniform(1, 100, matrix.shape[1])
+    finish, _, _ = complete_coflows(FairShare(matrix, cap), sizes)
+    assert (finish > 0).all()
+    # No coflow can beat its best possible time, alone on its tightest link.
+    dense = matrix.toarray()
+    alone = np.array([sizes[c] / (cap[dense[:, c] > 0] / dense[dense[:, c] > 0, c]).min() for c in range(sizes.size)])
+    assert (finish >= alone * (1 - 1e-9)).all()

@@ -136,8 +136,8 @@ def _is_workload(path: Path, looks_like_aicb) -> bool:
 
 
 def _matching_job(job, planned, source: str):
-    """``job`` with dp from the rank map, after checking it has the rank map's layout."""
-    job = dataclasses.replace(job, dp=job.dp or planned.dp)
+    """``job`` with dp (and an ``auto`` order) from the rank map, after checking it has the map's layout."""
+    job = dataclasses.replace(job, dp=job.dp or planned.dp, order=planned.order if job.order == "auto" else job.order)
     for key in ("tp", "pp", "dp", "cp", "ep", "order"):
         if getattr(job, key) != getattr(planned, key):
             raise SpecError(f"{key} is {getattr(job, key)!r} but the rank map's job has {getattr(planned, key)!r}",
@@ -224,7 +224,7 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
     phases = [p["name"] for p in doc["placements"][0]["phases"]]
     table = Table(title=f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)",
                   title_justify="left")
-    for col in ["placement", "comm time", "seed range", "vs spraying"] + phases + ["slowest group", "ECMP loss",
+    for col in ["placement", "comm time", "seed range", "vs spraying"] + phases + ["slowest group", "ECMP loss*",
                                                                                    "max uplink"]:
         table.add_column(col, justify="left" if col in ("placement", "slowest group") else "right",
                          no_wrap=col == "placement")
@@ -240,6 +240,8 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
                       f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
                       human_bytes(p["max_uplink_bytes"]))
     console.print(table)
+    console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
+                  "(1 - ECMP rates / sprayed rates)")
     first = doc["placements"][0]["comm_time_s"]["mean"]
     for p in doc["placements"][1:]:
         ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")

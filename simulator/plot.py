@@ -57,7 +57,9 @@ def render_png(network: Network, named: list[tuple[str, IterationResult]], title
     top.set_yscale("log")
     top.set_ylabel("GB per iteration (log)")
     top.set_title("bytes through each ToR group's uplinks", fontsize=10)
-    top.legend(fontsize=8)
+    if used.size:
+        top.set_ylim(top=loads[:, used].max() / 1e9 * 8)          # headroom for the legend (log axis)
+    top.legend(fontsize=8, ncols=max(len(named), 1), loc="upper center")
     focus = _focus([r for _, r in named])
     if focus is not None:
         phase_name, label = focus

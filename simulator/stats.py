@@ -173,7 +173,7 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
     seeds : iterable of int
         At least one.
     routing : EcmpConfig, optional
-        Queue pairs and salting (mode and seed are set here).
+        Mode, queue pairs and salting; its seed is replaced by each seed in turn.
 
     Returns
     -------
@@ -196,7 +196,7 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
         rows, phase_times = [], []
         for i, seed in enumerate(seeds):
             phase, _, result = simulate_phase(network, placement, layout, ops, name, config,
-                                              dataclasses.replace(routing, mode="ecmp", seed=seed))
+                                              dataclasses.replace(routing, seed=seed))
             if i == 0:
                 firsts.append(phase)
             phase_times.append(phase.time_s)

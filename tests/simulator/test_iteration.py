@@ -124,6 +124,15 @@ def test_sweep_reports_ideal_and_ecmp_stats(racks):
     assert part.group_times_s[group] == pytest.approx(phase.time_s)
 
 
+def test_sweep_under_spraying_is_ideal(racks):
+    net, result, maps = racks
+    rm = maps["arrival order"]
+    sweep = sweep_iteration(net, RankPlacement.from_rankmap(rm, net), rm.layout, job_comm_ops(result.job), [0],
+                            routing=EcmpConfig(mode="spray"))
+    assert sweep.comm_time_s[0] == pytest.approx(sweep.ideal.comm_time_s)
+    assert all(s.bandwidth_lost.max() == 0.0 for s in sweep.ecmp.values())
+
+
 def test_expert_data_parallel_groups():
     job = JobSpec(tp=2, pp=1, dp=8, ep=4, num_micro_batches=1,
                   model=ModelShape(layers=2, hidden=256, heads=4, seq_len=64, experts=8))

@@ -70,8 +70,9 @@ class PlacementConstraints:
         return tuple(min(free.get(g.name, 0), self.quotas.get(g.name, 1 << 60)) for g in cluster.tor_groups)
 
 
-def load_constraints(path: str | Path) -> PlacementConstraints:
-    """Read a constraints YAML file (see the module docstring); reserved rank maps are read too.
+def load_constraints(path: str | Path, cluster: Cluster | None = None) -> PlacementConstraints:
+    """Read a constraints YAML file (see the module docstring); reserved rank maps are read
+    too, and checked to belong to ``cluster`` when it is given.
 
     Raises
     ------
@@ -88,7 +89,10 @@ def load_constraints(path: str | Path) -> PlacementConstraints:
     for item in top.seq("reserve", []):
         if not isinstance(item, str):
             raise top.error("reserve", f"expected rank map paths, got {item!r}")
-        reserve += read_rankmap(Path(path).parent / item).hosts
+        rm = read_rankmap(Path(path).parent / item)
+        if cluster is not None:
+            rm.verify_cluster(cluster)
+        reserve += rm.hosts
     quotas = {}
     q = top.sub("quotas")
     for name in list(q.data):

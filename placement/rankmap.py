@@ -77,6 +77,7 @@ class RankMap:
     rails: tuple
     nproc_per_node: int
     summary: dict = field(default_factory=dict, compare=False)
+    source: str = field(default="rankmap.json", compare=False)
 
     @property
     def nprocs(self) -> tuple:
@@ -127,7 +128,7 @@ class RankMap:
                    rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(n)) for h, n in zip(hs, counts)),
                    nproc_per_node=max(counts), summary=dict(summary or {}))
 
-    def verify_cluster(self, cluster: Cluster, source: str = "rankmap.json") -> None:
+    def verify_cluster(self, cluster: Cluster, source: str | None = None) -> None:
         """Check the map belongs to ``cluster``: same spec hash, hosts present, GPUs enough.
 
         Raises
@@ -135,6 +136,7 @@ class RankMap:
         RankMapError
             The map was made for another cluster or names a host the cluster lacks.
         """
+        source = source or self.source
         if self.cluster_hash != cluster.spec_hash():
             raise RankMapError(f"rank map was made for cluster {self.cluster_name!r} "
                                f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "
@@ -274,5 +276,20 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         if got != want:
             raise RankMapError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",
                                source=source, key=key)
-    return RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=tuple(hosts), tor_groups=tuple(tors),
-                   rails=tuple(tuple(r) for r in rails), nproc_per_node=max(nprocs), summary=summary)
+    rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=tuple(hosts), tor_groups=tuple(tors),
+                 rails=tuple(tuple(r) for r in rails), nproc_per_node=max(nprocs), summary=summary, source=source)
+    _check_groups(rm, source)
+    return rm
+
+
+def _check_groups(rm: RankMap, source: str) -> None:
+    """TP groups inside hosts; on equal hosts, every inter-host group rail-aligned."""
+    from .metrics import alignment_problems
+    from .traffic import job_traffic
+
+    local = np.arange(rm.world_size) - rm.offsets[rm.rank_node]
+    problems = alignment_problems(rm.layout, job_traffic(rm.job), rm.rank_node, local, limit=1)
+    if not rm.uniform:
+        problems = [p for p in problems if p.startswith("TP group")]
+    if problems:
+        raise RankMapError(f"the map breaks the placement rules: {problems[0]}", source=source, key="ranks")

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
+from .simulate_cli import add_simulate_parser, run_simulate
 from .topo_cli import add_topo_parser, run_topo
 
 EXIT_OK, EXIT_USAGE, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_INTERNAL = 0, 2, 3, 4, 70
@@ -62,6 +63,7 @@ def _parser() -> argparse.ArgumentParser:
     _constraint_args(r)
 
     add_topo_parser(sub)
+    add_simulate_parser(sub)
 
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
@@ -76,15 +78,19 @@ def _constraint_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--constraints", type=Path, help="constraints YAML: exclude, reserve, quotas, pins")
 
 
-def _constraints(args):
-    """Constraints from --constraints, --exclude and --reserve, combined."""
+def _constraints(args, cluster):
+    """Constraints from --constraints, --exclude and --reserve, combined; reserved maps must
+    belong to ``cluster``."""
     from placement.constraints import PlacementConstraints, load_constraints
     from placement.rankmap import read_rankmap
     from topology.hostnames import expand_hostlist
 
-    base = load_constraints(args.constraints) if args.constraints else PlacementConstraints()
+    base = load_constraints(args.constraints, cluster) if args.constraints else PlacementConstraints()
     exclude = tuple(expand_hostlist(args.exclude, key="--exclude")) if args.exclude else ()
-    reserve = tuple(h for path in args.reserve for h in read_rankmap(path).hosts)
+    maps = [read_rankmap(path) for path in args.reserve]
+    for rm in maps:
+        rm.verify_cluster(cluster)
+    reserve = tuple(h for rm in maps for h in rm.hosts)
     return PlacementConstraints(exclude=base.exclude + exclude, reserve=base.reserve + reserve, quotas=base.quotas,
                                 stage_pins=base.stage_pins, rank_pins=base.rank_pins, source=base.source)
 
@@ -114,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             return _replan(args)
         if command == "topo":
             return run_topo(args)
+        if command == "simulate":
+            return run_simulate(args)
         return _verify(args)
     except RankmapError as exc:
         if args.debug:
@@ -159,8 +167,10 @@ def _plan(args) -> int:
     job = load_job(job_path, overrides)
     objectives = tuple(o.strip() for o in args.objective.split(",") if o.strip())
     previous = read_rankmap(args.previous) if args.previous else None
+    if previous is not None:
+        previous.verify_cluster(cluster)
     result = plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                  constraints=_constraints(args), objectives=objectives, previous=previous)
+                  constraints=_constraints(args, cluster), objectives=objectives, previous=previous)
     written = write_plan_files(result.rankmap, args.out)
     print_plan(cluster, result, written, time.perf_counter() - t0)
     return EXIT_OK
@@ -180,7 +190,7 @@ def _replan(args) -> int:
     for host in failed:
         if not cluster.has_host(host):
             raise RankmapError(f"--failed: host {host!r} is not in cluster {cluster.name!r}")
-    result = replan(cluster, previous, failed, _constraints(args))
+    result = replan(cluster, previous, failed, _constraints(args, cluster))
     written = write_plan_files(result.rankmap, args.out)
     print_replan(result, written)
     return EXIT_OK

@@ -2,11 +2,16 @@
 
 A reader never sees a half-written file, and a run that fails before the rename leaves
 the previous outputs as they were. Several files are committed together: all are
-written to temp files first, and renamed only once every one was written.
+written to temp files first, and renamed only once every one was written, under an
+exclusive lock on ``FOLDER/.rankmap.lock`` so that two runs writing into one folder
+cannot interleave their files. The renames of one commit follow each other at once;
+only a kill between two of them (a window of microseconds) could leave files of two
+runs side by side, never a truncated one.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 from pathlib import Path
@@ -54,8 +59,10 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Pat
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
-        for tmp, final in staged:
-            os.replace(tmp, final)
+        with open(out / ".rankmap.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            for tmp, final in staged:
+                os.replace(tmp, final)
     except OSError as exc:
         raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
     finally:

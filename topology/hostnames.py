@@ -6,6 +6,7 @@ same syntax); this module only adds checks and error messages.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 import hostlist
@@ -20,17 +21,30 @@ _LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 def check_hostname(name: str) -> str | None:
-    """Return why ``name`` is not a valid RFC 1123 hostname, or None if it is.
+    """Return why ``name`` is neither an RFC 1123 hostname nor an IPv4/IPv6 address, or None.
+
+    Names that pass contain only letters, digits, '-', '.' (and ':' in IPv6 addresses),
+    so they are safe in generated shell scripts even before quoting.
 
     Examples
     --------
-    >>> check_hostname("ip-10-0-3-17") is None
+    >>> check_hostname("ip-10-0-3-17") is None, check_hostname("10.0.0.30") is None
+    (True, True)
+    >>> check_hostname("fd00::12") is None
     True
     >>> check_hostname("a;rm -rf ~")
     "character ';' is not allowed in a hostname (RFC 1123)"
+    >>> check_hostname("$(id)")
+    "character '$' is not allowed in a hostname (RFC 1123)"
     """
     if not isinstance(name, str) or not name:
         return "empty hostname"
+    if ":" in name:
+        try:
+            ipaddress.IPv6Address(name)
+            return None
+        except ValueError:
+            return f"{name!r} is not a valid IPv6 address"
     if len(name) > 253:
         return "hostname longer than 253 characters"
     for label in name.split("."):

@@ -34,7 +34,7 @@ from topology.model import Cluster
 from .job import DIMS, JobSpec, job_from_data, job_to_dict
 from .layout import ParallelLayout
 
-__all__ = ["RankMap", "RankMapError", "SCHEMA", "read_rankmap", "write_plan_files", "rankmap_to_json",
+__all__ = ["RankMap", "RankMapError", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
            "hostfile_text"]
 
 SCHEMA = "rankmap/v1"
@@ -200,10 +200,19 @@ def read_rankmap(path: str | Path) -> RankMap:
     """
     source = str(path)
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise RankMapError(f"cannot read file: {exc.strerror}", source=source) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except UnicodeDecodeError as exc:
+        raise RankMapError(f"not a JSON rank map: {exc}", source=source) from None
+    return parse_rankmap(text, source)
+
+
+def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
+    """Parse and validate rank map JSON text; see :func:`read_rankmap`."""
+    try:
+        doc = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise RankMapError(f"not a JSON rank map: {exc}", source=source) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RankMapError(f"expected schema {SCHEMA!r}", source=source, key="schema")

@@ -30,7 +30,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import yaml
 
 from .errors import SpecError
 from .hostnames import check_hostname
@@ -38,7 +37,7 @@ from .model import Switch
 from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
 from .tree import find_cycle, name_key
 from .yamlio import Fields
-from .yamlio import _convert  # the line-keeping node converter, applied here to every document
+from .yamlio import parse_yaml_documents
 
 __all__ = ["parse_hypernodes"]
 
@@ -88,22 +87,7 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
 
 def _documents(text: str, source: str) -> list:
     """Every YAML document (items of a List count as documents), with line numbers."""
-    loader = yaml.SafeLoader(text)
-    docs = []
-    try:
-        while loader.check_node():
-            node = loader.get_node()
-            if node is not None:
-                docs.append(_convert(loader, node, source))
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        last = max(1, len(text.splitlines()))  # an error at the end of the stream is on the last line
-        raise SpecError(f"invalid YAML: {exc.problem or exc.context}", source=source,
-                        line=min(mark.line + 1, last) if mark else 1) from None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"invalid YAML: {exc}", source=source, line=1) from None
-    finally:
-        loader.dispose()
+    docs = parse_yaml_documents(text, source)
     out = []
     for doc in docs:
         if isinstance(doc, dict) and doc.get("kind") == "List":

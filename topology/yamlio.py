@@ -13,7 +13,7 @@ import yaml
 
 from .errors import SpecError
 
-__all__ = ["LocMap", "LocList", "parse_yaml", "read_yaml", "Fields"]
+__all__ = ["LocMap", "LocList", "parse_yaml", "parse_yaml_documents", "read_yaml", "Fields"]
 
 
 class LocMap(dict):
@@ -73,27 +73,59 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
     Raises
     ------
     SpecError
-        On a YAML syntax error, a duplicate key or more than one document.
+        On a YAML syntax error, a forbidden character, a duplicate key or more than one
+        document.
 
     Examples
     --------
-    >>> doc = parse_yaml("a: 1\\nb: [x, y]\\n")
+    >>> doc = parse_yaml("a: 1\nb: [x, y]\n")
     >>> doc["b"], doc.key_lines["b"]
     (['x', 'y'], 2)
     """
-    loader = yaml.SafeLoader(text)
+    return _load(text, source, lambda loader: _single(loader, source))
+
+
+def parse_yaml_documents(text: str, source: str = "<string>") -> list:
+    """Every document of a multi-document YAML stream, with line numbers (errors at the end
+    of the stream are reported on its last line)."""
+    def documents(loader):
+        docs = []
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                docs.append(_convert(loader, node, source))
+        return docs
+    return _load(text, source, documents, clamp=max(1, len(text.splitlines())))
+
+
+def _single(loader: yaml.SafeLoader, source: str) -> Any:
+    node = loader.get_single_node()
+    return None if node is None else _convert(loader, node, source)
+
+
+def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
+    """Run ``read(loader)`` on a safe loader, turning every YAML failure into SpecError."""
+    def reader_error(exc: yaml.reader.ReaderError) -> SpecError:
+        line = text.count("\n", 0, exc.position) + 1
+        return SpecError(f"invalid YAML: character {exc.character!r} is not allowed", source=source, line=line)
+
     try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        return _convert(loader, node, source)
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as exc:  # raised at once for characters YAML forbids
+        raise reader_error(exc) from None
+    try:
+        return read(loader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else None
-        raise SpecError(f"invalid YAML: {exc.problem or exc.context}",
-                        source=source, line=line) from None
+        line = mark.line + 1 if mark else 1
+        raise SpecError(f"invalid YAML: {exc.problem or exc.context}", source=source,
+                        line=min(line, clamp) if clamp else line) from None
+    except yaml.reader.ReaderError as exc:
+        raise reader_error(exc) from None
     except yaml.YAMLError as exc:
-        raise SpecError(f"invalid YAML: {exc}", source=source) from None
+        raise SpecError(f"invalid YAML: {exc}", source=source, line=1) from None
+    except RecursionError:
+        raise SpecError("invalid YAML: nested too deeply", source=source) from None
     finally:
         loader.dispose()
 

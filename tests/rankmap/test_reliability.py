@@ -36,12 +36,9 @@ def test_hostile_hostnames_are_refused_before_anything_is_written(tmp_path, name
         "topology.conf": f"SwitchName=s1 Nodes=n1,{name}\n",
         "hostfile": f"n1 slots=8\n{name} slots=8\n",
     }
-    runs = [
-        rankmap("plan", "--cluster", tmp_path / "cluster.yaml", "--out", out),
-        rankmap("topo", "import", "--from", "slurm", tmp_path / "topology.conf", "--out", out / "c.yaml"),
-        rankmap("topo", "import", "--from", "hostfile", tmp_path / "hostfile", "--out", out / "c.yaml"),
-        rankmap("plan", "--example", "racks", "--exclude", name, "--out", out),
-    ]
+    cases["nodes.json"] = json.dumps({"kind": "List", "items": [{"metadata": {"name": name, "labels": {
+        "topology.k8s.aws/network-node-layer-1": "a"}}, "status": {"capacity": {"nvidia.com/gpu": "8"}}}]})
+    cases["constraints.yaml"] = f"exclude: {json.dumps(name)}\n"
     for file, text in cases.items():
         (tmp_path / file).write_text(text)
     runs = [
@@ -49,6 +46,8 @@ def test_hostile_hostnames_are_refused_before_anything_is_written(tmp_path, name
         rankmap("topo", "import", "--from", "slurm", tmp_path / "topology.conf", "--out", out / "c.yaml"),
         rankmap("topo", "import", "--from", "hostfile", tmp_path / "hostfile", "--out", out / "c.yaml"),
         rankmap("plan", "--example", "racks", "--exclude", name, "--out", out),
+        rankmap("topo", "import", "--from", "k8s-labels", tmp_path / "nodes.json", "--out", out / "c.yaml"),
+        rankmap("plan", "--example", "racks", "--constraints", tmp_path / "constraints.yaml", "--out", out),
     ]
     for run in runs:
         assert run.returncode in (2, 3), run.stderr
@@ -82,11 +81,13 @@ def test_edited_rank_map_is_rejected_by_every_reader(tmp_path, planned, edit):
         rankmap("replan", "--rankmap", path, "--cluster", cluster, "--failed", "gpu-r1-n01", "--out", tmp_path / "r"),
         rankmap("plan", "--example", "racks", "--previous", path, "--out", tmp_path / "p"),
         rankmap("plan", "--example", "racks", "--reserve", path, "--out", tmp_path / "p"),
+        rankmap("simulate", "--cluster", cluster, "--job", "examples/racks/job.yaml", "--rankmap", path,
+                "--seeds", "1", "--out", tmp_path / "s"),
     ]
     for run in runs:
         assert run.returncode == 3, run.stderr
         assert str(path) in run.stderr and "Traceback" not in run.stderr
-    assert not (tmp_path / "r").exists() and not (tmp_path / "p").exists()
+    assert not (tmp_path / "r").exists() and not (tmp_path / "p").exists() and not (tmp_path / "s").exists()
 
 
 def consistent_pair(folder: Path) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
+from .diagnose_cli import add_diagnose_parser, run_diagnose
 from .simulate_cli import add_simulate_parser, run_simulate
 from .topo_cli import add_topo_parser, run_topo
 
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
 
     add_topo_parser(sub)
     add_simulate_parser(sub)
+    add_diagnose_parser(sub)
 
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
@@ -122,6 +124,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_topo(args)
         if command == "simulate":
             return run_simulate(args)
+        if command == "diagnose":
+            return run_diagnose(args)
         return _verify(args)
     except RankmapError as exc:
         if args.debug:

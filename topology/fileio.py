@@ -22,15 +22,15 @@ from .errors import RankmapError
 __all__ = ["atomic_write_files", "atomic_write_text"]
 
 
-def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Path]:
-    """Write ``{name: text}`` into ``folder`` atomically per file, renaming only after all are written.
+def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
+    """Write ``{name: text or bytes}`` into ``folder`` atomically per file, renaming only after all are written.
 
     Parameters
     ----------
     folder : str or Path
         Output folder; created if missing.
-    files : mapping of str to str
-        File name (no directories) to UTF-8 text.
+    files : mapping of str to str or bytes
+        File name (no directories) to UTF-8 text, or to raw bytes (e.g. a PNG).
 
     Returns
     -------
@@ -55,8 +55,9 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str]) -> list[Pat
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
             staged.append((tmp, out / name))
             os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
-            with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
+            data = text if isinstance(text, bytes) else text.encode("utf-8")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
         with open(out / ".rankmap.lock", "a") as lock:

@@ -183,7 +183,8 @@ def run_simulate(args) -> int:
     from simulator.iteration import job_comm_ops
     from simulator.network import Network
     from simulator.plot import render_png
-    from simulator.report import document_json, placement_summary, simulation_document, write_outputs
+    from simulator.report import document_json, placement_summary, simulation_document
+    from topology.fileio import atomic_write_files
     from simulator.stats import sweep_iteration
 
     t0 = time.perf_counter()
@@ -206,7 +207,7 @@ def run_simulate(args) -> int:
     doc = simulation_document(network, job, source, ops, config, routing, summaries)
     title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {len(seeds)} ECMP seed(s)"
     png = render_png(network, [(name, s.first) for name, s in sweeps], title)
-    written = write_outputs(args.out, {"simulation.json": document_json(doc).encode(), "simulation.png": png})
+    written = atomic_write_files(args.out, {"simulation.json": document_json(doc).encode(), "simulation.png": png})
     _print(cluster, job, doc, written, time.perf_counter() - t0, len(seeds))
     return 0
 

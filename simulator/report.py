@@ -14,14 +14,10 @@ Schema ``rankmap-simulation/v1``::
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from pathlib import Path
 
 import numpy as np
 
 from placement.job import job_to_dict
-from topology.errors import RankmapError
 
 from .collectives import CollectiveConfig
 from .ecmp import EcmpConfig
@@ -30,7 +26,7 @@ from .iteration import IterationResult
 from .network import Network
 from .stats import IterationSweep, summarize
 
-__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json", "write_outputs"]
+__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json"]
 
 SCHEMA = "rankmap-simulation/v1"
 
@@ -128,42 +124,3 @@ def simulation_document(network: Network, job, traffic_source: str, ops, config:
 def document_json(doc: dict) -> str:
     """Serialise with a fixed layout (2-space indent, keys in insertion order, trailing newline)."""
     return json.dumps(doc, indent=2, allow_nan=False) + "\n"
-
-
-def write_outputs(folder: str | Path, files: dict[str, bytes]) -> list[Path]:
-    """Write ``{name: bytes}`` into ``folder``: every file to a temp file first (fsync), then
-    rename them all -- a failed run leaves earlier outputs untouched.
-
-    Raises
-    ------
-    RankmapError
-        The folder cannot be created or a file cannot be written (temp files are removed).
-    """
-    out = Path(folder)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
-    staged: list[tuple[str, Path]] = []
-    mask = os.umask(0)
-    os.umask(mask)
-    try:
-        for name, data in files.items():
-            if "/" in name or name in ("", ".", ".."):
-                raise RankmapError(f"bad output file name {name!r}")
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
-            staged.append((tmp, out / name))
-            os.fchmod(fd, 0o666 & ~mask)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        for tmp, final in staged:
-            os.replace(tmp, final)
-    except OSError as exc:
-        raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-    return [final for _, final in staged]

@@ -3,7 +3,7 @@
 A reader never sees a half-written file, and a run that fails before the rename leaves
 the previous outputs as they were. Several files are committed together: all are
 written to temp files first, and renamed only once every one was written, under an
-exclusive lock on ``FOLDER/.rankmap.lock`` so that two runs writing into one folder
+exclusive lock (flock) on the folder itself, so that two runs writing into one folder
 cannot interleave their files. The renames of one commit follow each other at once;
 only a kill between two of them (a window of microseconds) could leave files of two
 runs side by side, never a truncated one.
@@ -60,10 +60,13 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-        with open(out / ".rankmap.lock", "a") as lock:
+        lock = os.open(out, os.O_RDONLY)  # flock on the folder itself: no lock file left behind
+        try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             for tmp, final in staged:
                 os.replace(tmp, final)
+        finally:
+            os.close(lock)
     except OSError as exc:
         raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
     finally:

@@ -10,7 +10,8 @@ from simulator.flows import RankPlacement
 from simulator.iteration import job_comm_ops
 from simulator.network import Network
 from simulator.plot import render_png
-from simulator.report import document_json, placement_summary, round_floats, simulation_document, write_outputs
+from simulator.report import document_json, placement_summary, round_floats, simulation_document
+from topology.fileio import atomic_write_files as write_outputs
 from simulator.collectives import CollectiveConfig
 from simulator.ecmp import EcmpConfig
 from simulator.stats import sweep_iteration

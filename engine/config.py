@@ -1,0 +1,235 @@
+"""Typed configuration of an engine run (``engine.yaml``), validated when it is built.
+
+The rank map decides the parallel sizes (tp, pp, dp), the virtual stages and the batch
+(micro-batch size, micro-batches per iteration); the config decides everything else. Every
+key is optional; the defaults train a tiny model that runs on CPUs in seconds::
+
+    model: {layers: 4, hidden: 64, heads: 4, seq_len: 64}   # or "model: rankmap": the map's shape
+    parallel:
+      schedule: auto            # auto (interleaved-1f1b when vpp > 1, else 1f1b), 1f1b, gpipe,
+                                # interleaved-1f1b
+      virtual_stages: null      # null: the rank map's vpp
+      data_parallel: fsdp       # fsdp (FSDP2 fully_shard) or ddp
+      sequence_parallel: true   # Megatron-style sequence parallelism with tp > 1
+      launcher_order: error     # error: stop when the launcher numbered ranks unlike the map;
+                                # rerank: take each rank from the map by (host, local rank)
+    train: {steps: 20, lr: 0.003, warmup_steps: 0, weight_decay: 0.0, grad_clip: 1.0, seed: 0,
+            micro_batch_size: null, micro_batches: null}    # null: the rank map's batch
+    data: {root: null, max_bytes: 4000000}                  # null: this Python's standard library
+    checkpoint: {dir: null, every: 0, resume: true}
+    init_timeout_s: 300
+
+``train.steps: 0`` runs the start-up checks only (placement report, no training).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from topology.errors import SpecError
+from topology.yamlio import Fields, read_yaml
+
+__all__ = ["ModelConfig", "ParallelConfig", "TrainConfig", "DataConfig", "CheckpointConfig", "EngineConfig",
+           "load_config", "config_from_data", "SCHEDULES", "BYTE_VOCAB"]
+
+SCHEDULES = ("auto", "1f1b", "gpipe", "interleaved-1f1b")
+BYTE_VOCAB = 256  # byte-level tokens: one per byte value
+
+
+def _check(ok: bool, key: str, message: str) -> None:
+    """Raise SpecError naming the dotted ``key`` unless ``ok``."""
+    if not ok:
+        raise SpecError(message, key=key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelConfig:
+    """Shape of the GPT model (counts; ``vocab`` is the byte vocabulary, 256).
+
+    ``hidden / heads`` is the head dimension, which rotary embeddings need even.
+    """
+
+    layers: int = 4
+    hidden: int = 64
+    heads: int = 4
+    seq_len: int = 64
+    vocab: int = BYTE_VOCAB
+    mlp_ratio: int = 4
+    rope_base: float = 10000.0
+    init_std: float = 0.02
+
+    def __post_init__(self) -> None:
+        for key in ("layers", "hidden", "heads", "seq_len", "vocab", "mlp_ratio"):
+            _check(getattr(self, key) >= 1, f"model.{key}", f"must be >= 1, got {getattr(self, key)}")
+        _check(self.hidden % self.heads == 0, "model.heads", f"heads ({self.heads}) must divide hidden ({self.hidden})")
+        _check((self.hidden // self.heads) % 2 == 0, "model.heads",
+               f"the head dimension hidden/heads = {self.hidden // self.heads} must be even (rotary embeddings)")
+        _check(self.rope_base > 1 and self.init_std > 0, "model", "model.rope_base must be > 1 and model.init_std > 0")
+
+    @property
+    def head_dim(self) -> int:
+        return self.hidden // self.heads
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelConfig:
+    """How the rank map's tp/pp/dp are realised (see the module docstring)."""
+
+    schedule: str = "auto"
+    virtual_stages: int | None = None
+    data_parallel: str = "fsdp"
+    sequence_parallel: bool = True
+    launcher_order: str = "error"
+
+    def __post_init__(self) -> None:
+        _check(self.schedule in SCHEDULES, "parallel.schedule", f"parallel.schedule must be one of {', '.join(SCHEDULES)}, "
+                                           f"got {self.schedule!r}")
+        _check(self.virtual_stages is None or self.virtual_stages >= 1, "parallel.virtual_stages", "parallel.virtual_stages must be >= 1")
+        _check(self.data_parallel in ("fsdp", "ddp"), "parallel.data_parallel", f"parallel.data_parallel must be fsdp or ddp, "
+                                                      f"got {self.data_parallel!r}")
+        _check(self.launcher_order in ("error", "rerank"), "parallel.launcher_order", f"parallel.launcher_order must be error or rerank, "
+                                                           f"got {self.launcher_order!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    """Optimisation: AdamW with linear warm-up, global-norm clipping; ``lr`` per step."""
+
+    steps: int = 20
+    lr: float = 3e-3
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0
+    seed: int = 0
+    micro_batch_size: int | None = None
+    micro_batches: int | None = None
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 0 and self.warmup_steps >= 0, "train.steps", "train.steps and train.warmup_steps must be >= 0")
+        _check(self.lr > 0 and self.weight_decay >= 0, "train.lr", "train.lr must be > 0 and train.weight_decay >= 0")
+        _check(0 <= self.beta1 < 1 and 0 <= self.beta2 < 1, "train.beta1", "train.beta1 and train.beta2 must be in [0, 1)")
+        _check(self.grad_clip >= 0, "train.grad_clip", "train.grad_clip must be >= 0 (0: no clipping)")
+        for key in ("micro_batch_size", "micro_batches"):
+            value = getattr(self, key)
+            _check(value is None or value >= 1, f"train.{key}", f"must be >= 1, got {value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataConfig:
+    """Where the text comes from: ``root`` (None: this Python's standard library), files ending
+    in one of ``suffixes``, read in sorted path order until ``max_bytes``."""
+
+    root: str | None = None
+    suffixes: tuple = (".py", ".txt", ".rst")
+    max_bytes: int = 4_000_000
+
+    def __post_init__(self) -> None:
+        _check(self.max_bytes >= 4096, "data.max_bytes", f"data.max_bytes must be >= 4096, got {self.max_bytes}")
+        _check(bool(self.suffixes), "data.suffixes", "data.suffixes must not be empty")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """Save every ``every`` steps (0: only at the end when ``dir`` is set) into ``dir``;
+    ``resume`` continues from its latest checkpoint."""
+
+    dir: str | None = None
+    every: int = 0
+    resume: bool = True
+
+    def __post_init__(self) -> None:
+        _check(self.every >= 0, "checkpoint.every", f"checkpoint.every must be >= 0, got {self.every}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EngineConfig:
+    """One engine run. ``model_from_rankmap``: use the rank map job's model shape."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    model_from_rankmap: bool = False
+    parallel: ParallelConfig = field(default_factory=ParallelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    init_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        _check(self.init_timeout_s > 0, "init_timeout_s", "init_timeout_s must be > 0")
+
+    def with_steps(self, steps: int) -> "EngineConfig":
+        """The config with ``train.steps`` replaced (``--steps`` on the command line)."""
+        return dataclasses.replace(self, train=dataclasses.replace(self.train, steps=steps))
+
+
+_SECTIONS = {
+    "model": (ModelConfig, {"layers": "int", "hidden": "int", "heads": "int", "seq_len": "int", "mlp_ratio": "int",
+                            "rope_base": "number", "init_std": "number"}),
+    "parallel": (ParallelConfig, {"schedule": "str", "virtual_stages": "int?", "data_parallel": "str",
+                                  "sequence_parallel": "bool", "launcher_order": "str"}),
+    "train": (TrainConfig, {"steps": "int", "lr": "number", "warmup_steps": "int", "weight_decay": "number0",
+                            "beta1": "number0", "beta2": "number0", "grad_clip": "number0", "seed": "int",
+                            "micro_batch_size": "int?", "micro_batches": "int?"}),
+    "data": (DataConfig, {"root": "str?", "suffixes": "strs", "max_bytes": "int"}),
+    "checkpoint": (CheckpointConfig, {"dir": "str?", "every": "int", "resume": "bool"}),
+}
+
+
+def load_config(path: str | Path | None) -> EngineConfig:
+    """Read ``engine.yaml`` (None: the defaults).
+
+    Raises
+    ------
+    SpecError
+        ``FILE:LINE: key: what is wrong`` for an unknown key or a bad value.
+    """
+    if path is None:
+        return EngineConfig()
+    return config_from_data(read_yaml(path), str(path))
+
+
+def config_from_data(data, source: str) -> EngineConfig:
+    """Build an :class:`EngineConfig` from parsed YAML (see :func:`load_config`)."""
+    top = Fields(data if data is not None else {}, source).only(*_SECTIONS, "init_timeout_s")
+    kwargs: dict = {}
+    if top.raw("model", None) == "rankmap":
+        kwargs["model_from_rankmap"] = True
+    for name, (cls, keys) in _SECTIONS.items():
+        if name in kwargs or (name == "model" and kwargs.get("model_from_rankmap")):
+            continue
+        sub = top.sub(name).only(*keys)
+        values = {key: _value(sub, key, kind) for key, kind in keys.items() if sub.has(key)}
+        sub.done()
+        try:
+            kwargs[name] = cls(**values)
+        except SpecError as exc:
+            key = (exc.key or "").rpartition(".")[2]
+            raise SpecError(exc.message, source=source, line=sub.line_of(key) if sub.has(key) else sub.line,
+                            key=exc.key) from None
+    if top.has("init_timeout_s"):
+        kwargs["init_timeout_s"] = top.number("init_timeout_s")
+    top.done()
+    return EngineConfig(**kwargs)
+
+
+def _value(f: Fields, key: str, kind: str):
+    if kind.endswith("?") and f.raw(key) is None:
+        return None
+    kind = kind.rstrip("?")
+    if kind == "int":
+        return f.int(key, minimum=0)
+    if kind == "number":
+        return float(f.number(key))
+    if kind == "number0":
+        return float(f.number(key, positive=False))
+    if kind == "bool":
+        return f.bool(key)
+    if kind == "strs":
+        items = f.seq(key)
+        if not items or not all(isinstance(s, str) and s for s in items):
+            raise f.error(key, f"expected a list of non-empty strings, got {items!r}")
+        return tuple(items)
+    return f.str(key)

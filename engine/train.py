@@ -1,0 +1,227 @@
+"""The engine's entry point: ``python -m engine.train --rankmap rankmap.json [--config engine.yaml]``.
+
+Started by a launcher (torchrun, srun or mpirun; ``rankmap launch`` writes the lines) on every
+host of the rank map. Parse -> build -> run -> close:
+
+- build: read the map and config, join the process group, check every process's (host, local
+  rank) against the map, build the mesh and check every TP/PP/DP group, load the text, build
+  the model on every rank from one seed, split/shard/wrap it, optionally resume a checkpoint;
+- run: ``train.steps`` iterations, each logged by rank 0 as one JSON line (stdout and
+  ``OUT/train-log.jsonl``): step, loss (nats per byte), grad_norm, lr, tokens, step_time_s,
+  tokens_per_s;
+- close: final checkpoint if configured, destroy the process group.
+
+Rank 0 writes ``OUT/placement.json`` (every process's launcher rank, map rank, host and local
+rank) before training; a start-up failure is written to ``OUT/error.txt`` and printed once.
+Exit codes: 0 done, 3 bad input or placement mismatch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from placement.rankmap import RankMap, read_rankmap
+from topology.errors import RankmapError
+from topology.fileio import atomic_write_text
+
+from .config import EngineConfig, load_config
+from .errors import PlacementMismatch
+from .ranks import LaunchEnv
+from .runspec import RunSpec, resolve_run
+
+__all__ = ["main", "build", "run", "close", "Trainer"]
+
+
+@dataclass
+class Trainer:
+    """Everything a run holds once built."""
+
+    rm: RankMap
+    cfg: EngineConfig
+    spec: RunSpec
+    out: Path
+    rank: int
+    device: object = None
+    mesh: object = None
+    parts: object = None
+    optimizers: list = field(default_factory=list)
+    corpus: object = None
+    start_step: int = 0
+    log: list = field(default_factory=list)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__.split("\n")[0])
+    p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json of the job")
+    p.add_argument("--config", type=Path, help="engine.yaml (default: the built-in tiny model)")
+    p.add_argument("--steps", type=int, help="override train.steps (0: start-up checks only)")
+    p.add_argument("--out", type=Path, default=Path("rankmap-run"), help="log and report folder (default rankmap-run)")
+    return p.parse_args(argv)
+
+
+def _write_json(path: Path, doc) -> None:
+    atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+
+
+def _placement_report(t: Trainer, launch: LaunchEnv, startup, verified: bool) -> None:
+    if dist_rank() != 0:
+        return
+    ranks = [{"launcher_rank": c.launcher_rank, "rank": r, "host": c.host, "local_rank": c.local_rank,
+              "machine": c.machine, "pid": c.pid} for c, r in zip(startup.claims, startup.map_rank)]
+    _write_json(t.out / "placement.json", {"launcher": launch.launcher, "world_size": t.rm.world_size,
+                                           "launcher_order": "kept" if startup.message is None else "differs",
+                                           "message": startup.message, "groups_verified": verified, "ranks": ranks})
+
+
+def dist_rank() -> int:
+    import torch.distributed as dist
+    return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+
+
+def build(args: argparse.Namespace) -> Trainer:
+    """Read inputs, start the process group checked against the map, build model and data."""
+    import torch
+
+    from .data import load_corpus
+    from .mesh import build_mesh, exchange_claims, join, pick_device, rerank, verify_peers
+    from .model import GPT
+    from .optim import build_optimizers
+    from .parallel import Layout, build_parts, resolve_schedule
+
+    rm = read_rankmap(args.rankmap)
+    cfg = load_config(args.config)
+    if args.steps is not None:
+        cfg = cfg.with_steps(args.steps)
+    spec = resolve_run(cfg, rm.job)
+    schedule = resolve_schedule(cfg.parallel.schedule, spec.pp, spec.vpp, spec.micro_batches)
+    launch = LaunchEnv.from_environ()
+    device, backend = pick_device(launch.local_rank)
+    join(launch, rm, backend, cfg.init_timeout_s)
+    t = Trainer(rm=rm, cfg=cfg, spec=spec, out=args.out, rank=-1, device=device)
+    startup = exchange_claims(rm, launch)
+    _placement_report(t, launch, startup, verified=False)
+    if startup.message is not None:
+        if cfg.parallel.launcher_order == "error":
+            raise PlacementMismatch(startup.message)
+        rerank(startup.map_rank[launch.rank], backend, cfg.init_timeout_s)
+    t.rank = dist_rank()
+    entry = rm.entry(t.rank)
+    t.mesh = build_mesh(rm, device.type)
+    verify_peers(rm, t.mesh, entry["host"], entry["local_rank"])
+    _placement_report(t, launch, startup, verified=True)
+    if cfg.train.steps == 0:
+        return t
+    lay = Layout(tp=spec.tp, pp=spec.pp, dp=spec.dp, vpp=spec.vpp, pp_rank=t.mesh["pp"].get_local_rank(),
+                 schedule=schedule, data_parallel=cfg.parallel.data_parallel,
+                 sequence_parallel=cfg.parallel.sequence_parallel and spec.tp > 1,
+                 micro_batch_size=spec.micro_batch_size, micro_batches=spec.micro_batches, seq_len=spec.seq_len)
+    t.corpus = load_corpus(cfg.data)
+    torch.manual_seed(cfg.train.seed)  # the same full model on every rank, then split and sharded
+    full = GPT(spec.model)
+    t.parts = build_parts(full, t.mesh, lay, device)
+    del full
+    t.optimizers = build_optimizers(t.parts.modules, cfg.train)
+    _maybe_resume(t)
+    return t
+
+
+def _maybe_resume(t: Trainer) -> None:
+    from .checkpoint import latest_checkpoint, load_checkpoint
+
+    ck = t.cfg.checkpoint
+    if ck.dir and ck.resume:
+        path = latest_checkpoint(ck.dir)
+        if path is not None:
+            meta = load_checkpoint(path, t.parts.modules, t.optimizers)
+            t.start_step = int(meta["step"])
+            log = t.out / "train-log.jsonl"
+            if log.is_file():
+                t.log = [json.loads(line) for line in log.read_text().splitlines()
+                         if line.strip() and json.loads(line)["step"] <= t.start_step]
+
+
+def _save(t: Trainer, step: int) -> None:
+    from .checkpoint import save_checkpoint
+
+    save_checkpoint(t.cfg.checkpoint.dir, step, t.parts.modules, t.optimizers,
+                    {"rankmap": str(t.rm.cluster_name), "world_size": t.rm.world_size})
+
+
+def run(t: Trainer) -> None:
+    """Train ``train.steps`` iterations from ``start_step``; rank 0 logs each as JSON."""
+    from .data import global_batch
+    from .optim import lr_at
+    from .step import split_batch, train_step
+
+    spec, tc = t.spec, t.cfg.train
+    if tc.steps == 0:
+        return
+    dp_rank = t.mesh["dp"].get_local_rank()
+    pp_group = t.mesh["pp"].get_group()
+    for step in range(t.start_step + 1, tc.steps + 1):
+        t0 = time.perf_counter()
+        batch = global_batch(t.corpus, step, tc.seed, spec.rows, spec.seq_len)  # (rows, T+1)
+        x, y = split_batch(batch, dp_rank, spec.dp, t.device)
+        lr = lr_at(step, tc)
+        loss, norm = train_step(t.parts, t.optimizers, x, y, lr, tc.grad_clip, pp_group, t.device)
+        dt = time.perf_counter() - t0
+        record = {"step": step, "loss": loss, "grad_norm": norm, "lr": lr, "tokens": spec.tokens_per_step,
+                  "step_time_s": round(dt, 6), "tokens_per_s": round(spec.tokens_per_step / dt, 3)}
+        if t.rank == 0:
+            t.log.append(record)
+            print(json.dumps(record), flush=True)
+            atomic_write_text(t.out / "train-log.jsonl", "".join(json.dumps(r) + "\n" for r in t.log))
+        ck = t.cfg.checkpoint
+        if ck.dir and ck.every and step % ck.every == 0 and step != tc.steps:
+            _save(t, step)
+
+
+def close(t: Trainer | None) -> None:
+    """Final checkpoint (when configured) and process-group teardown."""
+    import torch.distributed as dist
+
+    if t is not None and t.parts is not None and t.cfg.checkpoint.dir and t.start_step < t.cfg.train.steps:
+        _save(t, t.cfg.train.steps)
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    trainer = None
+    try:
+        trainer = build(args)
+        run(trainer)
+        close(trainer)
+        return 0
+    except RankmapError as exc:
+        _report_error(args.out, exc)
+        return 3
+
+
+def _report_error(out: Path, exc: RankmapError) -> None:
+    """Print the error once (rank 0, or any rank when it may be alone in seeing it) and save it."""
+    rank = dist_rank()
+    if rank == 0 or not isinstance(exc, PlacementMismatch):
+        print(f"rankmap-engine: error: [rank {rank}] {exc}", file=sys.stderr, flush=True)
+    if rank == 0:
+        try:
+            atomic_write_text(out / "error.txt", f"{exc}\n")
+        except RankmapError:
+            pass
+    try:
+        import torch.distributed as dist
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # noqa: BLE001 - tearing down after an error; the error is already reported
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

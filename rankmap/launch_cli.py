@@ -1,0 +1,155 @@
+"""``rankmap launch``: start a planned job so that every rank runs where the rank map says.
+
+Two forms::
+
+    rankmap launch --rankmap DIR/rankmap.json --format {torchrun,slurm,mpi,deepspeed} --out DIR
+    rankmap launch --local --rankmap DIR/rankmap.json [--steps N] [--config engine.yaml] [--out RUN]
+
+The first writes launch files (see :mod:`engine.launch`); the second trains on this machine,
+one torchrun agent per host of the map on 127.0.0.1 (see :mod:`engine.local`). Neither imports
+torch in this process: ``--local`` needs it only in the agents it starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from topology.errors import RankmapError
+
+__all__ = ["add_launch_parser", "run_launch", "main"]
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 1..65535, got {text!r}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def add_launch_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``launch`` command to the CLI's subparsers."""
+    from engine.launch import FORMATS
+
+    p = subparsers.add_parser(
+        "launch", help="write launch files for a rank map (torchrun, Slurm, Open MPI, DeepSpeed), or run it here",
+        description="Start a planned job so that global rank r runs on the host and GPU the rank map names. "
+                    "--format writes launch files; --local trains on this machine, one torchrun agent per host.")
+    p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json written by `rankmap plan`")
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--format", choices=FORMATS, help="launch files to write")
+    mode.add_argument("--local", action="store_true", help="run the job here, each host emulated on 127.0.0.1")
+    p.add_argument("--out", type=Path, help="output folder (default: DIR/launch-FORMAT, or DIR/run with --local)")
+    p.add_argument("--config", type=Path, help="engine.yaml for the training engine")
+    p.add_argument("--steps", type=_count, help="training steps (overrides train.steps; 0: start-up checks only)")
+    p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
+    p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
+    p.add_argument("--master-port", type=_port, help="rendezvous port (default 29500; --local: a free port)")
+    p.add_argument("--torchrun", default="torchrun", help="torchrun command in generated lines (default torchrun)")
+    p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
+    p.add_argument("--timeout", type=float, help="--local: stop the run after this many seconds")
+    return p
+
+
+def run_launch(args) -> int:
+    """Run ``rankmap launch``; errors are RankmapError (one line, exit code 3)."""
+    from engine.config import load_config
+    from engine.runspec import resolve_run
+    from placement.rankmap import read_rankmap
+
+    rm = read_rankmap(args.rankmap)
+    cfg = load_config(args.config)  # fail here, before anything starts, on a bad config
+    if args.steps is not None:
+        cfg = cfg.with_steps(args.steps)
+    resolve_run(cfg, rm.job)
+    if args.local:
+        return _local(args, rm)
+    return _files(args, rm)
+
+
+def _files(args, rm) -> int:
+    from engine.launch import LaunchOptions, launch_files
+    from topology.fileio import atomic_write_files
+
+    out = args.out or args.rankmap.resolve().parent / f"launch-{args.format}"
+    opts = LaunchOptions(rankmap_path=str(args.rankmap.resolve()),
+                         config_path=str(args.config.resolve()) if args.config else None,
+                         out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
+                         torchrun=args.torchrun, resolve=not args.no_resolve, steps=args.steps)
+    files = launch_files(rm, args.format, opts, out)
+    written = atomic_write_files(out, files)
+    for path in written:
+        if path.suffix in (".sh", ".sbatch"):
+            path.chmod(path.stat().st_mode | 0o111)
+    print(f"rankmap launch: {args.format} files for {rm.world_size} ranks on {len(rm.hosts)} hosts "
+          f"(node 0: {rm.hosts[0]}):")
+    for path in written:
+        print(f"  {path}")
+    return 0
+
+
+def _local(args, rm) -> int:
+    from engine.errors import LaunchError
+    from engine.local import free_port, local_agents, run_agents
+
+    run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
+    engine_args = ["--rankmap", str(args.rankmap.resolve()), "--out", str(run_dir)]
+    if args.config:
+        engine_args += ["--config", str(args.config.resolve())]
+    if args.steps is not None:
+        engine_args += ["--steps", str(args.steps)]
+    agents = local_agents(rm, engine_args, args.master_port or free_port())
+    print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
+          f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); logs in {run_dir}", flush=True)
+    try:
+        run_agents(agents, cwd=Path.cwd(), timeout_s=args.timeout)
+    except LaunchError as exc:
+        error = run_dir / "error.txt"
+        if error.is_file():
+            raise LaunchError(f"the job stopped: {error.read_text().strip()}") from None
+        raise
+    log = run_dir / "train-log.jsonl"
+    if log.is_file():
+        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        if records:
+            first, last = records[0], records[-1]
+            print(f"rankmap launch --local: {len(records)} steps, loss {first['loss']:.4f} -> {last['loss']:.4f}, "
+                  f"{last['tokens_per_s']:.0f} tokens/s at the last step")
+    else:
+        print(f"rankmap launch --local: start-up checks passed; placement report in {run_dir / 'placement.json'}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rankmap.launch_cli launch ...``: the launch command on its own."""
+    parser = argparse.ArgumentParser(prog="rankmap")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_launch_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return run_launch(args)
+    except RankmapError as exc:
+        print(f"rankmap: error: {exc}", file=sys.stderr)
+        return getattr(exc, "exit_code", 3)
+    except KeyboardInterrupt:
+        print("rankmap: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

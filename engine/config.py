@@ -192,7 +192,15 @@ def load_config(path: str | Path | None) -> EngineConfig:
 
 
 def config_from_data(data, source: str) -> EngineConfig:
-    """Build an :class:`EngineConfig` from parsed YAML (see :func:`load_config`)."""
+    """Build an :class:`EngineConfig` from parsed YAML (see :func:`load_config`).
+
+    Examples
+    --------
+    >>> from topology.yamlio import parse_yaml
+    >>> cfg = config_from_data(parse_yaml("train: {steps: 3}\\nparallel: {schedule: gpipe}\\n"), "e.yaml")
+    >>> cfg.train.steps, cfg.parallel.schedule, cfg.model.layers
+    (3, 'gpipe', 4)
+    """
     top = Fields(data if data is not None else {}, source).only(*_SECTIONS, "init_timeout_s")
     kwargs: dict = {}
     if top.raw("model", None) == "rankmap":

@@ -1,0 +1,188 @@
+"""Launch files from a rank map: torchrun lines, the Slurm script, rankfile and hostfile (no torch).
+
+The Slurm script runs here for real under ``bash`` with stand-ins for ``srun`` (which places
+task i on line i of SLURM_HOSTFILE, as ``--distribution=arbitrary`` does) and ``torchrun``
+(which records its argv), so the test sees what each host would start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engine.errors import LaunchError
+from engine.launch import LaunchOptions, check_host, launch_files
+from engine.launchfiles import (check_against_map, read_deepspeed_hostfile, read_rankfile, read_slurm_hostfile,
+                                read_torchrun_commands)
+from placement.rankmap import read_rankmap
+from topology.errors import SpecError
+
+from conftest import make_rankmap
+
+# Hosts whose string order differs from their numeric order and from the plan's order.
+HOSTS = ("node8", "node66", "node7", "node70")
+
+
+@pytest.fixture
+def rm(tmp_path):
+    return read_rankmap(make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=HOSTS, nprocs=[2, 2, 2, 2]))
+
+
+def opts(**kw):
+    return LaunchOptions(**{"rankmap_path": "/shared/plan/rankmap.json", "resolve": False, **kw})
+
+
+def test_torchrun_lines_pin_the_plans_node_order_with_the_static_rendezvous(rm, tmp_path):
+    files = launch_files(rm, "torchrun", opts(config_path="/shared/engine.yaml"), tmp_path)
+    lines = read_torchrun_commands(files["torchrun-commands.txt"])
+    assert [line.node_rank for line in lines] == [0, 1, 2, 3]
+    for n, line in enumerate(lines):
+        assert line.options["rdzv-backend"] == "static" and line.options["master-addr"] == "node8"
+        assert line.options["nnodes"] == "4" and line.options["nproc-per-node"] == "2"
+        assert line.argv[-6:] == ("-m", "engine.train", "--rankmap", "/shared/plan/rankmap.json", "--config",
+                                  "/shared/engine.yaml")
+    assert "# node rank 2: node7\n" in files["torchrun-commands.txt"]
+    assert "  2) host=node7 ;;" in files["torchrun.sh"]
+
+
+def test_hosts_of_different_sizes_get_their_own_process_counts(tmp_path):
+    rm = read_rankmap(make_rankmap(tmp_path / "p", tp=2, dp=3, hosts=("big", "small"), nprocs=[4, 2]))
+    lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
+    assert [line.options["nproc-per-node"] for line in lines] == ["4", "2"]
+    assert read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["hostfile"]) == [("big", 4),
+                                                                                                 ("small", 2)]
+    ranks = read_rankfile(launch_files(rm, "mpi", opts(), tmp_path)["rankfile"])
+    assert [(e.host, e.slot) for e in ranks] == [("big", 0), ("big", 1), ("big", 2), ("big", 3), ("small", 0),
+                                                 ("small", 1)]
+
+
+def test_every_value_is_quoted_and_every_script_parses(rm, tmp_path):
+    odd = "/tmp/run dir/$HOME;`x`"
+    for fmt in ("torchrun", "slurm", "mpi", "deepspeed"):
+        folder = tmp_path / fmt
+        folder.mkdir()
+        files = launch_files(rm, fmt, opts(out_dir=odd, config_path="/a b/engine.yaml"), folder)
+        for name, text in files.items():
+            if name.endswith((".sh", ".sbatch")):
+                (folder / name).write_text(text)
+                check = subprocess.run(["bash", "-n", str(folder / name)], capture_output=True, text=True)
+                assert check.returncode == 0, (name, check.stderr)
+                assert odd not in text.replace(shlex.quote(odd), "")  # only ever quoted
+    line = read_torchrun_commands(launch_files(rm, "torchrun", opts(out_dir=odd), tmp_path)["torchrun-commands.txt"])[0]
+    assert line.argv[line.argv.index("--out") + 1] == odd
+
+
+def _stand_ins(folder: Path, record: Path) -> dict:
+    """Fake srun and torchrun on PATH (both Python scripts)."""
+    folder.mkdir()
+    (folder / "srun").write_text(f"""#!{sys.executable}
+import os, subprocess, sys
+args = sys.argv[1:]
+i = next(k for k, a in enumerate(args) if not a.startswith("--"))
+opts, cmd = args[:i], args[i:]
+assert "--distribution=arbitrary" in opts, opts
+hosts = [h for h in open(os.environ["SLURM_HOSTFILE"]).read().split() if h]
+code = 0
+for task, host in enumerate(hosts):  # arbitrary distribution: task i on line i
+    env = dict(os.environ, SLURM_PROCID=str(task), SLURMD_NODENAME=host)
+    code = max(code, subprocess.run(cmd, env=env).returncode)
+sys.exit(code)
+""")
+    (folder / "torchrun").write_text(f"""#!{sys.executable}
+import json, os, sys
+node = [a for a in sys.argv if a.startswith("--node-rank=")][0].split("=")[1]
+with open(os.path.join({str(record)!r}, node + ".json"), "w") as f:
+    json.dump({{"argv": ["torchrun"] + sys.argv[1:], "host": os.environ.get("SLURMD_NODENAME")}}, f)
+""")
+    for name in ("srun", "torchrun"):
+        (folder / name).chmod(0o755)
+    return {**os.environ, "PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_slurm_script_starts_the_torchrun_lines_on_the_hosts_of_the_plan(rm, tmp_path):
+    slurm_dir, torchrun_dir, record = tmp_path / "slurm", tmp_path / "torchrun", tmp_path / "record"
+    record.mkdir()
+    o = opts(config_path="/shared/engine.yaml")
+    for folder, fmt in ((slurm_dir, "slurm"), (torchrun_dir, "torchrun")):
+        folder.mkdir()
+        for name, text in launch_files(rm, fmt, o, folder).items():
+            (folder / name).write_text(text)
+    script = (slurm_dir / "slurm.sbatch").read_text()
+    assert subprocess.run(["bash", "-n", str(slurm_dir / "slurm.sbatch")]).returncode == 0
+    assert "#SBATCH --nodes=4\n" in script and "#SBATCH --ntasks-per-node=1\n" in script
+    assert "--distribution=arbitrary" in script and 'SLURM_HOSTFILE="$launch_dir/slurm-hostfile"' in script
+    # One line per task (a torchrun agent per host), in the plan's node-rank order -- not sorted.
+    assert read_slurm_hostfile((slurm_dir / "slurm-hostfile").read_text()) == list(HOSTS)
+    run = subprocess.run(["bash", str(slurm_dir / "slurm.sbatch")], env=_stand_ins(tmp_path / "bin", record),
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    want = read_torchrun_commands((torchrun_dir / "torchrun-commands.txt").read_text())
+    for line in want:
+        got = json.loads((record / f"{line.node_rank}.json").read_text())
+        assert got["host"] == HOSTS[line.node_rank]
+        assert tuple(got["argv"]) == line.argv  # the torchrun format's line, word for word
+
+
+def test_torchrun_script_refuses_a_task_on_the_wrong_host(rm, tmp_path):
+    (tmp_path / "torchrun.sh").write_text(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun.sh"])
+    env = {**os.environ, "SLURM_PROCID": "1", "SLURMD_NODENAME": "node7"}
+    run = subprocess.run(["bash", str(tmp_path / "torchrun.sh")], env=env, capture_output=True, text=True)
+    assert run.returncode == 2 and "node rank 1 belongs on node66, but this task runs on node7" in run.stderr
+    run = subprocess.run(["bash", str(tmp_path / "torchrun.sh"), "9"], capture_output=True, text=True)
+    assert run.returncode == 2 and "no node rank for this host" in run.stderr
+
+
+def test_rankfile_and_hostfile_round_trip_through_the_readers(rm, tmp_path):
+    mpi = launch_files(rm, "mpi", opts(), tmp_path)
+    entries = read_rankfile(mpi["rankfile"])
+    assert [(e.rank, e.host, e.slot) for e in entries[:3]] == [(0, "node8", 0), (1, "node8", 1), (2, "node66", 0)]
+    check_against_map(rm, rankfile=entries)
+    assert "--rankfile" in mpi["mpirun.sh"] and "MASTER_ADDR=node8" in mpi["mpirun.sh"]
+    ds = launch_files(rm, "deepspeed", opts(), tmp_path)
+    hosts = read_deepspeed_hostfile(ds["hostfile"])
+    assert hosts == [(h, 2) for h in HOSTS]
+    check_against_map(rm, hostfile=hosts)
+    check_against_map(rm, slurm_hosts=list(HOSTS))
+    with pytest.raises(LaunchError, match="the map's node order is"):
+        check_against_map(rm, slurm_hosts=sorted(HOSTS))  # what a string sort would do
+    swapped = entries[:2] + [entries[3], entries[2]] + entries[4:]
+    swapped = [type(e)(i, e.host, e.slot) for i, e in enumerate(swapped)]
+    with pytest.raises(LaunchError, match="rankfile puts rank 2 on node66 slot 1"):
+        check_against_map(rm, rankfile=swapped)
+
+
+@pytest.mark.parametrize("reader, text, message", [
+    (read_rankfile, "rank 0=a slot=0\nrank 0=b slot=0\n", "rankfile:2: rank 0 is listed twice"),
+    (read_rankfile, "rank 0=a slot=0\nrank 2=b slot=0\n", "ranks must be 0..W-1 each once; missing [1]"),
+    (read_rankfile, "rank 0=a;b slot=0\n", "rankfile:1: host 'a;b' is not a valid hostname"),
+    (read_deepspeed_hostfile, "a slots=2\na slots=2\n", "hostfile:2: host a is listed twice"),
+    (read_deepspeed_hostfile, "a lots=2\n", "hostfile:1: expected 'HOST slots=N'"),
+    (read_slurm_hostfile, "# nothing\n", "slurm-hostfile: no hosts"),
+    (read_torchrun_commands, "torchrun --nnodes=2\n", "torchrun-commands.txt:1: a torchrun line needs --node-rank=N"),
+])
+def test_readers_refuse_bad_lines_naming_file_and_line(reader, text, message):
+    with pytest.raises(SpecError) as err:
+        reader(text)
+    assert message in str(err.value)
+
+
+def test_bad_unresolvable_and_loopback_hosts_are_refused_by_name(tmp_path):
+    assert check_host("fe80::1") is None and check_host("10.0.0.30") is None
+    with pytest.raises(LaunchError, match="master address 'h1;reboot' is not a valid hostname"):
+        check_host("h1;reboot", "master address")
+    rm = read_rankmap(make_rankmap(tmp_path / "p", dp=2, hosts=("gpu-a.invalid", "gpu-b.invalid"), nprocs=[1, 1]))
+    with pytest.raises(LaunchError) as err:
+        launch_files(rm, "torchrun", opts(resolve=True), tmp_path)
+    assert "host 'gpu-a.invalid' (node rank 0) does not resolve" in str(err.value)
+    assert "never falls back to localhost" in str(err.value)
+    for addr in ("127.0.0.1", "localhost", "::1"):
+        with pytest.raises(LaunchError, match="is a loopback address"):
+            launch_files(rm, "slurm", opts(master_addr=addr), tmp_path)
+    with pytest.raises(LaunchError, match="--format must be one of"):
+        launch_files(rm, "pdsh", opts(), tmp_path)

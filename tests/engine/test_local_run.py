@@ -1,0 +1,79 @@
+"""``rankmap launch --local``: real training runs on this machine, compared with one process.
+
+Each run starts one torchrun agent per host of the map on 127.0.0.1 (gloo, one thread per
+process). The single-process reference runs here, in the test process.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
+
+from engine.config import load_config  # noqa: E402
+from engine.reference import reference_losses  # noqa: E402
+from engine.runspec import resolve_run  # noqa: E402
+from placement.rankmap import read_rankmap  # noqa: E402
+
+from conftest import launch_cli, make_rankmap, read_log  # noqa: E402
+
+pytestmark = pytest.mark.slow
+torch.set_num_threads(1)
+
+
+def reference(rankmap, config, steps):
+    cfg = load_config(config)
+    return reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), steps)
+
+
+def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path):
+    """Done-when 1: 2 hosts x 4 processes, tp=2 pp=2 dp=2 (FSDP2, sequence parallel, 1F1B)."""
+    rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=("h1", "h2"))
+    run_dir = tmp_path / "run"
+    run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    log = read_log(run_dir)
+    losses = [r["loss"] for r in log]
+    assert [r["step"] for r in log] == list(range(1, 21))
+    assert all(r["tokens"] == 8 * 64 and r["tokens_per_s"] > 0 for r in log)
+    ref = reference(rankmap, None, 2)
+    assert abs(losses[0] - ref[0]) < 1e-5  # same weights, same tokens: the forward pass agrees
+    assert abs(losses[1] - ref[1]) < 1e-4  # and so did the gradients, their clipping and AdamW
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5 and losses[-1] < losses[0] - 1.0
+    placement = json.loads((run_dir / "placement.json").read_text())
+    assert placement["launcher_order"] == "kept" and placement["groups_verified"]
+    assert [(r["rank"], r["host"], r["local_rank"]) for r in placement["ranks"]] == \
+        [(r, "h1" if r < 4 else "h2", r % 4) for r in range(8)]
+    assert "20 steps, loss" in run.stdout
+
+
+def test_interleaved_1f1b_with_fsdp_resumes_from_a_checkpoint_exactly(tmp_path, engine_yaml):
+    """pp=2 with 2 virtual stages each, dp=2: stop after 2 steps, resume to 4, match one process."""
+    rankmap = make_rankmap(tmp_path / "plan", pp=2, dp=2, vpp=2, hosts=("a", "b"))
+    ckpt = tmp_path / "ckpt"
+    config = engine_yaml(f"checkpoint: {{dir: {json.dumps(str(ckpt))}}}\ntrain: {{lr: 0.01}}\n")
+    run_dir = tmp_path / "run"
+    first = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 2, "--out", run_dir,
+                       "--timeout", 80, timeout=100)
+    assert first.returncode == 0, first.stderr[-3000:]
+    assert (ckpt / "latest").read_text() == "step-00000002\n" and (ckpt / "step-00000002" / "meta.json").is_file()
+    second = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 4, "--out", run_dir,
+                        "--timeout", 80, timeout=100)
+    assert second.returncode == 0, second.stderr[-3000:]
+    losses = [r["loss"] for r in read_log(run_dir)]
+    assert len(losses) == 4 and (ckpt / "latest").read_text() == "step-00000004\n"
+    assert not list(ckpt.glob(".*.tmp"))  # nothing half-written left behind
+    assert np.allclose(losses, reference(rankmap, config, 4), atol=2e-5, rtol=0)
+
+
+def test_ddp_with_gpipe_matches_one_process(tmp_path, engine_yaml):
+    rankmap = make_rankmap(tmp_path / "plan", pp=2, dp=2, hosts=("solo",))
+    config = engine_yaml("parallel: {data_parallel: ddp, schedule: gpipe}\n")
+    run_dir = tmp_path / "run"
+    run = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 3, "--out", run_dir,
+                     "--timeout", 80, timeout=100)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert np.allclose([r["loss"] for r in read_log(run_dir)], reference(rankmap, config, 3), atol=2e-5, rtol=0)

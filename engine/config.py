@@ -4,7 +4,8 @@ The rank map decides the parallel sizes (tp, pp, dp), the virtual stages and the
 (micro-batch size, micro-batches per iteration); the config decides everything else. Every
 key is optional; the defaults train a tiny model that runs on CPUs in seconds::
 
-    model: {layers: 4, hidden: 64, heads: 4, seq_len: 64}   # or "model: rankmap": the map's shape
+    model: {layers: null, hidden: 64, heads: null, seq_len: 64}  # null: fit the plan (see ModelConfig);
+                                                                 # "model: rankmap": the map's shape
     parallel:
       schedule: auto            # auto (interleaved-1f1b when vpp > 1, else 1f1b), 1f1b, gpipe,
                                 # interleaved-1f1b
@@ -48,12 +49,14 @@ def _check(ok: bool, key: str, message: str) -> None:
 class ModelConfig:
     """Shape of the GPT model (counts; ``vocab`` is the byte vocabulary, 256).
 
-    ``hidden / heads`` is the head dimension, which rotary embeddings need even.
+    ``hidden / heads`` is the head dimension, which rotary embeddings need even. ``layers`` and
+    ``heads`` left as None fit the plan (:func:`engine.runspec.resolve_run`): the fewest layers
+    >= 4 that pp*vpp divides, and the fewest heads >= 4 that tp divides.
     """
 
-    layers: int = 4
+    layers: int | None = None
     hidden: int = 64
-    heads: int = 4
+    heads: int | None = None
     seq_len: int = 64
     vocab: int = BYTE_VOCAB
     mlp_ratio: int = 4
@@ -62,10 +65,13 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         for key in ("layers", "hidden", "heads", "seq_len", "vocab", "mlp_ratio"):
-            _check(getattr(self, key) >= 1, f"model.{key}", f"must be >= 1, got {getattr(self, key)}")
-        _check(self.hidden % self.heads == 0, "model.heads", f"heads ({self.heads}) must divide hidden ({self.hidden})")
-        _check((self.hidden // self.heads) % 2 == 0, "model.heads",
-               f"the head dimension hidden/heads = {self.hidden // self.heads} must be even (rotary embeddings)")
+            value = getattr(self, key)
+            _check(value is None or value >= 1, f"model.{key}", f"must be >= 1, got {value}")
+        if self.heads is not None:
+            _check(self.hidden % self.heads == 0, "model.heads",
+                   f"heads ({self.heads}) must divide hidden ({self.hidden})")
+            _check((self.hidden // self.heads) % 2 == 0, "model.heads",
+                   f"the head dimension hidden/heads = {self.hidden // self.heads} must be even (rotary embeddings)")
         _check(self.rope_base > 1 and self.init_std > 0, "model", "model.rope_base must be > 1 and model.init_std > 0")
 
     @property
@@ -166,7 +172,7 @@ class EngineConfig:
 
 
 _SECTIONS = {
-    "model": (ModelConfig, {"layers": "int", "hidden": "int", "heads": "int", "seq_len": "int", "mlp_ratio": "int",
+    "model": (ModelConfig, {"layers": "int?", "hidden": "int", "heads": "int?", "seq_len": "int", "mlp_ratio": "int",
                             "rope_base": "number", "init_std": "number"}),
     "parallel": (ParallelConfig, {"schedule": "str", "virtual_stages": "int?", "data_parallel": "str",
                                   "sequence_parallel": "bool", "launcher_order": "str"}),
@@ -198,8 +204,8 @@ def config_from_data(data, source: str) -> EngineConfig:
     --------
     >>> from topology.yamlio import parse_yaml
     >>> cfg = config_from_data(parse_yaml("train: {steps: 3}\\nparallel: {schedule: gpipe}\\n"), "e.yaml")
-    >>> cfg.train.steps, cfg.parallel.schedule, cfg.model.layers
-    (3, 'gpipe', 4)
+    >>> cfg.train.steps, cfg.parallel.schedule, cfg.model.hidden
+    (3, 'gpipe', 64)
     """
     top = Fields(data if data is not None else {}, source).only(*_SECTIONS, "init_timeout_s")
     kwargs: dict = {}

@@ -6,6 +6,7 @@ vpp and decides the model (its own shape, or the map's with ``model: rankmap``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from placement.job import JobSpec
@@ -65,6 +66,9 @@ def resolve_run(cfg: EngineConfig, job: JobSpec) -> RunSpec:
     else:
         model = cfg.model
     vpp = cfg.parallel.virtual_stages or job.virtual_stages
+    if model.layers is None or model.heads is None:  # fit the plan: multiples of pp*vpp and of tp, >= 4
+        n = job.pp * vpp
+        model = dataclasses.replace(model, layers=model.layers or -(-4 // n) * n, heads=model.heads or job.tp * -(-4 // job.tp))
     spec = RunSpec(model=model, tp=job.tp, pp=job.pp, dp=job.dp, vpp=vpp,
                    micro_batch_size=cfg.train.micro_batch_size or job.micro_batch_size,
                    micro_batches=cfg.train.micro_batches or job.micro_batches())

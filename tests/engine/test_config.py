@@ -41,6 +41,13 @@ def _job(**kw):
     return JobSpec(**{**base, **kw})
 
 
+def test_default_model_fits_the_plan():
+    spec = resolve_run(EngineConfig(), _job(pp=3, tp=8, dp=1))
+    assert (spec.model.layers, spec.model.heads) == (6, 8)
+    spec = resolve_run(EngineConfig(), _job(pp=2, tp=1, dp=1, virtual_stages=2))
+    assert (spec.model.layers, spec.model.heads) == (4, 4)
+
+
 def test_run_takes_sizes_and_batch_from_the_map_and_model_from_the_config(engine_yaml):
     spec = resolve_run(load_config(engine_yaml("model: {layers: 8}\n")), _job(virtual_stages=2))
     assert (spec.tp, spec.pp, spec.dp, spec.vpp, spec.micro_batches, spec.rows) == (2, 2, 2, 2, 4, 8)
@@ -52,8 +59,8 @@ def test_run_takes_sizes_and_batch_from_the_map_and_model_from_the_config(engine
 
 
 @pytest.mark.parametrize("job, text, message", [
-    (_job(pp=3), "", "model.layers (4) must be divisible by pp*vpp = 3"),
-    (_job(tp=8, dp=1), "", "tp=8 must divide model.heads (4)"),
+    (_job(pp=3), "model: {layers: 4}\n", "model.layers (4) must be divisible by pp*vpp = 3"),
+    (_job(tp=8, dp=1), "model: {heads: 4}\n", "tp=8 must divide model.heads (4)"),
     (_job(cp=2, dp=2), "", "no context or expert parallelism (cp=2, ep=1)"),
     (_job(), "parallel: {data_parallel: ddp}\n", "ddp composes with pipeline parallelism only; with tp=2 use fsdp"),
 ])

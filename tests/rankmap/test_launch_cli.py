@@ -1,0 +1,114 @@
+"""``rankmap launch`` as a user runs it (subprocesses; the --format paths need no torch)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from placement.job import JobSpec, ModelShape
+from placement.rankmap import RankMap, write_plan_files
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def launch(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "rankmap.launch_cli", "launch", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd or REPO, timeout=120)
+
+
+def plan(folder: Path, hosts=("gpu-r1-n01", "gpu-r1-n10", "gpu-r1-n02"), layers=6) -> Path:
+    job = JobSpec(name="gpt tiny", tp=2, pp=3, dp=1, num_micro_batches=3,
+                  model=ModelShape(layers=layers, hidden=64, heads=4, seq_len=64, vocab=256))
+    rm = RankMap(job=job, cluster_name="racks", cluster_hash="0" * 64, hosts=tuple(hosts), tor_groups=("t",) * len(hosts),
+                 rails=((0, 1),) * len(hosts), nproc_per_node=2)
+    write_plan_files(rm, folder)
+    return folder / "rankmap.json"
+
+
+@pytest.mark.parametrize("fmt, names", [
+    ("torchrun", ["torchrun-commands.txt", "torchrun.sh"]),
+    ("slurm", ["slurm.sbatch", "slurm-hostfile", "torchrun.sh", "torchrun-commands.txt"]),
+    ("mpi", ["rankfile", "mpirun.sh"]),
+    ("deepspeed", ["hostfile", "deepspeed.sh"]),
+])
+def test_each_format_writes_its_files(tmp_path, fmt, names):
+    rankmap = plan(tmp_path / "plan")
+    out = tmp_path / "out"
+    run = launch("--rankmap", rankmap, "--format", fmt, "--out", out, "--no-resolve")
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert f"{fmt} files for 6 ranks on 3 hosts (node 0: gpu-r1-n01)" in run.stdout
+    for name in names:
+        if name.endswith((".sh", ".sbatch")):
+            assert (out / name).stat().st_mode & 0o111
+            assert subprocess.run(["bash", "-n", str(out / name)]).returncode == 0
+    if fmt == "slurm":  # plan order, not string order (n10 before n02)
+        assert (out / "slurm-hostfile").read_text() == "gpu-r1-n01\ngpu-r1-n10\ngpu-r1-n02\n"
+        assert "#SBATCH --job-name=gpt-tiny\n" in (out / "slurm.sbatch").read_text()
+
+
+def test_default_out_folder_sits_beside_the_rank_map(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    assert launch("--rankmap", rankmap, "--format", "mpi", "--no-resolve", "--steps", 5).returncode == 0
+    text = (tmp_path / "plan" / "launch-mpi" / "mpirun.sh").read_text()
+    assert "--steps 5" in text and f"--rankmap {rankmap.resolve()}" in text
+
+
+@pytest.mark.parametrize("extra, code, message", [
+    ([], 3, "host 'gpu-r1-n01' (node rank 0) does not resolve on this machine"),
+    (["--no-resolve", "--master-addr", "h1;reboot"], 3, "master address 'h1;reboot' is not a valid hostname"),
+    (["--no-resolve", "--master-addr", "127.0.0.1"], 3, "master address '127.0.0.1' is a loopback address"),
+    (["--no-resolve", "--master-port", "70000"], 2, "expected a port number 1..65535"),
+    (["--no-resolve", "--config", "CONFIG"], 3, "engine.yaml:2: train.lr: must be positive, got 0"),
+    (["--no-resolve", "--config", "MISSING"], 3, "missing.yaml: cannot read file"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, extra, code, message):
+    rankmap = plan(tmp_path / "plan")
+    (tmp_path / "engine.yaml").write_text("train:\n  lr: 0\n")
+    extra = [str(tmp_path / "engine.yaml") if a == "CONFIG" else str(tmp_path / "missing.yaml") if a == "MISSING"
+             else a for a in extra]
+    out = tmp_path / "out"
+    run = launch("--rankmap", rankmap, "--format", "torchrun", "--out", out, *extra)
+    assert run.returncode == code
+    assert message in run.stderr and "Traceback" not in run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 if code == 3 else True
+    assert not out.exists()
+
+
+def test_model_that_does_not_fit_the_plan_is_refused_before_anything_starts(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    (tmp_path / "engine.yaml").write_text("model: {layers: 4}\n")
+    run = launch("--rankmap", rankmap, "--local", "--config", tmp_path / "engine.yaml", "--out", tmp_path / "run")
+    assert run.returncode == 3 and "model.layers (4) must be divisible by pp*vpp = 3" in run.stderr
+    assert not (tmp_path / "run").exists()
+
+
+def test_broken_rank_map_and_usage_errors(tmp_path):
+    bad = tmp_path / "rankmap.json"
+    bad.write_text(json.dumps({"schema": "rankmap/v0"}))
+    run = launch("--rankmap", bad, "--format", "torchrun")
+    assert run.returncode == 3 and "expected schema 'rankmap/v1'" in run.stderr
+    both = launch("--rankmap", bad, "--format", "torchrun", "--local")
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr
+    neither = launch("--rankmap", bad)
+    assert neither.returncode == 2 and "one of the arguments --format --local is required" in neither.stderr
+
+
+def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver():
+    code = ("import sys, rankmap, rankmap.launch_cli, engine, engine.launch, engine.launchfiles, engine.local, "
+            "engine.ranks, engine.runspec, engine.data\n"
+            "print(sorted(m for m in ('torch', 'ortools', 'networkx') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
+
+
+def test_the_engine_never_imports_ortools_or_networkx():
+    pytest.importorskip("torch", reason="the engine's torch modules need PyTorch")
+    code = ("import sys, engine.train, engine.mesh, engine.parallel, engine.checkpoint, engine.step, engine.reference\n"
+            "print(sorted(m for m in ('ortools', 'networkx') if m in sys.modules))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
+from .argtypes import positive_int
 from .diagnose_cli import add_diagnose_parser, run_diagnose
 from .simulate_cli import add_simulate_parser, run_simulate
 from .topo_cli import add_topo_parser, run_topo
@@ -42,14 +43,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--example", default=None, help="use an embedded example's cluster and job (megascale-12k, racks)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
-        p.add_argument(f"--{dim}", type=_positive, help=f"{dim} size (overrides the job file)")
+        p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
     p.add_argument("--dp", type=_dp, help="dp size or 'auto' (fill the free GPUs)")
     p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
     p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
-    p.add_argument("--micro-batches", type=_positive, help="micro-batches per iteration per pipeline")
+    p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
     p.add_argument("--time-limit", type=float, default=20.0, help="solver budget, deterministic seconds (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed for the solver and the arrival-order baseline")
-    p.add_argument("--workers", type=_positive, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
+    p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", default="bytes,uplink,fragmentation",
                    help="lexicographic objectives, most important first, from: bytes, spread, uplink, "
                         "fragmentation, moved (default bytes,uplink,fragmentation)")
@@ -97,18 +98,8 @@ def _constraints(args, cluster):
                                 stage_pins=base.stage_pins, rank_pins=base.rank_pins, source=base.source)
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
 def _dp(text: str):
-    return "auto" if text == "auto" else _positive(text)
+    return "auto" if text == "auto" else positive_int(text)
 
 
 def main(argv: list[str] | None = None) -> int:

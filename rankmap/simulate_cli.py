@@ -15,51 +15,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import sys
 import time
-import traceback
 from pathlib import Path
 
 from topology.errors import RankmapError, SpecError
 
-__all__ = ["add_simulate_parser", "run_simulate", "main"]
+from .argtypes import fraction, non_negative_float, non_negative_int, positive_int
 
-
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
-
-
-def _non_negative(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
-    if not value >= 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def _fraction(text: str) -> float:
-    value = _non_negative(text)
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return value
+__all__ = ["add_simulate_parser", "run_simulate"]
 
 
 def _add_options(p: argparse.ArgumentParser) -> None:
@@ -68,14 +31,14 @@ def _add_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--rankmap", type=Path, help="rankmap.json to simulate (default: plan the job first)")
     p.add_argument("--example", default=None, help="embedded example for missing inputs (megascale-12k, racks)")
     p.add_argument("--compare", action="store_true", help="simulate the plan and the three baselines side by side")
-    p.add_argument("--seeds", type=_positive, default=4, help="ECMP hash seeds to simulate (default 4)")
-    p.add_argument("--seed", type=_seed, default=0, help="first seed; also seeds planning (default 0)")
+    p.add_argument("--seeds", type=positive_int, default=4, help="ECMP hash seeds to simulate (default 4)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="first seed; also seeds planning (default 0)")
     p.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
                    help="ecmp (hash per flow, default) or spray (ideal packet spraying)")
-    p.add_argument("--qps", type=_positive, default=1, help="queue pairs per connection (default 1)")
+    p.add_argument("--qps", type=positive_int, default=1, help="queue pairs per connection (default 1)")
     p.add_argument("--same-hash", action="store_true", help="same hash salt on every switch (hash polarization)")
-    p.add_argument("--alpha-us", type=_non_negative, default=5.0, help="latency per algorithm step, us (default 5)")
-    p.add_argument("--efficiency", type=_fraction, default=1.0, help="fraction of line rate reached (default 1)")
+    p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
+    p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
     p.add_argument("--time-limit", type=float, default=20.0, help="planner budget, deterministic seconds (default 20)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
@@ -248,30 +211,3 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
         ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")
         console.print(f"{p['name']}: {ratio:.2f}x the communication time of {doc['placements'][0]['name']}")
     console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s")
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run ``simulate`` standalone (``python -m rankmap.simulate_cli``), with rankmap's exit codes."""
-    parser = argparse.ArgumentParser(prog="rankmap simulate", description=__doc__.splitlines()[0])
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    _add_options(parser)
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        return run_simulate(args)
-    except RankmapError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"rankmap: error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 3)
-    except KeyboardInterrupt:
-        print("rankmap: interrupted", file=sys.stderr)
-        return 130
-    except Exception as exc:  # a bug, not the user's mistake
-        if args.debug:
-            traceback.print_exc()
-        print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
-        return 70
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-import traceback
 from pathlib import Path
 
 from topology.errors import RankmapError
 
-__all__ = ["add_topo_parser", "run_topo", "main"]
+from .argtypes import positive_float, positive_int
+
+__all__ = ["add_topo_parser", "run_topo"]
 
 IMPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile")
 EXPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels")
@@ -61,32 +62,16 @@ def add_topo_parser(subparsers) -> argparse.ArgumentParser:
 
 
 def _import_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--gpus", type=_positive, default=8, help="GPUs per host where the file gives none (default 8)")
-    p.add_argument("--rails", type=_positive, help="rail NICs per host (default: one per GPU)")
-    p.add_argument("--nic-gbps", type=_gbps, help="speed of one rail NIC and its ToR port, Gb/s")
-    p.add_argument("--capacity", type=_positive, default=64, help="host ports per rail ToR (default 64)")
+    p.add_argument("--gpus", type=positive_int, default=8, help="GPUs per host where the file gives none (default 8)")
+    p.add_argument("--rails", type=positive_int, help="rail NICs per host (default: one per GPU)")
+    p.add_argument("--nic-gbps", type=positive_float, help="speed of one rail NIC and its ToR port, Gb/s")
+    p.add_argument("--capacity", type=positive_int, default=64, help="host ports per rail ToR (default 64)")
     p.add_argument("--name", help="cluster name (default: the file name)")
     p.add_argument("--hosts", help="every host the scheduler knows: a hostlist, or @FILE of hostlists; "
                                    "reports hosts under no leaf, and Volcano regex members match these")
     p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
-
-
-def _gbps(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of Gb/s, got {text!r}")
-    return value
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -190,31 +175,3 @@ def _write(out: Path, text: str) -> None:
         sys.stdout.write(text)
     else:
         atomic_write_text(out, text)
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rankmap.topo_cli VERB ...``: the ``topo`` subcommand on its own."""
-    parser = argparse.ArgumentParser(prog="rankmap")
-    parser.add_argument("--debug", action="store_true", help="show tracebacks")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    add_topo_parser(sub)
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if "topo" not in argv[:2]:
-        argv.insert(1 if argv[:1] == ["--debug"] else 0, "topo")
-    args = parser.parse_args(argv)
-    try:
-        return run_topo(args)
-    except RankmapError as exc:
-        if args.debug:
-            traceback.print_exc()
-        print(f"rankmap: error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 3)
-    except Exception as exc:  # a bug, not the user's mistake
-        if args.debug:
-            traceback.print_exc()
-        print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
-        return 70
-
-
-if __name__ == "__main__":
-    sys.exit(main())

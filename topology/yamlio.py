@@ -78,7 +78,7 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
 
     Examples
     --------
-    >>> doc = parse_yaml("a: 1\nb: [x, y]\n")
+    >>> doc = parse_yaml("a: 1\\nb: [x, y]\\n")
     >>> doc["b"], doc.key_lines["b"]
     (['x', 'y'], 2)
     """

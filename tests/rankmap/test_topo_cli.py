@@ -1,4 +1,4 @@
-"""``rankmap topo import | show | export`` end to end (through ``rankmap.topo_cli.main``)."""
+"""``rankmap topo import | show | export`` end to end (through ``rankmap.cli.main``)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,16 @@ from pathlib import Path
 import pytest
 
 from rankmap import topo_cli
-from rankmap.topo_cli import main
+from rankmap.cli import main as rankmap_main
 from topology import load_cluster
 from topology.importers import EXPORT_FORMATS, IMPORT_FORMATS, detect_format
 from topology.tree import roots
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "field-cases"
+
+
+def main(argv: list[str]) -> int:
+    return rankmap_main(["topo", *argv])
 
 
 def run(capsys, *argv) -> tuple[int, str, str]:

@@ -21,7 +21,7 @@ attention_row -1 1750840 REDUCESCATTER 21053440 875420 ALLGATHER 21053440 875420
 
 
 def simulate(*args):
-    return subprocess.run([sys.executable, "-m", "rankmap.simulate_cli", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "rankmap", "simulate", *map(str, args)], capture_output=True,
                           text=True, cwd=REPO, timeout=300)
 
 

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from rankmap.topo_cli import main
+from rankmap.cli import main as rankmap_main
 
 CORPUS = Path(__file__).resolve().parents[1] / "data" / "malformed"
 REPO = Path(__file__).resolve().parents[2]
+
+
+def main(argv: list[str]) -> int:
+    return rankmap_main(["topo", *argv])
 
 
 def _cases():
@@ -59,7 +63,7 @@ def test_malformed_file_gives_one_located_line(name, fmt, line, fragment, tmp_pa
 def test_real_command_line_never_shows_a_traceback(name, fmt, tmp_path):
     out = tmp_path / "cluster.yaml"
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    proc = subprocess.run([sys.executable, "-m", "rankmap.topo_cli", "import", "--from", fmt,
+    proc = subprocess.run([sys.executable, "-m", "rankmap", "topo", "import", "--from", fmt,
                            str(CORPUS / name), "--out", str(out)], capture_output=True, text=True,
                           timeout=60, env=env, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == ""

@@ -85,8 +85,9 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         CP-SAT workers (interleaved, deterministic).
     constraints : PlacementConstraints, optional
         Exclusions, reservations (other jobs), quotas and pins.
-    objectives : tuple of str
-        Lexicographic objectives from ``OBJECTIVES``, most important first.
+    objectives : tuple
+        Objectives from ``OBJECTIVES``, most important first (lexicographic), or
+        ``(name, weight)`` pairs summed into one weighted objective.
     previous : RankMap, optional
         An earlier plan of this job: hosts are kept where the new plan allows
         (and "moved" can be an objective).
@@ -106,7 +107,7 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         the ToR groups and the shortfall).
     """
     constraints = constraints or PlacementConstraints()
-    for name in objectives:
+    for name in (o[0] if isinstance(o, tuple) else o for o in objectives):
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
     options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous)

@@ -1,6 +1,7 @@
 """Search for the best grid placement: constructive starts, bounds, then CP-SAT.
 
-Objectives, compared lexicographically in the order the user gives them:
+Objectives, compared lexicographically in the order the user gives them, or summed with
+weights (``("bytes", 1.0), ("uplink", 0.5)``):
 
 - ``bytes``: bytes crossing ToR groups per iteration (the cost of :mod:`placement.solver`);
 - ``spread``: the most ToR groups any DP ring spans (Arnold, arXiv 2509.15940, minimises
@@ -37,25 +38,33 @@ CP_SAT_MAX_PAIRS = 1500
 
 
 def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = None) -> Callable:
-    """``key(cells) -> tuple`` ordering placements by ``objectives`` (smaller is better)."""
+    """``key(cells) -> tuple`` ordering placements by ``objectives`` (smaller is better).
+
+    ``objectives`` lists names (lexicographic) or ``(name, weight)`` pairs, which are
+    summed into one weighted value (bytes and uplink in the grid's cost units, the others
+    as counts) before any plain names that follow.
+    """
     K = len(problem.free)
     caps = np.asarray(problem.free)
 
+    def value(name: str, cells: np.ndarray) -> float:
+        if name == "bytes":
+            return grid_cost(problem, cells)
+        if name == "spread":
+            return max(len(np.unique(row)) for row in cells)
+        if name == "uplink":
+            return int(grid_uplinks(problem, cells).max())
+        if name == "fragmentation":
+            used = np.bincount(cells.ravel(), minlength=K)
+            return int(((used > 0) & (used < caps)).sum())
+        return moved(cells) if moved is not None else 0
+
+    weighted = [o for o in objectives if isinstance(o, tuple)]
+    plain = [o for o in objectives if not isinstance(o, tuple)]
+
     def key(cells: np.ndarray) -> tuple:
-        out = []
-        for name in objectives:
-            if name == "bytes":
-                out.append(grid_cost(problem, cells))
-            elif name == "spread":
-                out.append(max(len(np.unique(row)) for row in cells))
-            elif name == "uplink":
-                out.append(int(grid_uplinks(problem, cells).max()))
-            elif name == "fragmentation":
-                used = np.bincount(cells.ravel(), minlength=K)
-                out.append(int(((used > 0) & (used < caps)).sum()))
-            elif name == "moved" and moved is not None:
-                out.append(moved(cells))
-        return tuple(out)
+        head = (sum(w * value(n, cells) for n, w in weighted),) if weighted else ()
+        return head + tuple(value(n, cells) for n in plain)
 
     return key
 
@@ -138,7 +147,8 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
                                       hint if hint is not None else greedy)
         if relaxed > bound:
             bound, method = relaxed, "relaxation"
-    primary = objectives[0] if objectives and objectives[0] in ("bytes", "spread") else "bytes"
+    first = objectives[0] if objectives else "bytes"
+    primary = first if first in ("bytes", "spread") else "bytes"  # weighted: CP-SAT minimises bytes
     done = hint is not None and cost(hint) <= bound and primary == "bytes"
     if done:
         return GridSolution(hint, cost(hint), "OPTIMAL", 0.0), bound, method

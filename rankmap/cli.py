@@ -52,8 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", default="bytes,uplink,fragmentation",
-                   help="lexicographic objectives, most important first, from: bytes, spread, uplink, "
-                        "fragmentation, moved (default bytes,uplink,fragmentation)")
+                   help="objectives, most important first, from: bytes, spread, uplink, fragmentation, moved "
+                        "(default bytes,uplink,fragmentation); NAME=WEIGHT terms are summed into one weighted "
+                        "objective, e.g. bytes=1,uplink=4")
     _constraint_args(p)
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
 
@@ -160,7 +161,7 @@ def _plan(args) -> int:
     t0 = time.perf_counter()
     cluster = load_cluster(cluster_path)
     job = load_job(job_path, overrides)
-    objectives = tuple(o.strip() for o in args.objective.split(",") if o.strip())
+    objectives = _objectives(args.objective)
     previous = read_rankmap(args.previous) if args.previous else None
     if previous is not None:
         previous.verify_cluster(cluster)
@@ -169,6 +170,21 @@ def _plan(args) -> int:
     written = write_plan_files(result.rankmap, args.out)
     print_plan(cluster, result, written, time.perf_counter() - t0)
     return EXIT_OK
+
+
+def _objectives(text: str) -> tuple:
+    """``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum)."""
+    out = []
+    for item in (o.strip() for o in text.split(",") if o.strip()):
+        name, _, weight = item.partition("=")
+        if weight:
+            try:
+                out.append((name.strip(), float(weight)))
+            except ValueError:
+                raise RankmapError(f"--objective: bad weight {weight!r} for {name.strip()!r}") from None
+        else:
+            out.append(name)
+    return tuple(out)
 
 
 def _replan(args) -> int:

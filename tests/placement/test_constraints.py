@@ -125,3 +125,17 @@ def test_proven_plans_do_not_depend_on_seed_or_workers(seed, workers):
         [other.rankmap.entry(r) for r in range(other.rankmap.world_size)]
     assert rankmap_to_json(plan(cluster, job(pp=2, dp=20), seed=seed, workers=workers).rankmap) == \
         rankmap_to_json(other.rankmap)
+
+
+def test_weighted_objectives_trade_bytes_for_uplink():
+    from placement.search import ranking
+    from placement.solver import GridProblem
+    problem = GridProblem(1, 4, (4, 4), 10, 0)
+    one = np.array([[0, 0, 0, 0]])
+    two = np.array([[0, 0, 1, 1]])
+    assert ranking(problem, ("bytes",))(one) < ranking(problem, ("bytes",))(two)
+    assert ranking(problem, (("bytes", 1.0), ("fragmentation", 100.0)))(one) == (0.0,)
+    assert ranking(problem, (("bytes", 1.0), ("fragmentation", 100.0)))(two) == (2 * 10 + 2 * 100.0,)
+    cluster = cluster_with_free((8, 8), gpus=8)
+    result = plan(cluster, job(pp=1, dp=4), objectives=(("bytes", 1.0), ("uplink", 0.5)))
+    assert result.ours.metrics.cross_tor_bytes == 0

@@ -16,8 +16,10 @@ Modules, one topic each:
 - :mod:`engine.launch` -- torchrun lines, a Slurm batch script, an Open MPI rankfile and a DeepSpeed
   hostfile from a rank map (no torch); :mod:`engine.launchfiles` reads them back.
 - :mod:`engine.local` -- one torchrun agent per host of the map, all on 127.0.0.1.
+- :mod:`engine.records`, :mod:`engine.diagnose`, :mod:`engine.heatmap`, :mod:`engine.trace` --
+  per-rank timing and hang records and ``rankmap diagnose`` (stragglers, hangs).
 
 PyTorch is an optional dependency (``pip install 'rankmap[engine]'``): importing ``engine``,
-``engine.launch``, ``engine.launchfiles``, ``engine.ranks`` or ``engine.local`` does not import
-torch. The engine never imports ortools or networkx.
+``engine.launch``, ``engine.launchfiles``, ``engine.ranks``, ``engine.runspec``, ``engine.data`` or
+``engine.local`` does not import torch. The engine never imports ortools or networkx.
 """

@@ -8,7 +8,8 @@ checks see the map's hosts. No torch is imported here: agents run
 
 Agents are started in the order given (default: node-rank order), each in its own session;
 if one fails or the time runs out, the others' process groups are terminated (SIGTERM, then
-SIGKILL after a grace period) -- only processes this module started.
+SIGKILL after a grace period) -- only processes this module started. On a timeout they first
+get SIGABRT, so each prints its Python stack (faulthandler) and a hang shows where it is.
 """
 
 from __future__ import annotations
@@ -62,18 +63,22 @@ def local_agents(rm: RankMap, engine_args: list[str], port: int, rdzv_backend: s
             opts += [f"--rdzv-endpoint={LOCAL_ADDR}:{port}", "--rdzv-id=rankmap-local"]
         argv = (sys.executable, "-m", "torch.distributed.run", *opts, "-m", "engine.train", *engine_args)
         env = {"RANKMAP_HOST": host, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
-               "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo")}
+               "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"), "PYTHONFAULTHANDLER": "1"}
         agents.append(Agent(host=host, node_rank=node, argv=argv, env=env))
     return agents
 
 
-def _stop(procs: dict, grace_s: float = 10.0) -> None:
+def _signal_all(procs: dict, sig: int) -> None:
     for proc in procs.values():
         if proc.poll() is None:
             try:
-                os.killpg(proc.pid, signal.SIGTERM)  # the agent's own session: it and its workers
+                os.killpg(proc.pid, sig)  # the agent's own session: it and its workers
             except ProcessLookupError:
                 pass
+
+
+def _stop(procs: dict, grace_s: float = 10.0) -> None:
+    _signal_all(procs, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     for proc in procs.values():
         try:
@@ -126,5 +131,9 @@ def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: f
         if all(code == 0 for code in codes.values()):
             return
         if deadline is not None and time.monotonic() > deadline:
+            # A collective hang rarely turns into an error: SIGABRT makes every process print
+            # where it is stuck (faulthandler, PYTHONFAULTHANDLER=1) before it is stopped.
+            _signal_all(procs, signal.SIGABRT)
+            time.sleep(2.0)
             raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents")
         time.sleep(0.2)

@@ -23,6 +23,7 @@ import json
 import os
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -194,6 +195,10 @@ def close(t: Trainer | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    # FSDP2 warns when a stage returns a view (the TP head's local logits are one): an in-place
+    # op on it would skip a hook. Neither this engine nor the pipeline schedule modifies stage
+    # outputs in place; the tests match a single-process run step for step.
+    warnings.filterwarnings("ignore", message=r"FSDP2-wrapped module .* returned a view tensor")
     trainer = None
     try:
         trainer = build(args)

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -62,13 +63,13 @@ def run_lines(lines: list[str], hosts: list[str], order: list[int], timeout: flo
     words (the plan's master address by 127.0.0.1). Returns exit codes by node rank; on the
     timeout every agent's process group is killed and the test fails.
     """
-    procs = {}
+    procs, logs = {}, {}
     try:
         for i, node in enumerate(order):
             argv = [(subst or {}).get(w, w) for w in shlex.split(lines[node])]
+            logs[node] = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: output never blocks
             procs[node] = subprocess.Popen(argv, env={**ENV, "RANKMAP_HOST": hosts[node]}, cwd=REPO,
-                                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                           start_new_session=True)
+                                           stdout=logs[node], stderr=subprocess.STDOUT, start_new_session=True)
             if i < len(order) - 1:
                 time.sleep(gap_s)
         deadline = time.monotonic() + timeout
@@ -76,8 +77,14 @@ def run_lines(lines: list[str], hosts: list[str], order: list[int], timeout: flo
         for node, proc in procs.items():
             try:
                 proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"torchrun agent of node rank {node} still running after {timeout} s")
+            except subprocess.TimeoutExpired:  # a hang: every process prints its stack, then fail
+                for other in procs.values():
+                    if other.poll() is None:
+                        os.killpg(other.pid, signal.SIGABRT)
+                time.sleep(5)
+                logs[node].seek(0)
+                out = logs[node].read()
+                pytest.fail(f"torchrun agent of node rank {node} still running after {timeout} s:\n{out[-4000:]}")
             codes[node] = proc.returncode
         return [codes[n] for n in range(len(lines))]
     finally:
@@ -85,6 +92,8 @@ def run_lines(lines: list[str], hosts: list[str], order: list[int], timeout: flo
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+        for log in logs.values():
+            log.close()
 
 
 def read_log(run_dir: Path) -> list[dict]:

@@ -78,6 +78,8 @@ def run_launch(args) -> int:
         cfg = cfg.with_steps(args.steps)
     resolve_run(cfg, rm.job)
     if args.local:
+        if cfg.data.root and not Path(cfg.data.root).is_dir():  # checked here: the agents would all fail
+            raise RankmapError(f"{args.config}: data.root: {cfg.data.root} is not a folder")
         return _local(args, rm)
     return _files(args, rm)
 

@@ -87,6 +87,14 @@ def test_model_that_does_not_fit_the_plan_is_refused_before_anything_starts(tmp_
     assert not (tmp_path / "run").exists()
 
 
+def test_missing_text_folder_is_refused_before_the_agents_start(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    (tmp_path / "engine.yaml").write_text(f"data: {{root: {tmp_path / 'nowhere'}}}\n")
+    run = launch("--rankmap", rankmap, "--local", "--config", tmp_path / "engine.yaml", "--out", tmp_path / "run")
+    assert run.returncode == 3 and "data.root:" in run.stderr and "nowhere is not a folder" in run.stderr
+    assert not (tmp_path / "run").exists()
+
+
 def test_broken_rank_map_and_usage_errors(tmp_path):
     bad = tmp_path / "rankmap.json"
     bad.write_text(json.dumps({"schema": "rankmap/v0"}))

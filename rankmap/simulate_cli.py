@@ -181,7 +181,7 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
 
     from placement.metrics import human_bytes
 
-    console = Console(width=140)
+    console = Console(width=170)
     console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR "
                   f"groups; [bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
                   f"{job.world_size} ranks; traffic from {doc['traffic']['source']}")
@@ -191,7 +191,7 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
     for col in ["placement", "comm time", "seed range", "vs spraying"] + phases + ["slowest group", "ECMP loss*",
                                                                                    "max uplink"]:
         table.add_column(col, justify="left" if col in ("placement", "slowest group") else "right",
-                         no_wrap=col == "placement")
+                         no_wrap=col in ("placement", "slowest group", "seed range"))
     for p in doc["placements"]:
         t = p["comm_time_s"]
         slow = p["slowest_group"]
@@ -199,8 +199,8 @@ def _print(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int) -> 
         table.add_row(p["name"], f"{t['mean']:.4f} s", f"{t['min']:.4f}-{t['max']:.4f}",
                       f"{p['slowdown_vs_ideal']:.2f}x",
                       *[f"{q['time_s']['mean']:.4f} s" for q in p["phases"]],
-                      (f"{slow['collective']} #{slow['group']} ({len(slow['tor_groups'])} ToR groups) "
-                       f"{slow['time_s']:.4f} s" if slow else "-"),
+                      (f"{slow['collective']} #{slow['group']}, {len(slow['tor_groups'])} ToR grp, "
+                       f"{slow['time_s']:.3f} s" if slow else "-"),
                       f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
                       human_bytes(p["max_uplink_bytes"]))
     console.print(table)

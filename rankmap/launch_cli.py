@@ -19,6 +19,8 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
+from .argtypes import non_negative_int, positive_float
+
 __all__ = ["add_launch_parser", "run_launch", "main"]
 
 
@@ -29,16 +31,6 @@ def _port(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
     if not 1 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port number 1..65535, got {text!r}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
     return value
 
 
@@ -56,13 +48,13 @@ def add_launch_parser(subparsers) -> argparse.ArgumentParser:
     mode.add_argument("--local", action="store_true", help="run the job here, each host emulated on 127.0.0.1")
     p.add_argument("--out", type=Path, help="output folder (default: DIR/launch-FORMAT, or DIR/run with --local)")
     p.add_argument("--config", type=Path, help="engine.yaml for the training engine")
-    p.add_argument("--steps", type=_count, help="training steps (overrides train.steps; 0: start-up checks only)")
+    p.add_argument("--steps", type=non_negative_int, help="training steps (overrides train.steps; 0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
     p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--master-port", type=_port, help="rendezvous port (default 29500; --local: a free port)")
     p.add_argument("--torchrun", default="torchrun", help="torchrun command in generated lines (default torchrun)")
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
-    p.add_argument("--timeout", type=float, help="--local: stop the run after this many seconds")
+    p.add_argument("--timeout", type=positive_float, help="--local: stop the run after this many seconds")
     return p
 
 
@@ -138,7 +130,8 @@ def _local(args, rm) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rankmap.launch_cli launch ...``: the launch command on its own."""
+    """``python -m rankmap.launch_cli launch ...``: the launch command on its own, until ``rankmap/cli.py``
+    wires ``launch`` (then ``rankmap launch`` is the way, and this goes)."""
     parser = argparse.ArgumentParser(prog="rankmap")
     sub = parser.add_subparsers(dest="command", required=True)
     add_launch_parser(sub)

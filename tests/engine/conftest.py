@@ -19,6 +19,17 @@ import pytest
 from placement.job import JobSpec, ModelShape
 from placement.rankmap import RankMap, write_plan_files
 
+def _launch_command() -> list[str]:
+    """``rankmap launch`` once rankmap/cli.py wires the command; its module on its own before that."""
+    import argparse
+
+    from rankmap.cli import _parser
+    subs = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    wired = any("launch" in a.choices for a in subs)
+    return ["-m", "rankmap", "launch"] if wired else ["-m", "rankmap.launch_cli", "launch"]
+
+
+LAUNCH = _launch_command()
 REPO = Path(__file__).resolve().parents[2]
 # Every multi-process run: one OpenMP thread per process, gloo on the loopback interface,
 # tracebacks of stuck processes on SIGABRT/timeouts (faulthandler).
@@ -45,7 +56,7 @@ def make_rankmap(folder: Path, *, tp=1, pp=1, dp=1, hosts=("h1",), nprocs=None, 
 
 def launch_cli(*args, timeout=170, cwd=None):
     """``rankmap launch ...`` in a subprocess (the command module, so it runs before cli.py wires it)."""
-    return subprocess.run([sys.executable, "-m", "rankmap.launch_cli", "launch", *map(str, args)],
+    return subprocess.run([sys.executable, *LAUNCH, *map(str, args)],
                           capture_output=True, text=True, env=ENV, cwd=cwd or REPO, timeout=timeout)
 
 

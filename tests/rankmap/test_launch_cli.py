@@ -12,11 +12,22 @@ import pytest
 from placement.job import JobSpec, ModelShape
 from placement.rankmap import RankMap, write_plan_files
 
+def _launch_command() -> list[str]:
+    """``rankmap launch`` once rankmap/cli.py wires the command; its module on its own before that."""
+    import argparse
+
+    from rankmap.cli import _parser
+    subs = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    wired = any("launch" in a.choices for a in subs)
+    return ["-m", "rankmap", "launch"] if wired else ["-m", "rankmap.launch_cli", "launch"]
+
+
+LAUNCH = _launch_command()
 REPO = Path(__file__).resolve().parents[2]
 
 
 def launch(*args, cwd=None):
-    return subprocess.run([sys.executable, "-m", "rankmap.launch_cli", "launch", *map(str, args)], capture_output=True,
+    return subprocess.run([sys.executable, *LAUNCH, *map(str, args)], capture_output=True,
                           text=True, cwd=cwd or REPO, timeout=120)
 
 

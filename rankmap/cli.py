@@ -18,6 +18,7 @@ from topology.errors import RankmapError
 
 from .argtypes import positive_int
 from .diagnose_cli import add_diagnose_parser, run_diagnose
+from .launch_cli import add_launch_parser, run_launch
 from .simulate_cli import add_simulate_parser, run_simulate
 from .topo_cli import add_topo_parser, run_topo
 
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     add_topo_parser(sub)
     add_simulate_parser(sub)
     add_diagnose_parser(sub)
+    add_launch_parser(sub)
 
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
@@ -118,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_simulate(args)
         if command == "diagnose":
             return run_diagnose(args)
+        if command == "launch":
+            return run_launch(args)
         return _verify(args)
     except RankmapError as exc:
         if args.debug:

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 from topology.errors import RankmapError
 
 from .argtypes import non_negative_int, positive_float
 
-__all__ = ["add_launch_parser", "run_launch", "main"]
+__all__ = ["add_launch_parser", "run_launch"]
 
 
 def _port(text: str) -> int:
@@ -112,7 +111,7 @@ def _local(args, rm) -> int:
           f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); logs in {run_dir}", flush=True)
     try:
         run_agents(agents, cwd=Path.cwd(), timeout_s=args.timeout)
-    except LaunchError as exc:
+    except LaunchError:
         error = run_dir / "error.txt"
         if error.is_file():
             raise LaunchError(f"the job stopped: {error.read_text().strip()}") from None
@@ -127,24 +126,3 @@ def _local(args, rm) -> int:
     else:
         print(f"rankmap launch --local: start-up checks passed; placement report in {run_dir / 'placement.json'}")
     return 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m rankmap.launch_cli launch ...``: the launch command on its own, until ``rankmap/cli.py``
-    wires ``launch`` (then ``rankmap launch`` is the way, and this goes)."""
-    parser = argparse.ArgumentParser(prog="rankmap")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_launch_parser(sub)
-    args = parser.parse_args(argv)
-    try:
-        return run_launch(args)
-    except RankmapError as exc:
-        print(f"rankmap: error: {exc}", file=sys.stderr)
-        return getattr(exc, "exit_code", 3)
-    except KeyboardInterrupt:
-        print("rankmap: interrupted", file=sys.stderr)
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

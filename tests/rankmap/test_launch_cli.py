@@ -12,17 +12,7 @@ import pytest
 from placement.job import JobSpec, ModelShape
 from placement.rankmap import RankMap, write_plan_files
 
-def _launch_command() -> list[str]:
-    """``rankmap launch`` once rankmap/cli.py wires the command; its module on its own before that."""
-    import argparse
-
-    from rankmap.cli import _parser
-    subs = [a for a in _parser()._actions if isinstance(a, argparse._SubParsersAction)]
-    wired = any("launch" in a.choices for a in subs)
-    return ["-m", "rankmap", "launch"] if wired else ["-m", "rankmap.launch_cli", "launch"]
-
-
-LAUNCH = _launch_command()
+LAUNCH = ["-m", "rankmap", "launch"]
 REPO = Path(__file__).resolve().parents[2]
 
 

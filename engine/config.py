@@ -18,6 +18,9 @@ key is optional; the defaults train a tiny model that runs on CPUs in seconds::
             micro_batch_size: null, micro_batches: null}    # null: the rank map's batch
     data: {root: null, max_bytes: 4000000}                  # null: this Python's standard library
     checkpoint: {dir: null, every: 0, resume: true}
+    diagnostics: {timing: true, hang_timeout_s: 600,       # per-rank phase records; watchdog (0: off)
+                  inject_rank: null, inject_phase: null, inject_delay_s: 0,   # fault drills: a slow phase,
+                  stall_rank: null, stall_step: null}      # or a rank that stops entering collectives
     init_timeout_s: 300
 
 ``train.steps: 0`` runs the start-up checks only (placement report, no training).
@@ -32,7 +35,8 @@ from pathlib import Path
 from topology.errors import SpecError
 from topology.yamlio import Fields, read_yaml
 
-__all__ = ["ModelConfig", "ParallelConfig", "TrainConfig", "DataConfig", "CheckpointConfig", "EngineConfig",
+__all__ = ["ModelConfig", "ParallelConfig", "TrainConfig", "DataConfig", "CheckpointConfig", "DiagnosticsConfig",
+           "EngineConfig",
            "load_config", "config_from_data", "SCHEDULES", "BYTE_VOCAB"]
 
 SCHEDULES = ("auto", "1f1b", "gpipe", "interleaved-1f1b")
@@ -152,6 +156,29 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DiagnosticsConfig:
+    """Phase timing and the hang watchdog (:mod:`engine.timing`), plus fault drills: sleep
+    ``inject_delay_s`` inside ``inject_phase`` of ``inject_rank`` from step 1 on, or have
+    ``stall_rank`` stop before its collectives at ``stall_step``."""
+
+    timing: bool = True
+    hang_timeout_s: float = 600.0
+    inject_rank: int | None = None
+    inject_phase: str | None = None
+    inject_delay_s: float = 0.0
+    stall_rank: int | None = None
+    stall_step: int | None = None
+
+    def __post_init__(self) -> None:
+        from .records import COMPUTE
+        _check(self.hang_timeout_s >= 0, "diagnostics.hang_timeout_s", "hang_timeout_s must be >= 0")
+        _check(self.inject_phase is None or self.inject_phase in COMPUTE, "diagnostics.inject_phase",
+               f"inject_phase must be one of {', '.join(COMPUTE)}, got {self.inject_phase!r}")
+        _check((self.stall_rank is None) == (self.stall_step is None), "diagnostics.stall_step",
+               "stall_rank and stall_step go together")
+
+
+@dataclass(frozen=True, kw_only=True)
 class EngineConfig:
     """One engine run. ``model_from_rankmap``: use the rank map job's model shape."""
 
@@ -161,6 +188,7 @@ class EngineConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    diagnostics: DiagnosticsConfig = field(default_factory=DiagnosticsConfig)
     init_timeout_s: float = 300.0
 
     def __post_init__(self) -> None:
@@ -181,6 +209,9 @@ _SECTIONS = {
                             "micro_batch_size": "int?", "micro_batches": "int?"}),
     "data": (DataConfig, {"root": "str?", "suffixes": "strs", "max_bytes": "int"}),
     "checkpoint": (CheckpointConfig, {"dir": "str?", "every": "int", "resume": "bool"}),
+    "diagnostics": (DiagnosticsConfig, {"timing": "bool", "hang_timeout_s": "number0", "inject_rank": "int?",
+                                        "inject_phase": "str?", "inject_delay_s": "number0", "stall_rank": "int?",
+                                        "stall_step": "int?"}),
 }
 
 

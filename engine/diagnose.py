@@ -2,8 +2,10 @@
 
 Stragglers, with robust statistics (median and MAD, which one slow rank cannot drag):
 
-- compute phases (forward, backward, optimizer): a rank's median duration per step
-  against all ranks' median for that phase;
+- compute phases (forward, backward, optimizer): a rank's median time per step against
+  the ranks that do the same work (same pipeline stage, ``role_of``); CPU seconds where
+  the records have them, since a rank waiting for a slow peer inside its own phase (TP
+  collectives run inside the forward pass) waits without using CPU;
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
   name the victims, not the culprit. Instead, each collective instance (same group,
   peers and sequence number) gives every member a lateness = its start - the earliest
@@ -63,7 +65,8 @@ class HangVerdict:
 @dataclass(frozen=True)
 class Diagnosis:
     """``matrix[R, P]``: median seconds per step of each rank (row, ``ranks``) in each phase
-    (column, ``phases``); NaN where a rank never ran a phase."""
+    (column, ``phases``; CPU seconds for compute phases when recorded); NaN where a rank
+    never ran a phase."""
 
     ranks: tuple
     phases: tuple
@@ -87,8 +90,8 @@ def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
     return (values - med) / scale, med
 
 
-def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, z: float = 5.0, min_ratio: float = 1.5,
-             min_excess_s: float = 0.05, warmup_steps: int = 1) -> Diagnosis:
+def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict | None = None, z: float = 5.0,
+             min_ratio: float = 1.5, min_excess_s: float = 0.05, warmup_steps: int = 1) -> Diagnosis:
     """Merge per-rank records and flag stragglers and hangs.
 
     Parameters
@@ -96,16 +99,22 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, z: float = 5.0
     records : RunRecords
     host_of, tor_of : dict
         Rank -> host and host -> ToR group, from the rank map.
+    role_of : dict, optional
+        Rank -> what work it does (its pipeline stage): compute phases are compared among
+        ranks of one role. Default: all ranks alike.
     z, min_ratio, min_excess_s : float
         Flag thresholds (see the module docstring).
     warmup_steps : int
         Leading steps left out (first steps pay for compilation and allocation).
     """
     ranks = tuple(sorted({e.rank for e in records.events} | set(records.ranks)))
+    first = min((e.step for e in records.events), default=0)
+    warmup_steps += first  # step numbers may start at 0 or 1
     per_step: dict = defaultdict(float)               # (rank, phase, step) -> seconds
     for e in records.events:
         if e.step >= warmup_steps:
-            per_step[e.rank, e.phase, e.step] += e.dur_s
+            busy = e.cpu_s if e.cpu_s is not None and e.phase in COMPUTE else e.dur_s
+            per_step[e.rank, e.phase, e.step] += busy
     phases = tuple(p for p in PHASES if any(k[1] == p for k in per_step))
     matrix = np.full((len(ranks), len(phases)), np.nan)
     index = {r: i for i, r in enumerate(ranks)}
@@ -114,7 +123,12 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, z: float = 5.0
         samples[rank, phase].append(secs)
     for (rank, phase), vals in samples.items():
         matrix[index[rank], phases.index(phase)] = float(np.median(vals))
-    flags = _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_excess_s)
+    role_of = role_of or {}
+    flags = []
+    for role in sorted({role_of.get(r, 0) for r in ranks}):
+        rows = [i for i, r in enumerate(ranks) if role_of.get(r, 0) == role]
+        flags += _duration_flags(tuple(ranks[i] for i in rows), phases, matrix[rows], host_of, tor_of, z,
+                                 min_ratio, min_excess_s)
     flags += _lateness_flags(records, warmup_steps, host_of, z, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
     return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of))

@@ -8,12 +8,13 @@ Layout of a run folder::
 An event record::
 
     {"rank": 17, "host": "node03", "local_rank": 1, "step": 4, "phase": "forward",
-     "group": null, "peers": [], "seq": 0, "start_s": 12.031, "dur_s": 0.184}
+     "group": null, "peers": [], "seq": 0, "start_s": 12.031, "dur_s": 0.184, "cpu_s": 0.181}
 
 ``phase`` is one of :data:`PHASES`; collectives carry their ``group`` kind (tp, pp, dp,
 ...), the global ranks of their ``peers`` and a per-group sequence number ``seq`` (the
 n-th collective of that group on this rank). ``start_s`` is seconds on the rank's
-wall clock since the epoch (``time.time()``), so ranks of one host share a clock.
+wall clock since the epoch (``time.time()``), so ranks of one host share a clock;
+``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment.
 A hang record adds ``"since_s"`` (when the event began) and ``"timeout_s"``.
 """
 
@@ -31,7 +32,7 @@ __all__ = ["PHASES", "Event", "Hang", "event_path", "hang_path", "read_run", "Ru
 # group, optimizer step). Compute phases first; the rest are communication.
 COMPUTE = ("forward", "backward", "optimizer")
 COMMS = ("tp-collective", "pp-send", "pp-recv", "dp-reduce-scatter", "dp-all-gather", "dp-all-reduce",
-         "cp-collective", "ep-all-to-all")
+         "cp-collective", "ep-all-to-all", "loss-all-reduce")
 PHASES = COMPUTE + COMMS
 
 
@@ -49,6 +50,7 @@ class Event:
     group: str | None = None
     peers: tuple = field(default_factory=tuple)
     seq: int = 0
+    cpu_s: float | None = None
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -90,6 +92,7 @@ class RunRecords:
 
 
 _EVENT_KEYS = {"rank", "host", "local_rank", "step", "phase", "start_s", "dur_s", "group", "peers", "seq"}
+_OPTIONAL_KEYS = {"cpu_s"}
 
 
 def read_run(run_dir: str | Path) -> RunRecords:
@@ -115,7 +118,8 @@ def read_run(run_dir: str | Path) -> RunRecords:
                 continue
             try:
                 rec = json.loads(line)
-                if not isinstance(rec, dict) or set(rec) != _EVENT_KEYS or rec["phase"] not in PHASES:
+                if (not isinstance(rec, dict) or not _EVENT_KEYS <= set(rec) <= _EVENT_KEYS | _OPTIONAL_KEYS
+                        or rec["phase"] not in PHASES):
                     raise ValueError("not an event record")
                 events.append(Event(**{**rec, "peers": tuple(rec["peers"])}))
                 ranks.add(rec["rank"])

@@ -54,20 +54,23 @@ def _local_losses(parts: ModelParts, x: torch.Tensor, y: torch.Tensor) -> list[t
 
 
 def train_step(parts: ModelParts, optimizers: list, x: torch.Tensor, y: torch.Tensor, lr: float,
-               grad_clip: float, pp_group, device: torch.device) -> tuple[float, float]:
+               grad_clip: float, pp_group, device: torch.device, timer=None) -> tuple[float, float]:
     """Run one iteration; return (mean loss over the iteration's tokens, gradient norm before clipping).
 
     The loss is the same on every rank: last-stage ranks (dp * tp of them, TP ranks agreeing)
     contribute their mean, which one all-reduce over the world sums.
     """
     lay = parts.layout
-    losses = _local_losses(parts, x, y)
-    norm = clip_grad_norm(list(parts.parameters()), grad_clip, pp_group)
-    set_lr(optimizers, lr)
-    for opt in optimizers:
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+    losses = _local_losses(parts, x, y)  # forward/backward timed by the timer's module hooks
+    with timer.phase("optimizer") if timer else contextlib.nullcontext():
+        norm = clip_grad_norm(list(parts.parameters()), grad_clip, pp_group)
+        set_lr(optimizers, lr)
+        for opt in optimizers:
+            opt.step()
+            opt.zero_grad(set_to_none=True)
     mine = torch.stack(losses).double().mean() if losses else torch.zeros((), dtype=torch.float64)
     total = mine.reshape(1).to(device)
-    dist.all_reduce(total)
+    world = tuple(range(dist.get_world_size()))
+    with timer.phase("loss-all-reduce", group="world", peers=world) if timer else contextlib.nullcontext():
+        dist.all_reduce(total)
     return float(total.item()) / (lay.dp * lay.tp), norm

@@ -56,6 +56,7 @@ class Trainer:
     corpus: object = None
     start_step: int = 0
     log: list = field(default_factory=list)
+    timer: object = None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -130,7 +131,26 @@ def build(args: argparse.Namespace) -> Trainer:
     del full
     t.optimizers = build_optimizers(t.parts.modules, cfg.train)
     _maybe_resume(t)
+    if cfg.diagnostics.timing:
+        t.timer = _timer(t, entry)
     return t
+
+
+def _timer(t: Trainer, entry: dict):
+    """The phase timer, with forward/backward hooks on every model chunk of this rank."""
+    from .timing import PhaseTimer
+
+    timer = PhaseTimer(t.out, t.rank, entry["host"], entry["local_rank"], t.device.type == "cuda", t.cfg.diagnostics)
+    for module in t.parts.modules:
+        module.register_forward_pre_hook(lambda *_: timer.begin("forward"))
+        module.register_forward_hook(lambda *_: timer.end("forward"))
+        # Backward runs from the chunk's output back to its first transformer layer's input
+        # (a first chunk's own input is token ids, which get no gradient and no hook call).
+        first_layer = next(iter(module.layers.values())) if len(getattr(module, "layers", ())) else module
+        module.register_full_backward_pre_hook(lambda *_: timer.begin("backward"))
+        first_layer.register_full_backward_hook(lambda *_: timer.end("backward"))
+    timer.step = t.start_step + 1
+    return timer
 
 
 def _maybe_resume(t: Trainer) -> None:
@@ -171,8 +191,10 @@ def run(t: Trainer) -> None:
         batch = global_batch(t.corpus, step, tc.seed, spec.rows, spec.seq_len)  # (rows, T+1)
         x, y = split_batch(batch, dp_rank, spec.dp, t.device)
         lr = lr_at(step, tc)
-        loss, norm = train_step(t.parts, t.optimizers, x, y, lr, tc.grad_clip, pp_group, t.device)
+        loss, norm = train_step(t.parts, t.optimizers, x, y, lr, tc.grad_clip, pp_group, t.device, t.timer)
         dt = time.perf_counter() - t0
+        if t.timer is not None:
+            t.timer.end_step(step)
         record = {"step": step, "loss": loss, "grad_norm": norm, "lr": lr, "tokens": spec.tokens_per_step,
                   "step_time_s": round(dt, 6), "tokens_per_s": round(spec.tokens_per_step / dt, 3)}
         if t.rank == 0:
@@ -190,6 +212,8 @@ def close(t: Trainer | None) -> None:
 
     if t is not None and t.parts is not None and t.cfg.checkpoint.dir and t.start_step < t.cfg.train.steps:
         _save(t, t.cfg.train.steps)
+    if t is not None and t.timer is not None:
+        t.timer.close()
     if dist.is_initialized():
         dist.destroy_process_group()
 

@@ -41,7 +41,10 @@ def run_diagnose(args) -> int:
     host_of = {r: rm.hosts[int(rm.rank_node[r])] for r in range(rm.world_size)}
     node_of = {r: int(rm.rank_node[r]) for r in range(rm.world_size)}
     tor_of = dict(zip(rm.hosts, rm.tor_groups))
-    d = diagnose(records, host_of, tor_of, z=args.z, min_ratio=args.min_ratio, min_excess_s=args.min_excess)
+    stage = rm.layout.coord_table[:, 4]
+    role_of = {r: int(stage[r]) for r in range(rm.world_size)}
+    d = diagnose(records, host_of, tor_of, role_of=role_of, z=args.z, min_ratio=args.min_ratio,
+                 min_excess_s=args.min_excess)
     bad_hosts = sorted({host_of[int(f.who)] for f in d.flags if f.what == "rank"} |
                        {f.who for f in d.flags if f.what == "host"} | set(d.hang.culprit_hosts if d.hang else ()))
     bad_groups = sorted({f.who for f in d.flags if f.what == "tor_group"})

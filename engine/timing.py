@@ -1,8 +1,9 @@
 """Low-overhead phase timer and hang watchdog of one rank (MegaScale, NSDI'24 §5.1-5.2).
 
-- Forward and backward of every model chunk are timed by module hooks (per micro-batch,
-  also inside pipeline schedules), the optimizer step and the engine's own collectives
-  by context managers. On CUDA each segment records a pair of ``torch.cuda.Event``s and
+- Forward and backward of every model chunk are timed by hooks (per micro-batch, also
+  inside pipeline schedules): module hooks around the forward call, tensor gradient hooks
+  from the chunk's output back to its first layer's input; the optimizer step and the
+  engine's own collectives by context managers. On CUDA each segment records a pair of ``torch.cuda.Event``s and
   is resolved at a later step boundary once both events have completed, so timing adds
   no synchronisation; on CPU the wall clock is read directly.
 - Records go to ``OUT/events/rank-NNNNN.jsonl`` (:mod:`engine.records`), flushed once
@@ -95,8 +96,9 @@ class PhaseTimer:
         self._inject(phase)
 
     def end(self, phase: str) -> None:
-        wall, start = self.open.pop(phase)
-        self._finish(phase, wall, start)
+        if phase in self.open:  # a backward whose start had no gradient to hook is not timed
+            wall, start = self.open.pop(phase)
+            self._finish(phase, wall, start)
 
     @contextmanager
     def phase(self, phase: str, group: str | None = None, peers: tuple = ()):

@@ -1,0 +1,64 @@
+"""Overhead of the engine's phase timer: the same local run with timing on and off.
+
+    python benchmarks/timer_overhead.py [--steps 12] [--repeat 2]
+
+Plans nothing: writes a 2-host rank map (tp=2, pp=2, dp=2, 8 processes), runs
+``rankmap launch --local`` with ``diagnostics.timing`` on and off (alternating, ``--repeat``
+times each), and prints the median step time of each (steps after the first two) and the
+overhead in percent. The target is under 2%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+
+from placement.job import JobSpec, ModelShape  # noqa: E402
+from placement.rankmap import RankMap, write_plan_files  # noqa: E402
+
+
+def median_step(folder: Path, timing: bool, steps: int) -> float:
+    cfg = folder / f"engine-{timing}.yaml"
+    cfg.write_text(f"train: {{steps: {steps}}}\ndiagnostics: {{timing: {str(timing).lower()}}}\n")
+    run = folder / f"run-{timing}"
+    out = subprocess.run([sys.executable, "-m", "rankmap", "launch", "--rankmap", folder / "rankmap.json", "--local",
+                          "--config", cfg, "--out", run], capture_output=True, text=True, timeout=600,
+                         env={"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PATH": "/usr/bin:/bin",
+                              "PYTHONPATH": str(HERE.parent)})
+    if out.returncode:
+        raise SystemExit(out.stdout + out.stderr)
+    log = [json.loads(line) for line in (run / "train-log.jsonl").read_text().splitlines()]
+    return statistics.median(r["step_time_s"] for r in log[2:])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=12)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        job = JobSpec(name="tiny", tp=2, pp=2, dp=2, num_micro_batches=4,
+                      model=ModelShape(layers=4, hidden=64, heads=4, seq_len=64, vocab=256))
+        write_plan_files(RankMap(job=job, cluster_name="bench", cluster_hash="0" * 64, hosts=("node-a", "node-b"),
+                                 tor_groups=("t", "t"), rails=((0, 1, 2, 3),) * 2, nproc_per_node=4), folder)
+        on, off = [], []
+        for _ in range(args.repeat):
+            off.append(median_step(folder, False, args.steps))
+            on.append(median_step(folder, True, args.steps))
+    t_on, t_off = statistics.median(on), statistics.median(off)
+    print(f"median step time: timing off {t_off * 1e3:.1f} ms, timing on {t_on * 1e3:.1f} ms; "
+          f"overhead {100 * (t_on - t_off) / t_off:+.2f}% (runs: off {[round(x * 1e3, 1) for x in off]}, "
+          f"on {[round(x * 1e3, 1) for x in on]} ms)")
+
+
+if __name__ == "__main__":
+    main()

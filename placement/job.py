@@ -70,7 +70,8 @@ class ModelShape:
 # the released configs (70B: 80 layers, h 8192, 64 heads, 4096 context, 32000 vocab).
 MODEL_PRESETS: dict[str, ModelShape] = {
     "gpt3-175b": ModelShape(layers=96, hidden=12288, heads=96, seq_len=2048),
-    "gpt3-13b": ModelShape(layers=40, hidden=5140, heads=40, seq_len=2048),
+    # Table 2.1 lists d_model 5140 with 40 heads of 128: 40 x 128 = 5120, which Megatron needs.
+    "gpt3-13b": ModelShape(layers=40, hidden=5120, heads=40, seq_len=2048),
     "gpt3-6.7b": ModelShape(layers=32, hidden=4096, heads=32, seq_len=2048),
     "gpt3-1.3b": ModelShape(layers=24, hidden=2048, heads=16, seq_len=2048),
     "llama2-70b": ModelShape(layers=80, hidden=8192, heads=64, seq_len=4096, vocab=32000,
@@ -175,6 +176,11 @@ class JobSpec:
             raise SpecError(f"the job needs {dp * self.model_parallel} GPUs (tp*cp*pp*dp), "
                             f"only {free_gpus} are free", source=self.source, key="parallel.dp")
         job = dataclasses.replace(self, dp=dp)
+        if job.order != "auto":
+            missing = [d for d in DIMS if d not in job.order.split("-") and job.sizes()[d] != 1]
+            if missing:
+                raise SpecError(f"order {job.order!r} lacks {', '.join(missing)} (dp resolved to {dp})",
+                                source=self.source, key="parallel.order")
         try:
             _check_batch(job)
         except SpecError as exc:
@@ -306,6 +312,8 @@ def _check_model(job: JobSpec, par: Fields) -> None:
         raise par.error("vpp", f"pp*vpp = {job.pp * job.virtual_stages} must divide the model's {model.layers} layers")
     if model.heads % job.tp:
         raise par.error("tp", f"tp={job.tp} must divide the model's {model.heads} attention heads")
+    if model.hidden % model.heads:
+        raise par.error("tp", f"the model's hidden size {model.hidden} is not a multiple of its {model.heads} heads")
     if job.ep > 1 and (model.experts == 0 or model.experts % job.ep):
         raise par.error("ep", f"ep={job.ep} needs a mixture-of-experts model whose expert count it divides "
                               f"(model.experts = {model.experts})")

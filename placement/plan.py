@@ -288,11 +288,14 @@ def _usable_hosts(cluster: Cluster, job: JobSpec, notes: list[str]) -> tuple[int
         raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", key="availability")
     counts = Counter(h.gpus for h in free)
     gpn = max(counts, key=lambda g: (counts[g], g))
-    usable = [h for h in free if h.gpus >= gpn]
-    small = sorted((h for h in free if h.gpus < gpn), key=lambda h: natural_key(h.name))
-    if small:
-        notes.append(f"{len(small)} free hosts have fewer than {gpn} GPUs and are not used: "
-                     + ", ".join(f"{h.name} ({h.gpus})" for h in small[:5]) + (" ..." if len(small) > 5 else ""))
+    nics = Counter(h.nics for h in free if h.gpus == gpn).most_common(1)[0][0]
+    # Only hosts shaped like the majority keep every rail-aligned group on one rail.
+    usable = [h for h in free if h.gpus == gpn and h.nics == nics]
+    other = sorted((h for h in free if (h.gpus, h.nics) != (gpn, nics)), key=lambda h: natural_key(h.name))
+    if other:
+        notes.append(f"{len(other)} free hosts are not {gpn}-GPU, {nics}-NIC hosts like the others and are not "
+                     f"used: " + ", ".join(f"{h.name} ({h.gpus} GPUs, {h.nics} NICs)" for h in other[:5])
+                     + (" ..." if len(other) > 5 else ""))
     if gpn % job.tp:
         raise PlacementError(f"tp={job.tp} does not fit the hosts: a TP group must sit inside one host, "
                              f"and the free hosts have {gpn} GPUs (tp must divide {gpn})",

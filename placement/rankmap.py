@@ -145,6 +145,10 @@ class RankMap:
             if not cluster.has_host(name):
                 raise RankMapError(f"host {name!r} is not in the cluster", source=source, key="ranks")
             host = cluster.host(name)
+            rails = tuple(host.rail_of_gpu(lr) for lr in range(min(host.gpus, self.nprocs[node])))
+            if rails != tuple(self.rails[node]):
+                raise RankMapError(f"host {name!r}: the map's rails {list(self.rails[node])} are not the cluster's "
+                                   f"{list(rails)}", source=source, key="ranks")
             if host.gpus < self.nprocs[node] or host.tor_group != self.tor_groups[node]:
                 raise RankMapError(f"host {name!r} does not match the cluster (GPUs {host.gpus}, "
                                    f"ToR group {host.tor_group!r})", source=source, key="ranks")
@@ -229,6 +233,9 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
         raise RankMapError(f"missing or bad key {exc}", source=source) from None
     if job.dp is None or not isinstance(g, int) or g < 1 or not isinstance(ranks, list):
         raise RankMapError("needs a resolved dp, nproc_per_node >= 1 and a ranks list", source=source)
+    if doc.get("world_size") != job.world_size:
+        raise RankMapError(f"world_size {doc.get('world_size')!r} is not the job's {job.world_size}", source=source,
+                           key="world_size")
     if nprocs is None:
         if job.world_size % g:
             raise RankMapError(f"world size {job.world_size} is not a multiple of nproc_per_node {g}", source=source)
@@ -279,6 +286,9 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
             raise RankMapError(f"node rank {node} and host {host!r} disagree with earlier entries",
                                source=source, key=f"{key}.host")
+        if tors[node] not in (None, rec["tor_group"]):
+            raise RankMapError(f"ranks on host {host!r} name ToR groups {tors[node]!r} and {rec['tor_group']!r}",
+                               source=source, key=f"{key}.tor_group")
         hosts[node], tors[node], rails[node][local] = host, rec["tor_group"], rec["rail"]
         want = dict(zip(DIMS, coords[r].tolist()))
         got = {d: rec[d] for d in DIMS}

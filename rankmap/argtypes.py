@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-__all__ = ["positive_int", "non_negative_int", "non_negative_float", "fraction", "positive_float"]
+__all__ = ["positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction", "positive_float"]
 
 
 def _number(text: str, kind, what: str):
@@ -28,6 +28,14 @@ def non_negative_int(text: str) -> int:
     value = _number(text, int, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """A seed: an integer in 0 .. 2**31 - 1 (what CP-SAT and NumPy both take)."""
+    value = non_negative_int(text)
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"expected a seed below 2**31, got {text!r}")
     return value
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from topology.errors import RankmapError
 
-from .argtypes import positive_int
+from .argtypes import positive_float, positive_int, seed_int
 from .diagnose_cli import add_diagnose_parser, run_diagnose
 from .launch_cli import add_launch_parser, run_launch
 from .simulate_cli import add_simulate_parser, run_simulate
@@ -49,8 +49,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
     p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
     p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
-    p.add_argument("--time-limit", type=float, default=20.0, help="solver budget, deterministic seconds (default 20)")
-    p.add_argument("--seed", type=int, default=0, help="seed for the solver and the arrival-order baseline")
+    p.add_argument("--time-limit", type=positive_float, default=20.0,
+                   help="solver budget, deterministic seconds (default 20)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", default="bytes,uplink,fragmentation",
                    help="objectives, most important first, from: bytes, spread, uplink, fragmentation, moved "
@@ -108,6 +109,8 @@ def _dp(text: str):
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = _parser().parse_args(argv or ["plan"])
+    if args.command is None:  # global options only (e.g. --debug): the default command
+        args = _parser().parse_args(argv + ["plan"])
     command = args.command
     try:
         if command == "plan":

@@ -48,6 +48,9 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
     except OSError as exc:
         raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
     staged: list[tuple[str, Path]] = []
+    for name in files:
+        if (out / name).is_dir() and name not in ("", ".", ".."):
+            raise RankmapError(f"{out / name}: cannot write output: a folder is in the way")
     try:
         for name, text in files.items():
             if "/" in name or name in ("", ".", ".."):

@@ -67,8 +67,8 @@ def cluster_from_data(data, source: str) -> Cluster:
                                     "block_sizes", "availability")
     name = top.str("name", "cluster")
     defaults = top.sub("hosts")
-    gpus = defaults.int("gpus", 8, minimum=1)
-    nics = defaults.int("nics", gpus, minimum=1)
+    gpus = defaults.int("gpus", 8, minimum=1, maximum=1024)
+    nics = defaults.int("nics", gpus, minimum=1, maximum=1024)
     defaults.done()
     links = _links(top.sub("links"))
     spine_f = top.sub("spine")
@@ -186,8 +186,8 @@ def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
         if isinstance(item, dict):
             sub = Fields(item, f.source, key, lines[j]).only("hosts", "gpus", "nics")
             expr = sub.str("hosts")
-            g = sub.int("gpus", gpus, minimum=1)
-            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1)
+            g = sub.int("gpus", gpus, minimum=1, maximum=1024)
+            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1, maximum=1024)
             sub.done()
             names = expand_hostlist(expr, source=f.source, line=sub.line_of("hosts"), key=sub.path("hosts"))
         else:

@@ -30,25 +30,32 @@ class LocList(list):
     item_lines: list
 
 
-def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str) -> Any:
+_MAX_NODES = 2_000_000  # YAML aliases can expand a small file into billions of nodes
+
+
+def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str, budget: list | None = None) -> Any:
+    budget = budget if budget is not None else [_MAX_NODES]
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise SpecError(f"document too large (over {_MAX_NODES} nodes once aliases are expanded)", source=source)
     if isinstance(node, yaml.MappingNode):
         out = LocMap()
         out.line = node.start_mark.line + 1
         out.key_lines = {}
         loader.flatten_mapping(node)  # resolves YAML merge keys ("<<") safely
         for key_node, value_node in node.value:
-            key = _convert(loader, key_node, source)
+            key = _convert(loader, key_node, source, budget)
             line = key_node.start_mark.line + 1
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise SpecError(f"mapping keys must be plain scalars, got {key!r}",
                                 source=source, line=line)
             if key in out:
                 raise SpecError(f"duplicate key {key!r}", source=source, line=line)
-            out[key] = _convert(loader, value_node, source)
+            out[key] = _convert(loader, value_node, source, budget)
             out.key_lines[key] = line
         return out
     if isinstance(node, yaml.SequenceNode):
-        seq = LocList(_convert(loader, item, source) for item in node.value)
+        seq = LocList(_convert(loader, item, source, budget) for item in node.value)
         seq.line = node.start_mark.line + 1
         seq.item_lines = [item.start_mark.line + 1 for item in node.value]
         return seq
@@ -208,17 +215,19 @@ class Fields:
             raise self.error(key, f"expected {what}, got {_show(value)}")
         return value
 
-    def int(self, key: str, default: Any = _MISSING, minimum: int | None = None) -> Any:
+    def int(self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int = 10**15) -> Any:
         value = self._typed(key, default, lambda v: isinstance(v, int) and not isinstance(v, bool),
                             "an integer")
         if minimum is not None and isinstance(value, int) and value < minimum:
             raise self.error(key, f"must be >= {minimum}, got {value}")
+        if isinstance(value, int) and not isinstance(value, bool) and value > maximum:
+            raise self.error(key, f"must be <= {maximum}, got {value}")
         return value
 
     def number(self, key: str, default: Any = _MISSING, positive: bool = True) -> Any:
         value = self._typed(key, default, lambda v: isinstance(v, (int, float))
-                            and not isinstance(v, bool) and v == v and abs(v) != float("inf"),
-                            "a number")
+                            and not isinstance(v, bool) and v == v and abs(v) < 1e15,
+                            "a number below 1e15")
         if positive and isinstance(value, (int, float)) and value <= 0:
             raise self.error(key, f"must be positive, got {value}")
         return value

@@ -75,3 +75,26 @@ def test_failed_run_keeps_previous_outputs(tmp_path):
     run = rankmap("plan", "--example", "racks", "--tp", "3", "--out", out)
     assert run.returncode != 0
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+@pytest.mark.parametrize("cluster_text, args, message", [
+    ("a: &a [x, x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+     "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+     "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+     "g: [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]\n", [], "document too large"),
+    ("hosts: {gpus: 1099511627776}\ntor_groups: [{hosts: n1}]\n", [], "hosts.gpus: must be <= 1024"),
+    ("tor_groups: [{hosts: 'n[1-8]'}]\n", ["--order", "tp-pp", "--tp", "8", "--pp", "2"], "lacks dp"),
+    ("tor_groups: [{hosts: 'n[1-8]'}]\n", ["--seed", "99999999999999999999"], "below 2**31"),
+    ("tor_groups: [{hosts: 'n[1-8]'}]\n", ["--time-limit", "nan"], "expected a positive number"),
+])
+def test_more_bad_input_is_one_line(tmp_path, cluster_text, args, message):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text(cluster_text)
+    run = rankmap("plan", "--cluster", cluster, "--job", "examples/racks/job.yaml", "--out", tmp_path / "o", *args)
+    assert run.returncode in (2, 3, 4) and message in run.stderr and "Traceback" not in run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_global_option_alone_runs_the_default_plan(tmp_path):
+    run = rankmap("--debug", cwd=tmp_path)
+    assert run.returncode == 0 and (tmp_path / "rankmap-out" / "rankmap.json").exists()

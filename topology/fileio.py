@@ -19,7 +19,7 @@ from typing import Mapping
 
 from .errors import RankmapError
 
-__all__ = ["atomic_write_files", "atomic_write_text"]
+__all__ = ["atomic_write_files", "atomic_write_text", "read_text"]
 
 
 def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
@@ -89,3 +89,16 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     """Write one text file atomically; see :func:`atomic_write_files`."""
     path = Path(path)
     return atomic_write_files(path.parent, {path.name: text})[0]
+
+
+def read_text(path: str | Path) -> str:
+    """A text input file's contents; unreadable or binary files raise SpecError naming the file
+    (and the line where binary data starts)."""
+    from .errors import SpecError
+    from .sources import decode_text
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror}", source=str(path)) from None
+    return decode_text(data, str(path))

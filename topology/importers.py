@@ -17,7 +17,8 @@ from .k8s import export_k8s_labels, parse_k8s_nodes
 from .model import Cluster
 from .slurm import export_slurm_tree, parse_slurm_tree
 from .slurm_block import export_slurm_block, parse_slurm_block
-from .sources import ImportOptions, ImportResult, decode_text
+from .fileio import read_text
+from .sources import ImportOptions, ImportResult
 from .spec import parse_cluster
 from .volcano import parse_hypernodes
 
@@ -38,16 +39,6 @@ EXPORTERS: dict[str, Callable[..., str]] = {
 }
 IMPORT_FORMATS = tuple(IMPORTERS)
 EXPORT_FORMATS = tuple(EXPORTERS)
-
-
-def read_text(path: str | Path) -> str:
-    """A topology file's text; unreadable or binary files raise SpecError naming the file."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
-    return decode_text(data, source)
 
 
 def import_text(fmt: str, text: str, source: str, options: ImportOptions | None = None) -> ImportResult:

@@ -139,16 +139,9 @@ def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
 
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with :func:`parse_yaml`; I/O and decoding errors become SpecError."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SpecError(f"not UTF-8 text (byte {exc.start})", source=source) from None
-    return parse_yaml(text, source)
+    from .fileio import read_text
+
+    return parse_yaml(read_text(path), str(path))
 
 
 _MISSING = object()

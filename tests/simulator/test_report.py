@@ -37,7 +37,7 @@ def test_document_is_rounded_ordered_and_complete(swept):
                                                      [placement_summary(net, "rankmap plan", pl, sweep)]))
     back = json.loads(text)
     assert list(back) == ["schema", "cluster", "job", "traffic", "config", "placements"]
-    assert back["traffic"]["collectives"][0] == {"kind": "tp", "op": "allreduce", "size_bytes": 21053440,
+    assert back["traffic"]["collectives"][0] == {"kind": "tp", "op": "allreduce", "size_bytes": 20971520,
                                                  "count": 320, "phase": "pipeline"}
     p = back["placements"][0]
     assert p["comm_time_s"]["mean"] == float(f"{sweep.comm_time_s.mean():.6g}")

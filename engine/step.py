@@ -61,7 +61,8 @@ def train_step(parts: ModelParts, optimizers: list, x: torch.Tensor, y: torch.Te
     contribute their mean, which one all-reduce over the world sums.
     """
     lay = parts.layout
-    losses = _local_losses(parts, x, y)  # forward/backward timed by the timer's module hooks
+    with timer.backward_span() if timer else contextlib.nullcontext():  # forward: the timer's module hooks
+        losses = _local_losses(parts, x, y)
     with timer.phase("optimizer") if timer else contextlib.nullcontext():
         norm = clip_grad_norm(list(parts.parameters()), grad_clip, pp_group)
         set_lr(optimizers, lr)

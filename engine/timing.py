@@ -1,9 +1,10 @@
 """Low-overhead phase timer and hang watchdog of one rank (MegaScale, NSDI'24 §5.1-5.2).
 
-- Forward and backward of every model chunk are timed by hooks (per micro-batch, also
-  inside pipeline schedules): module hooks around the forward call, tensor gradient hooks
-  from the chunk's output back to its first layer's input; the optimizer step and the
-  engine's own collectives by context managers. On CUDA each segment records a pair of ``torch.cuda.Event``s and
+- Forward of every model chunk is timed by module hooks around its forward call (per
+  micro-batch, also inside pipeline schedules); backward is the rest of the step's
+  forward-backward span (one record per step: the span minus its forwards, which on CPU
+  also subtracts their CPU time); the optimizer step and the engine's own collectives by
+  context managers. Per-micro-batch gradient hooks would cost ~10% of a step here. On CUDA each segment records a pair of ``torch.cuda.Event``s and
   is resolved at a later step boundary once both events have completed, so timing adds
   no synchronisation; on CPU the wall clock is read directly.
 - Records go to ``OUT/events/rank-NNNNN.jsonl`` (:mod:`engine.records`), flushed once
@@ -61,6 +62,7 @@ class PhaseTimer:
         self.pending: list = []            # CUDA segments waiting for their events
         self.open: dict = {}               # hook-timed phases in progress: name -> (wall, start)
         self.current = None                # the collective in progress, for the watchdog
+        self.fwd_sum = None                # forward seconds (wall, CPU) inside a backward span
         path = event_path(out, rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file = open(path, "a", encoding="utf-8")
@@ -82,7 +84,11 @@ class PhaseTimer:
         if self.cuda:
             self.pending.append((phase, wall, start, end, group, peers, seq, self.step))
         else:
-            self._write(phase, wall, end[0] - start[0], group, peers, seq, self.step, end[1] - start[1])
+            dur, cpu = end[0] - start[0], end[1] - start[1]
+            if phase == "forward" and self.fwd_sum is not None:
+                self.fwd_sum[0] += dur
+                self.fwd_sum[1] += cpu
+            self._write(phase, wall, dur, group, peers, seq, self.step, cpu)
 
     def _write(self, phase, wall, dur_s, group, peers, seq, step, cpu_s=None) -> None:
         e = Event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step, phase=phase,
@@ -94,6 +100,21 @@ class PhaseTimer:
         """Start a hook-timed phase (forward/backward of a chunk)."""
         self.open[phase] = (time.time(), self._mark())
         self._inject(phase)
+
+    @contextmanager
+    def backward_span(self):
+        """Time the forward-backward span of a step and record its non-forward part as "backward"."""
+        wall, t0, c0 = time.time(), time.perf_counter(), time.thread_time()
+        self.fwd_sum = [0.0, 0.0]
+        try:
+            yield
+        finally:
+            if not self.cuda:
+                self._inject("backward")
+                total, cpu = time.perf_counter() - t0, time.thread_time() - c0
+                self._write("backward", wall, max(0.0, total - self.fwd_sum[0]), None, (), 0, self.step,
+                            max(0.0, cpu - self.fwd_sum[1]))
+            self.fwd_sum = None
 
     def end(self, phase: str) -> None:
         if phase in self.open:  # a backward whose start had no gradient to hook is not timed

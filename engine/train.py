@@ -142,27 +142,13 @@ def _timer(t: Trainer, entry: dict):
 
     timer = PhaseTimer(t.out, t.rank, entry["host"], entry["local_rank"], t.device.type == "cuda", t.cfg.diagnostics)
     for module in t.parts.modules:
-        # Forward: the chunk's forward call. Backward: from the gradient of the chunk's output
-        # to that of its first transformer layer's input -- tensor hooks, which cost nothing
-        # (module "full backward" hooks rewrite the graph and cost ~15% of a step here).
-        first_layer = next(iter(module.layers.values())) if len(getattr(module, "layers", ())) else None
+        # Forward: each chunk's forward call (module hooks: free). Backward: the rest of the
+        # forward-backward span (see PhaseTimer.backward_span); gradient hooks per micro-batch
+        # cost ~10% of a step here.
         module.register_forward_pre_hook(lambda *_: timer.begin("forward"))
-        module.register_forward_hook(lambda _m, _a, out: _after_forward(timer, out))
-        if first_layer is not None:
-            first_layer.register_forward_pre_hook(lambda _m, args: _watch_input(timer, args))
+        module.register_forward_hook(lambda *_: timer.end("forward"))
     timer.step = t.start_step + 1
     return timer
-
-
-def _after_forward(timer, out) -> None:
-    timer.end("forward")
-    if getattr(out, "requires_grad", False):
-        out.register_hook(lambda _grad: timer.begin("backward"))
-
-
-def _watch_input(timer, args) -> None:
-    if args and getattr(args[0], "requires_grad", False):
-        args[0].register_hook(lambda _grad: timer.end("backward"))
 
 
 def _maybe_resume(t: Trainer) -> None:

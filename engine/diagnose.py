@@ -191,7 +191,7 @@ def _lateness_flags(records: RunRecords, warmup_steps: int, host_of: dict, z: fl
         vals = np.array([per_rank[k] for k in keys])
         if len(vals) < 3:
             continue
-        scores, med = robust_z(vals)
+        med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
         scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
         for rank, v in zip(keys, vals):
             s = (v - med) / scale

@@ -28,11 +28,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(REPO))
 
-from placement.job import JobSpec, ModelShape  # noqa: E402
-from placement.rankmap import RankMap, write_plan_files  # noqa: E402
+from rankmap.job.rank_map import RankMap, write_plan_files
+from rankmap.job.spec import JobSpec, ModelShape
 
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(REPO)}
 
@@ -59,7 +57,7 @@ def bench_layouts(steps: int, quick: bool) -> None:
             folder = Path(tmp) / f"{pp}{dp}{tp}"
             rankmap = write_map(folder, pp, dp, tp)
             t0 = time.perf_counter()
-            run = subprocess.run([sys.executable, "-m", "rankmap.launch_cli", "launch", "--rankmap", str(rankmap),
+            run = subprocess.run([sys.executable, "-m", "rankmap", "launch", "--rankmap", str(rankmap),
                                   "--local", "--steps", str(steps), "--out", str(folder / "run"), "--timeout", "300"],
                                  capture_output=True, text=True, env=ENV, cwd=REPO)
             wall = time.perf_counter() - t0
@@ -77,9 +75,9 @@ def worker(rankmap: str, repeat: int, out: str) -> None:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    from engine.mesh import build_mesh, exchange_claims, mesh_dims, verify_peers
-    from engine.ranks import LaunchEnv
-    from placement.rankmap import read_rankmap
+    from rankmap.engine.mesh import build_mesh, exchange_claims, mesh_dims, verify_peers
+    from rankmap.engine.ranks import LaunchEnv
+    from rankmap.job.rank_map import read_rankmap
 
     rm = read_rankmap(rankmap)
     launch = LaunchEnv.from_environ()
@@ -113,7 +111,7 @@ def bench_groups(repeat: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rankmap = write_map(Path(tmp) / "map", 2, 2, 2)
         out = Path(tmp) / "groups.json"
-        from engine.local import free_port
+        from rankmap.launch.local import free_port
         procs = []
         for node, host in enumerate(("h1", "h2")):
             argv = [sys.executable, "-m", "torch.distributed.run", "--nnodes=2", "--nproc-per-node=4",

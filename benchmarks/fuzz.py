@@ -1,7 +1,7 @@
 """Long fuzz run over every parser: ``python benchmarks/fuzz.py [--inputs 10000] [--seed 0]``.
 
 Feeds each parser seeded mutations of its seed inputs and token soup (the corpus of
-tests/fuzz/fuzzing.py, which the test suite runs briefly). A parser may accept an input or
+rankmap.fuzzing, which the test suite runs briefly). A parser may accept an input or
 reject it with a RankmapError; any other exception, or an input taking over 5 s, is a
 failure. Prints, per parser, inputs run, accepted, rejected, failures and the slowest
 input; exits non-zero on any failure.
@@ -17,12 +17,9 @@ import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-sys.path.insert(0, str(HERE.parent / "tests" / "fuzz"))
 
-from fuzzing import TOKENS, mutate, parsers  # noqa: E402
-
-from topology.errors import RankmapError  # noqa: E402
+from rankmap.errors import RankmapError
+from rankmap.fuzzing import TOKENS, mutate, parsers
 
 
 def inputs(seeds: list[str], n: int, rng: random.Random):
@@ -42,7 +39,7 @@ def main() -> int:
     args = parser.parse_args()
     failures = 0
     print(f"{'parser':14s} {'inputs':>7s} {'accepted':>9s} {'rejected':>9s} {'failures':>9s} {'slowest s':>10s}")
-    for name, (parse, seeds) in sorted(parsers().items()):
+    for name, (parse, seeds) in sorted(parsers(HERE.parent / "tests" / "data" / "field-cases").items()):
         rng = random.Random(f"{args.seed}:{name}")
         counts = {"accepted": 0, "rejected": 0, "failures": 0}
         slowest = 0.0

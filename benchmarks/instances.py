@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from placement.job import MODEL_PRESETS, JobSpec
-from topology.model import Cluster, Host, Links, Spine, TorGroup
+from rankmap.job.spec import MODEL_PRESETS, JobSpec
+from rankmap.topology.model import Cluster, Host, Links, Spine, TorGroup
 
 __all__ = ["make_cluster", "make_job", "SIZES"]
 

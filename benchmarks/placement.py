@@ -16,26 +16,15 @@ from __future__ import annotations
 import argparse
 import csv
 import resource
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
+from instances import SIZES, make_cluster, make_job  # benchmarks/instances.py, beside this script
 
-# This file is named like the package it measures: keep its own folder off the import path.
-HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
-
-import importlib.util  # noqa: E402
-
-_spec = importlib.util.spec_from_file_location("bench_instances", HERE / "instances.py")
-_instances = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_instances)
-SIZES, make_cluster, make_job = _instances.SIZES, _instances.make_cluster, _instances.make_job
-
-from placement.grid import build_grid  # noqa: E402
-from placement.plan import plan  # noqa: E402
-from placement.replan import replan  # noqa: E402
+from rankmap.placement.grid import build_grid
+from rankmap.placement.plan import plan
+from rankmap.placement.replan import replan
 
 FIELDS = ["instance", "method", "cross_tor_TB", "dp_spread", "max_uplink_TB", "lower_bound_TB", "gap_pct",
           "time_s", "peak_MiB"]
@@ -49,8 +38,8 @@ def metis_order(cluster, result) -> list[str] | None:
     except ImportError:
         return None
     job, gpn = result.job, result.rankmap.nproc_per_node
-    from placement.layout import ParallelLayout
-    from placement.traffic import job_traffic
+    from rankmap.job.layout import ParallelLayout
+    from rankmap.job.traffic import job_traffic
     grid = build_grid(ParallelLayout.of(job), gpn, job.world_size // gpn)
     traffic = job_traffic(job)
     n = grid.row.size
@@ -107,8 +96,8 @@ def rows_for(name: str, cluster, result, elapsed: float, peak: float) -> list[di
     metis = metis_order(cluster, result)
     if metis is not None:
         t0 = time.perf_counter()
-        from placement.plan import _setting  # the same cost model as the plan
-        from placement.constraints import PlacementConstraints
+        from rankmap.placement.constraints import PlacementConstraints
+        from rankmap.placement.plan import _setting
         st = _setting(cluster, result.job, PlacementConstraints(), [])
         cands.append(("metis", st.measure(cluster, "metis", metis), time.perf_counter() - t0))
     for method, cand, t in cands:

@@ -10,19 +10,16 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import tempfile
 import time
-from pathlib import Path
+
+from rankmap.examples import example_path
+from rankmap.job.rank_map import write_plan_files
 
 # benchmarks/placement.py is named like the package it measures: keep this folder off the path.
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
-
-from placement.job import load_job  # noqa: E402
-from placement.plan import plan  # noqa: E402
-from placement.rankmap import write_plan_files  # noqa: E402
-from rankmap.cli import example_path  # noqa: E402
-from topology.spec import load_cluster  # noqa: E402
+from rankmap.job.spec import load_job
+from rankmap.placement.plan import plan
+from rankmap.topology.spec import load_cluster
 
 
 def main() -> None:

@@ -17,24 +17,22 @@ from __future__ import annotations
 
 import argparse
 import resource
-import sys
 import time
 from pathlib import Path
 
 # benchmarks/placement.py is named like the package: keep this folder off the import path.
 HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
-from placement.job import load_job  # noqa: E402
-from placement.plan import plan  # noqa: E402
-from placement.rankmap import RankMap  # noqa: E402
-from rankmap.cli import example_path  # noqa: E402
-from simulator.collectives import simulate_collective  # noqa: E402
-from simulator.flows import RankPlacement  # noqa: E402
-from simulator.iteration import job_comm_ops, simulate_iteration  # noqa: E402
-from simulator.network import Network  # noqa: E402
-from topology.model import Cluster, Host, Links, Spine, TorGroup  # noqa: E402
-from topology.spec import load_cluster  # noqa: E402
+from rankmap.examples import example_path
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import load_job
+from rankmap.placement.plan import plan
+from rankmap.simulator.collectives import simulate_collective
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import job_comm_ops, simulate_iteration
+from rankmap.simulator.network import Network
+from rankmap.topology.model import Cluster, Host, Links, Spine, TorGroup
+from rankmap.topology.spec import load_cluster
 
 
 def megascale_16k() -> Cluster:

@@ -22,16 +22,15 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
 
-from placement.job import JobSpec, ModelShape  # noqa: E402
-from placement.rankmap import RankMap, write_plan_files  # noqa: E402
+from rankmap.job.rank_map import RankMap, write_plan_files
+from rankmap.job.spec import JobSpec, ModelShape
 
 
 def timer_cost_per_event(n: int = 20000) -> float:
     """Seconds one begin/end pair of the CPU timer costs, writing its record (to a temp file)."""
-    from engine.config import DiagnosticsConfig
-    from engine.timing import PhaseTimer
+    from rankmap.engine.config import DiagnosticsConfig
+    from rankmap.engine.timing import PhaseTimer
 
     with tempfile.TemporaryDirectory() as tmp:
         timer = PhaseTimer(Path(tmp), 0, "h", 0, False, DiagnosticsConfig(hang_timeout_s=0))

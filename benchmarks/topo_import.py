@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from topology.importers import import_file
-from topology.slurm import export_slurm_tree
-from topology.slurmconf import compress_names
-from topology.sources import ImportOptions
+from rankmap.topology.importers import import_file
+from rankmap.topology.slurm import export_slurm_tree
+from rankmap.topology.slurmconf import compress_names
+from rankmap.topology.sources import ImportOptions
 
 LEAVES, HOSTS_PER_LEAF, LEAVES_PER_SPINE = 24, 64, 6
 

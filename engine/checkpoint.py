@@ -20,13 +20,16 @@ from pathlib import Path
 
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                     get_optimizer_state_dict, set_model_state_dict,
-                                                     set_optimizer_state_dict)
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
 
-from topology.fileio import atomic_write_text
-
-from .errors import EngineError
+from rankmap.errors import EngineError
+from rankmap.fileio import atomic_write_text
 
 __all__ = ["save_checkpoint", "load_checkpoint", "latest_checkpoint"]
 

@@ -32,8 +32,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology.errors import SpecError
-from topology.yamlio import Fields, read_yaml
+from rankmap.errors import SpecError
+from rankmap.yamlio import Fields, read_yaml
 
 __all__ = ["ModelConfig", "ParallelConfig", "TrainConfig", "DataConfig", "CheckpointConfig", "DiagnosticsConfig",
            "EngineConfig",
@@ -54,7 +54,7 @@ class ModelConfig:
     """Shape of the GPT model (counts; ``vocab`` is the byte vocabulary, 256).
 
     ``hidden / heads`` is the head dimension, which rotary embeddings need even. ``layers`` and
-    ``heads`` left as None fit the plan (:func:`engine.runspec.resolve_run`): the fewest layers
+    ``heads`` left as None fit the plan (:func:`rankmap.engine.runspec.resolve_run`): the fewest layers
     >= 4 that pp*vpp divides, and the fewest heads >= 4 that tp divides.
     """
 
@@ -157,7 +157,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class DiagnosticsConfig:
-    """Phase timing and the hang watchdog (:mod:`engine.timing`), plus fault drills: sleep
+    """Phase timing and the hang watchdog (:mod:`rankmap.engine.timing`), plus fault drills: sleep
     ``inject_delay_s`` inside ``inject_phase`` of ``inject_rank`` from step 1 on, or have
     ``stall_rank`` stop before its collectives at ``stall_step``."""
 
@@ -170,7 +170,7 @@ class DiagnosticsConfig:
     stall_step: int | None = None
 
     def __post_init__(self) -> None:
-        from .records import COMPUTE
+        from rankmap.diagnose.records import COMPUTE
         _check(self.hang_timeout_s >= 0, "diagnostics.hang_timeout_s", "hang_timeout_s must be >= 0")
         _check(self.inject_phase is None or self.inject_phase in COMPUTE, "diagnostics.inject_phase",
                f"inject_phase must be one of {', '.join(COMPUTE)}, got {self.inject_phase!r}")
@@ -233,7 +233,7 @@ def config_from_data(data, source: str) -> EngineConfig:
 
     Examples
     --------
-    >>> from topology.yamlio import parse_yaml
+    >>> from rankmap.yamlio import parse_yaml
     >>> cfg = config_from_data(parse_yaml("train: {steps: 3}\\nparallel: {schedule: gpipe}\\n"), "e.yaml")
     >>> cfg.train.steps, cfg.parallel.schedule, cfg.model.hidden
     (3, 'gpipe', 64)

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import DataConfig
-from .errors import EngineError
+from rankmap.engine.config import DataConfig
+from rankmap.errors import EngineError
 
 __all__ = ["Corpus", "load_corpus", "global_batch", "dp_rows"]
 

@@ -4,7 +4,7 @@ Start-up, on every process:
 
 1. join the launcher's process group (``init_process_group`` with the launcher's rank);
 2. exchange claims -- (host, local rank, launcher rank) -- and compute each process's map rank
-   (:func:`engine.ranks.check_claims`); every process sees the same list and so reaches the
+   (:func:`rankmap.engine.ranks.check_claims`); every process sees the same list and so reaches the
    same verdict;
 3. if the launcher numbered the processes unlike the map: stop (``launcher_order: error``), or
    re-join with the map's ranks (``rerank``) through a prefix of the same store;
@@ -29,10 +29,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from placement.rankmap import RankMap
-
-from .errors import EngineError, PlacementMismatch
-from .ranks import Claim, LaunchEnv, check_claims, launcher_message, make_claim
+from rankmap.engine.ranks import Claim, LaunchEnv, check_claims, launcher_message, make_claim
+from rankmap.errors import EngineError, PlacementMismatch
+from rankmap.job.rank_map import RankMap
 
 __all__ = ["Startup", "pick_device", "join", "exchange_claims", "rerank", "build_mesh", "verify_peers",
            "mesh_dims"]
@@ -100,7 +99,7 @@ def mesh_dims(rm: RankMap) -> tuple[tuple[str, ...], tuple[int, ...]]:
 
     Examples
     --------
-    >>> from placement.job import JobSpec
+    >>> from rankmap.job.spec import JobSpec
     >>> rm = RankMap(job=JobSpec(tp=2, pp=2, dp=2, num_micro_batches=2), cluster_name="c", cluster_hash="x",
     ...              hosts=("a", "b"), tor_groups=("t", "t"), rails=((0,) * 4, (0,) * 4), nproc_per_node=4)
     >>> mesh_dims(rm)

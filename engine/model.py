@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import ModelConfig
+from rankmap.engine.config import ModelConfig
 
 __all__ = ["GPT", "Block", "Attention", "MLP", "rope_tables", "apply_rope"]
 

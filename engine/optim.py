@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.tensor import DTensor
 
-from .config import TrainConfig
+from rankmap.engine.config import TrainConfig
 
 __all__ = ["build_optimizers", "lr_at", "set_lr", "global_grad_norm", "clip_grad_norm"]
 

@@ -29,15 +29,19 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.device_mesh import DeviceMesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.pipelining import (PipelineStage, Schedule1F1B, ScheduleGPipe,
-                                          ScheduleInterleaved1F1B)
+from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
 from torch.distributed.tensor import Replicate, Shard
-from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                               SequenceParallel, parallelize_module)
+from torch.distributed.tensor.parallel import (
+    ColwiseParallel,
+    PrepareModuleInput,
+    RowwiseParallel,
+    SequenceParallel,
+    parallelize_module,
+)
 from torch.nn.parallel import DistributedDataParallel
 
-from .errors import EngineError
-from .model import GPT
+from rankmap.engine.model import GPT
+from rankmap.errors import EngineError
 
 __all__ = ["Layout", "ModelParts", "lm_loss", "stage_layers", "split_stage", "apply_tp", "apply_dp",
            "build_parts", "resolve_schedule"]
@@ -184,7 +188,7 @@ def _stage_io(lay: Layout, stage: int, hidden: int, vocab: int, device: torch.de
 def build_parts(full: GPT, mesh: DeviceMesh, lay: Layout, device: torch.device) -> ModelParts:
     """Split, shard and wrap ``full`` for this rank; build the pipeline schedule when pp > 1.
 
-    The layout was checked against the model by :func:`engine.runspec.resolve_run`.
+    The layout was checked against the model by :func:`rankmap.engine.runspec.resolve_run`.
     """
     cfg = full.cfg
     modules, stages = [], []

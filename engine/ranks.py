@@ -26,9 +26,8 @@ import os
 import socket
 from dataclasses import dataclass
 
-from placement.rankmap import RankMap
-
-from .errors import PlacementMismatch
+from rankmap.errors import PlacementMismatch
+from rankmap.job.rank_map import RankMap
 
 __all__ = ["LaunchEnv", "Claim", "find_host", "make_claim", "check_claims", "launcher_message"]
 
@@ -166,7 +165,7 @@ def check_claims(rm: RankMap, claims: list) -> list[int]:
 
     Examples
     --------
-    >>> from placement.job import JobSpec
+    >>> from rankmap.job.spec import JobSpec
     >>> rm = RankMap(job=JobSpec(tp=2, dp=2, num_micro_batches=1), cluster_name="c", cluster_hash="x",
     ...              hosts=("b", "a"), tor_groups=("t", "t"), rails=((0, 1), (0, 1)), nproc_per_node=2)
     >>> c = lambda r, h, l: Claim(launcher_rank=r, local_rank=l, host=h, machine=h, pid=0)

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import torch
 
-from .config import EngineConfig
-from .data import Corpus, global_batch, load_corpus
-from .model import GPT
-from .optim import lr_at
-from .parallel import lm_loss
-from .runspec import RunSpec
+from rankmap.engine.config import EngineConfig
+from rankmap.engine.data import Corpus, global_batch, load_corpus
+from rankmap.engine.model import GPT
+from rankmap.engine.optim import lr_at
+from rankmap.engine.parallel import lm_loss
+from rankmap.engine.runspec import RunSpec
 
 __all__ = ["reference_losses"]
 

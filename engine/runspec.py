@@ -9,10 +9,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from placement.job import JobSpec
-
-from .config import BYTE_VOCAB, EngineConfig, ModelConfig
-from .errors import EngineError
+from rankmap.engine.config import BYTE_VOCAB, EngineConfig, ModelConfig
+from rankmap.errors import EngineError
+from rankmap.job.spec import JobSpec
 
 __all__ = ["RunSpec", "resolve_run"]
 

@@ -5,7 +5,7 @@ take targets and collect per-micro-batch losses; ``scale_grads`` divides gradien
 micro-batch count). With pp = 1 the micro-batches run in a plain loop, each loss divided by
 the count, the data-parallel all-reduce held back until the last one under DDP. Either way the
 gradient is that of the mean loss over the iteration's tokens, which a single process computes
-from the same batch (:mod:`engine.reference`).
+from the same batch (:mod:`rankmap.engine.reference`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from .data import dp_rows
-from .optim import clip_grad_norm, set_lr
-from .parallel import ModelParts, lm_loss
+from rankmap.engine.data import dp_rows
+from rankmap.engine.optim import clip_grad_norm, set_lr
+from rankmap.engine.parallel import ModelParts, lm_loss
 
 __all__ = ["train_step", "split_batch"]
 

@@ -7,7 +7,7 @@
   context managers. Per-micro-batch gradient hooks would cost ~10% of a step here. On CUDA each segment records a pair of ``torch.cuda.Event``s and
   is resolved at a later step boundary once both events have completed, so timing adds
   no synchronisation; on CPU the wall clock is read directly.
-- Records go to ``OUT/events/rank-NNNNN.jsonl`` (:mod:`engine.records`), flushed once
+- Records go to ``OUT/events/rank-NNNNN.jsonl`` (:mod:`rankmap.diagnose.records`), flushed once
   per step.
 - The watchdog thread looks at the collective the rank is in; when one has not finished
   within ``hang_timeout_s`` it writes ``hang-rank-NNNNN.json`` (the phase, group, peers
@@ -30,9 +30,8 @@ import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from topology.fileio import atomic_write_text
-
-from .records import Event, event_path, hang_path
+from rankmap.diagnose.records import Event, event_path, hang_path
+from rankmap.fileio import atomic_write_text
 
 __all__ = ["PhaseTimer"]
 

@@ -1,4 +1,4 @@
-"""The engine's entry point: ``python -m engine.train --rankmap rankmap.json [--config engine.yaml]``.
+"""The engine's entry point: ``python -m rankmap.engine.train --rankmap rankmap.json [--config engine.yaml]``.
 
 Started by a launcher (torchrun, srun or mpirun; ``rankmap launch`` writes the lines) on every
 host of the rank map. Parse -> build -> run -> close:
@@ -28,14 +28,12 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from placement.rankmap import RankMap, read_rankmap
-from topology.errors import RankmapError
-from topology.fileio import atomic_write_text
-
-from .config import EngineConfig, load_config
-from .errors import PlacementMismatch
-from .ranks import LaunchEnv
-from .runspec import RunSpec, resolve_run
+from rankmap.engine.config import EngineConfig, load_config
+from rankmap.engine.ranks import LaunchEnv
+from rankmap.engine.runspec import RunSpec, resolve_run
+from rankmap.errors import PlacementMismatch, RankmapError
+from rankmap.fileio import atomic_write_text
+from rankmap.job.rank_map import RankMap, read_rankmap
 
 __all__ = ["main", "build", "run", "close", "Trainer"]
 
@@ -60,7 +58,7 @@ class Trainer:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m engine.train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m rankmap.engine.train", description=__doc__.split("\n")[0])
     p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json of the job")
     p.add_argument("--config", type=Path, help="engine.yaml (default: the built-in tiny model)")
     p.add_argument("--steps", type=int, help="override train.steps (0: start-up checks only)")
@@ -91,11 +89,11 @@ def build(args: argparse.Namespace) -> Trainer:
     """Read inputs, start the process group checked against the map, build model and data."""
     import torch
 
-    from .data import load_corpus
-    from .mesh import build_mesh, exchange_claims, join, pick_device, rerank, verify_peers
-    from .model import GPT
-    from .optim import build_optimizers
-    from .parallel import Layout, build_parts, resolve_schedule
+    from rankmap.engine.data import load_corpus
+    from rankmap.engine.mesh import build_mesh, exchange_claims, join, pick_device, rerank, verify_peers
+    from rankmap.engine.model import GPT
+    from rankmap.engine.optim import build_optimizers
+    from rankmap.engine.parallel import Layout, build_parts, resolve_schedule
 
     rm = read_rankmap(args.rankmap)
     cfg = load_config(args.config)
@@ -138,7 +136,7 @@ def build(args: argparse.Namespace) -> Trainer:
 
 def _timer(t: Trainer, entry: dict):
     """The phase timer, with forward/backward hooks on every model chunk of this rank."""
-    from .timing import PhaseTimer
+    from rankmap.engine.timing import PhaseTimer
 
     timer = PhaseTimer(t.out, t.rank, entry["host"], entry["local_rank"], t.device.type == "cuda", t.cfg.diagnostics)
     for module in t.parts.modules:
@@ -152,7 +150,7 @@ def _timer(t: Trainer, entry: dict):
 
 
 def _maybe_resume(t: Trainer) -> None:
-    from .checkpoint import latest_checkpoint, load_checkpoint
+    from rankmap.engine.checkpoint import latest_checkpoint, load_checkpoint
 
     ck = t.cfg.checkpoint
     if ck.dir and ck.resume:
@@ -167,7 +165,7 @@ def _maybe_resume(t: Trainer) -> None:
 
 
 def _save(t: Trainer, step: int) -> None:
-    from .checkpoint import save_checkpoint
+    from rankmap.engine.checkpoint import save_checkpoint
 
     save_checkpoint(t.cfg.checkpoint.dir, step, t.parts.modules, t.optimizers,
                     {"rankmap": str(t.rm.cluster_name), "world_size": t.rm.world_size})
@@ -175,9 +173,9 @@ def _save(t: Trainer, step: int) -> None:
 
 def run(t: Trainer) -> None:
     """Train ``train.steps`` iterations from ``start_step``; rank 0 logs each as JSON."""
-    from .data import global_batch
-    from .optim import lr_at
-    from .step import split_batch, train_step
+    from rankmap.engine.data import global_batch
+    from rankmap.engine.optim import lr_at
+    from rankmap.engine.step import split_batch, train_step
 
     spec, tc = t.spec, t.cfg.train
     if tc.steps == 0:

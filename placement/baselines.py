@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from topology.hostnames import natural_key
-from topology.model import Cluster, Host
+from rankmap.topology.hostnames import natural_key
+from rankmap.topology.model import Cluster, Host
 
 __all__ = ["hostname_order", "arrival_order", "topology_greedy", "BASELINES"]
 

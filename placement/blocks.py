@@ -8,7 +8,7 @@ once per group in the block, so ``s`` trades ring crossings for pipeline hops; t
 planner tries several ``s`` and keeps the cheapest.
 
 Per block of ``s`` rows (``s * C`` hosts) the fewest whole groups summing exactly to
-``s * C`` are taken (subset-sum, as in :mod:`placement.snake`); group ``g`` with
+``s * C`` are taken (subset-sum, as in :mod:`rankmap.placement.snake`); group ``g`` with
 ``f = s*q + rem`` hosts gives ``q`` columns to every row and one more to ``rem`` rows,
 the extra columns dealt round-robin so every row gets exactly ``C`` and the rows'
 intervals stay within one column of each other. With no exact subset, the last group
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .snake import _distinct_sizes, _dp, _walk
+from rankmap.placement.snake import _distinct_sizes, _dp, _walk
 
 __all__ = ["block_cells"]
 

@@ -1,7 +1,7 @@
 """A lower bound on the cross-ToR cost of every placement, from group sizes alone.
 
 Independent of any solver run, so the reported gap is real. Notation as in
-:mod:`placement.solver`: R rows (stages) of C hosts, ``free[K]`` hosts per ToR group,
+:mod:`rankmap.placement.solver`: R rows (stages) of C hosts, ``free[K]`` hosts per ToR group,
 ``w_row`` per ring crossing, ``w_col`` per pipeline hop between groups, H = (R-1) C hops.
 
 When no group can hold a whole row (C > max free), every row crosses its ring once per

@@ -22,18 +22,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology.errors import SpecError
-from topology.hostnames import expand_hostlist
-from topology.model import Cluster, Host
-from topology.yamlio import Fields, read_yaml
+from rankmap.errors import InfeasibleError, SpecError
+from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
+from rankmap.topology.model import Cluster, Host
+from rankmap.yamlio import Fields, read_yaml
 
-__all__ = ["PlacementConstraints", "load_constraints", "InfeasibleError", "explain_shortage"]
-
-
-class InfeasibleError(SpecError):
-    """The request cannot be met: the message names the constraint, the ToR groups and the shortfall."""
-
-    exit_code = 4
+__all__ = ["PlacementConstraints", "load_constraints", "constraints_to_yaml", "explain_shortage"]
 
 
 @dataclass(frozen=True)
@@ -79,7 +73,7 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     SpecError
         Unknown keys, bad values, unreadable rank maps (FILE:LINE and key named).
     """
-    from .rankmap import read_rankmap
+    from rankmap.job.rank_map import read_rankmap
 
     source = str(path)
     top = Fields(read_yaml(path) or {}, source).only("exclude", "reserve", "quotas", "pins")
@@ -103,6 +97,57 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     rank_pins = {_index(ranks, k): ranks.str(k) for k in list(ranks.data)}
     return PlacementConstraints(exclude=exclude, reserve=tuple(reserve), quotas=quotas, stage_pins=stage_pins,
                                 rank_pins=rank_pins, source=source)
+
+
+def constraints_to_yaml(constraints: PlacementConstraints, comment: str = "") -> str:
+    """A constraints file that :func:`load_constraints` reads back as ``constraints``.
+
+    Written with PyYAML's safe dumper, so host and ToR group names are quoted as needed and
+    cannot add keys. ``reserve`` names rank map files, not hosts, so it is not written:
+    give reserved hosts as ``exclude`` instead.
+
+    Parameters
+    ----------
+    constraints : PlacementConstraints
+        ``reserve`` must be empty.
+    comment : str
+        Text for a leading ``#`` comment line (e.g. which command wrote the file).
+
+    Returns
+    -------
+    str
+        The YAML document.
+
+    Raises
+    ------
+    ValueError
+        ``constraints.reserve`` is not empty.
+
+    Examples
+    --------
+    >>> print(constraints_to_yaml(PlacementConstraints(exclude=("n1", "n2"), quotas={"tg: x": 0})), end="")
+    exclude: n[1-2]
+    quotas:
+      'tg: x': 0
+    """
+    import yaml
+
+    if constraints.reserve:
+        raise ValueError("reserve holds hosts of other jobs' rank maps; write them as exclude")
+    doc: dict = {}
+    if constraints.exclude:
+        doc["exclude"] = compress_hostlist(list(constraints.exclude))
+    if constraints.quotas:
+        doc["quotas"] = {str(g): int(n) for g, n in constraints.quotas.items()}
+    pins = {}
+    if constraints.stage_pins:
+        pins["stages"] = {int(s): str(g) for s, g in constraints.stage_pins.items()}
+    if constraints.rank_pins:
+        pins["ranks"] = {int(r): str(h) for r, h in constraints.rank_pins.items()}
+    if pins:
+        doc["pins"] = pins
+    head = "".join(f"# {line}\n" for line in comment.splitlines())
+    return head + (yaml.safe_dump(doc, sort_keys=False, default_flow_style=False) if doc else "{}\n")
 
 
 def _index(f: Fields, key) -> int:

@@ -5,7 +5,7 @@ order string keeps TP groups inside hosts and every inter-host group rail-aligne
 placement is a host per node rank. Node ranks of one pipeline stage form a grid row whose
 DP rings run along the row in column order (closing from the last column to the first);
 a column holds one pipeline. A placement of the grid is a ToR group per cell
-(:mod:`placement.solver`); decoding picks the hosts.
+(:mod:`rankmap.placement.solver`); decoding picks the hosts.
 """
 
 from __future__ import annotations
@@ -15,14 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topology.hostnames import natural_key
-from topology.model import Cluster, Host
-
-from .job import JobSpec
-from .layout import ParallelLayout
-from .metrics import alignment_problems
-from .solver import GridProblem
-from .traffic import GroupTraffic
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import JobSpec
+from rankmap.job.traffic import GroupTraffic, alignment_problems
+from rankmap.placement.solver import GridProblem
+from rankmap.topology.hostnames import natural_key
+from rankmap.topology.model import Cluster, Host
 
 __all__ = ["HostGrid", "build_grid", "check_alignment", "outer_digits", "grid_problem", "cells_of", "decode",
            "block_problem", "expand_blocks"]

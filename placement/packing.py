@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from topology.hostnames import natural_key
-from topology.model import Cluster, Host
-
-from .constraints import InfeasibleError
-from .job import JobSpec
-from .layout import ParallelLayout
-from .metrics import alignment_problems, evaluate
-from .rankmap import RankMap
-from .result import Candidate, PlanResult, with_summary
-from .traffic import job_traffic
+from rankmap.errors import InfeasibleError
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import JobSpec
+from rankmap.job.traffic import alignment_problems, job_traffic
+from rankmap.placement.metrics import evaluate
+from rankmap.placement.result import Candidate, PlanResult, with_summary
+from rankmap.topology.hostnames import natural_key
+from rankmap.topology.model import Cluster, Host
 
 __all__ = ["packable_gpus", "pack_plan"]
 

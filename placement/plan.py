@@ -4,9 +4,9 @@ Ranks follow the launcher's rule (rank = node_rank * G + local_rank), so the pla
 only freedom -- and all that a hostfile can carry -- is which host gets which node rank.
 It checks that the job's order string keeps TP groups inside hosts and every inter-host
 group rail-aligned, lays node ranks on a (pipeline stage x data-parallel) grid
-(:mod:`placement.grid`), searches the grid (:mod:`placement.search`: constructive
+(:mod:`rankmap.placement.grid`), searches the grid (:mod:`rankmap.placement.search`: constructive
 layouts, an independent lower bound, CP-SAT), and measures every candidate with the same
-exact cost model (:mod:`placement.metrics`).
+exact cost model (:mod:`rankmap.placement.metrics`).
 """
 
 from __future__ import annotations
@@ -19,32 +19,32 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topology.errors import SpecError
-from topology.hostnames import natural_key
-from topology.model import Cluster, Host
+from rankmap.errors import InfeasibleError, PlacementError, SpecError
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import DEFAULT_ORDER, JobSpec
+from rankmap.job.traffic import GroupTraffic, job_traffic
+from rankmap.placement.baselines import BASELINES, topology_greedy
+from rankmap.placement.constraints import PlacementConstraints, explain_shortage
+from rankmap.placement.grid import (
+    HostGrid,
+    block_problem,
+    build_grid,
+    cells_of,
+    check_alignment,
+    decode,
+    expand_blocks,
+    grid_problem,
+)
+from rankmap.placement.metrics import evaluate, human_bytes
+from rankmap.placement.packing import pack_plan, packable_gpus, tp_shortage
+from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
+from rankmap.placement.search import OBJECTIVES, search
+from rankmap.placement.solver import GridProblem, GridSolution
+from rankmap.topology.hostnames import natural_key
+from rankmap.topology.model import Cluster, Host
 
-from .baselines import BASELINES, topology_greedy
-from .constraints import InfeasibleError, PlacementConstraints, explain_shortage
-from .grid import (HostGrid, block_problem, build_grid, cells_of, check_alignment, decode, expand_blocks,
-                   grid_problem)
-from .job import DEFAULT_ORDER, JobSpec
-from .layout import ParallelLayout
-from .packing import pack_plan, packable_gpus, tp_shortage
-from .metrics import evaluate, human_bytes
-from .rankmap import RankMap
-from .result import Candidate, PlanResult, metrics_row, with_summary
-from .search import OBJECTIVES, search
-from .solver import GridProblem, GridSolution
-from .traffic import GroupTraffic, job_traffic
-
-__all__ = ["PlacementError", "Candidate", "PlanResult", "plan", "metrics_row", "OBJECTIVES"]
-
-
-class PlacementError(SpecError):
-    """The job cannot be placed as asked (not rail-aligned, unsupported shape, too few hosts);
-    ``source`` and ``key`` name the job file and the parallel setting at fault."""
-
-    exit_code = 4
+__all__ = ["Candidate", "PlanResult", "plan", "metrics_row", "OBJECTIVES"]
 
 
 @dataclass(frozen=True)
@@ -228,7 +228,7 @@ def _block_search(problem: GridProblem, st: _Setting, pins: dict, objectives: tu
 def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, options: dict) -> PlanResult:
     """A job never spans islands (parts of the fabric no switch joins): plan it in each island
     that can hold it and keep the best; with dp auto, fill the island with the most room."""
-    from topology.summary import island_names
+    from rankmap.topology.summary import island_names
 
     _, usable = _usable_hosts(cluster, job, [])
     usable = constraints.usable(usable)

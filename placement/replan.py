@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topology.hostnames import natural_key
-from topology.model import Cluster
-
-from .constraints import InfeasibleError, PlacementConstraints
-from .layout import ParallelLayout
-from .metrics import PlacementMetrics, evaluate
-from .rankmap import RankMap
-from .traffic import job_traffic
+from rankmap.errors import InfeasibleError
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map import RankMap
+from rankmap.job.traffic import job_traffic
+from rankmap.placement.constraints import PlacementConstraints
+from rankmap.placement.metrics import PlacementMetrics, evaluate
+from rankmap.topology.hostnames import natural_key
+from rankmap.topology.model import Cluster
 
 __all__ = ["ReplanResult", "replan"]
 
@@ -55,7 +55,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
 
     Raises
     ------
-    RankMapError
+    RankMapFileError
         The map was made for another cluster.
     InfeasibleError
         Fewer usable spare hosts than failed ones (names the shortfall).

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from .job import JobSpec
-from .metrics import PlacementMetrics
-from .rankmap import RankMap
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import JobSpec
+from rankmap.placement.metrics import PlacementMetrics
 
 __all__ = ["Candidate", "PlanResult", "metrics_row", "with_summary"]
 
@@ -44,6 +44,33 @@ class PlanResult:
     def gap(self) -> float:
         cost = self.ours.metrics.cross_tor_bytes
         return max(0.0, (cost - self.lower_bound_bytes) / cost) if cost > 0 else 0.0
+
+    def candidate_rankmap(self, cluster, candidate: Candidate) -> RankMap:
+        """The rank map that launching ``candidate``'s host order gives, under the planner's rule.
+
+        Every host runs ``nproc_per_node`` ranks; on hosts of different GPU counts each host
+        runs whole TP groups (as many as fit) and the last host what is left, as the planned
+        map does (see :mod:`rankmap.placement.packing`).
+
+        Parameters
+        ----------
+        cluster : Cluster
+            The cluster the plan was made for.
+        candidate : Candidate
+            ``self.ours`` or one of ``self.baselines``.
+
+        Returns
+        -------
+        RankMap
+        """
+        gpn = self.rankmap.nproc_per_node
+        if self.rankmap.uniform:
+            return RankMap.from_hosts(self.job, cluster, list(candidate.hosts), gpn)
+        tp, left, counts = self.job.tp, self.job.world_size, []
+        for name in candidate.hosts:
+            counts.append(min(cluster.host(name).gpus // tp * tp, left))
+            left -= counts[-1]
+        return RankMap.from_hosts(self.job, cluster, list(candidate.hosts), max(counts), nprocs=counts)
 
 
 def metrics_row(c: Candidate, bound_bytes: float) -> dict:

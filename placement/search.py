@@ -3,7 +3,7 @@
 Objectives, compared lexicographically in the order the user gives them, or summed with
 weights (``("bytes", 1.0), ("uplink", 0.5)``):
 
-- ``bytes``: bytes crossing ToR groups per iteration (the cost of :mod:`placement.solver`);
+- ``bytes``: bytes crossing ToR groups per iteration (the cost of :mod:`rankmap.placement.solver`);
 - ``spread``: the most ToR groups any DP ring spans (Arnold, arXiv 2509.15940, minimises
   the spread of communication groups);
 - ``uplink``: the heaviest ToR group's uplink load (ECMP pressure);
@@ -22,10 +22,10 @@ from typing import Callable
 
 import numpy as np
 
-from .blocks import block_cells
-from .bounds import analytic_lower_bound
-from .snake import snake_cells
-from .solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, grid_uplinks, solve_grid
+from rankmap.placement.blocks import block_cells
+from rankmap.placement.bounds import analytic_lower_bound
+from rankmap.placement.snake import snake_cells
+from rankmap.placement.solver import GridProblem, GridSolution, grid_cost, grid_lower_bound, grid_uplinks, solve_grid
 
 __all__ = ["OBJECTIVES", "ranking", "search"]
 

@@ -1,25 +1,33 @@
 """rankmap: plan rank placement for 3D-parallel LLM training on multi-rail clusters.
 
-Public API::
+Public API (see :mod:`rankmap.api`)::
 
-    from rankmap import load_cluster, load_job, plan, replan, read_rankmap, write_plan_files
+    import rankmap
+    result = rankmap.plan(rankmap.load_cluster("cluster.yaml"), rankmap.load_job("job.yaml"))
+    rankmap.write_plan_files(result.rankmap, "plan/")
+
+``diagnose`` and ``launch`` are subpackages here; their command functions are
+:func:`rankmap.api.diagnose`, :func:`rankmap.api.launch_files` and :func:`rankmap.api.launch_local`.
+Importing ``rankmap`` loads nothing else until a name is used (and never torch).
 """
 
-from placement.job import JobSpec, load_job, parse_job
-from placement.rankmap import RankMap, read_rankmap, write_plan_files
-from topology import Cluster, load_cluster, parse_cluster
+from __future__ import annotations
 
-__all__ = ["Cluster", "JobSpec", "RankMap", "load_cluster", "parse_cluster", "load_job", "parse_job",
-           "plan", "replan", "read_rankmap", "write_plan_files"]
+__version__ = "0.1.0"
 
+_API = ("Cluster", "JobSpec", "RankMap", "PlacementConstraints", "load_cluster", "parse_cluster", "load_job",
+        "parse_job", "load_constraints", "read_rankmap", "write_plan_files", "combine_constraints",
+        "plan", "replan", "verify", "simulate")
 
-def plan(cluster, job, **kwargs):
-    """Place ``job`` on ``cluster``; see :func:`placement.plan.plan` (imports the solver lazily)."""
-    from placement.plan import plan as _plan
-    return _plan(cluster, job, **kwargs)
+__all__ = list(_API) + ["__version__"]
 
 
-def replan(cluster, previous, failed, **kwargs):
-    """Replace failed hosts in a rank map; see :func:`placement.replan.replan`."""
-    from placement.replan import replan as _replan
-    return _replan(cluster, previous, failed, **kwargs)
+def __getattr__(name: str):
+    if name in _API:
+        from rankmap import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'rankmap' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_API))

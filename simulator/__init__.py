@@ -1,13 +1,13 @@
 """simulator: flow-level replay of a placed job's collective traffic, with ECMP hashing.
 
 What a placement costs on the network before GPU hours are spent (issue #5). Collectives
-are decomposed as NCCL runs them (:mod:`~simulator.collectives`), their flows laid on the
+are decomposed as NCCL runs them (:mod:`~rankmap.simulator.collectives`), their flows laid on the
 cluster's links -- NIC, rail ToR, spine, NVLink -- with ECMP hashing salted per switch or
-packet spraying (:mod:`~simulator.network`, :mod:`~simulator.ecmp`), and run to
-completion at max-min fair rates (:mod:`~simulator.maxmin`, :mod:`~simulator.events`).
-:mod:`~simulator.iteration` simulates one training iteration phase by phase,
-:mod:`~simulator.stats` repeats it over hash seeds, :mod:`~simulator.workload` reads
-SimAI/AICB workloads, and :mod:`~simulator.report` / :mod:`~simulator.plot` write the JSON
+packet spraying (:mod:`~rankmap.simulator.network`, :mod:`~rankmap.simulator.ecmp`), and run to
+completion at max-min fair rates (:mod:`~rankmap.simulator.maxmin`, :mod:`~rankmap.simulator.events`).
+:mod:`~rankmap.simulator.iteration` simulates one training iteration phase by phase,
+:mod:`~rankmap.simulator.stats` repeats it over hash seeds, :mod:`~rankmap.simulator.workload` reads
+SimAI/AICB workloads, and :mod:`~rankmap.simulator.report` / :mod:`~rankmap.simulator.plot` write the JSON
 result and the PNG figure.
 
 Layering: imports ``topology`` and ``placement``, never ``rankmap``. Submodules are

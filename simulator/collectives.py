@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ecmp import EcmpConfig, mix64
-from .events import simulate_flows
-from .flows import FlowSet, RankPlacement
-from .network import Network
+from rankmap.simulator.ecmp import EcmpConfig, mix64
+from rankmap.simulator.events import simulate_flows
+from rankmap.simulator.flows import FlowSet, RankPlacement
+from rankmap.simulator.network import Network
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
            "pipeline_flows", "point_to_point_flows", "simulate_collective"]
@@ -369,7 +369,7 @@ def simulate_collective(network: Network, placement: RankPlacement, op: str, siz
     Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s):
     2 * 3/4 * 1e9 / 25e9 = 60 ms.
 
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> net = Network(parse_cluster("hosts: {gpus: 1, nics: 1}\\ntor_groups: [{name: a, hosts: 'h[1-4]'}]"))
     >>> pl = RankPlacement.on_hosts(net, ["h1", "h2", "h3", "h4"], 1)
     >>> r = simulate_collective(net, pl, "allreduce", 1e9, config=CollectiveConfig(alpha_s=0))

@@ -1,7 +1,7 @@
 """The flow-level event loop: coflows progress at max-min fair rates until each completes.
 
 All coflows of a set start together. Between events the rates are constant (max-min fair
-on the remaining coflows, :mod:`simulator.maxmin`); an event is the completion of the
+on the remaining coflows, :mod:`rankmap.simulator.maxmin`); an event is the completion of the
 coflows that finish first, after which the rates are recomputed -- the fluid model of
 flow-level simulators such as m3's flowSim and Parsimon. Events are ordered by time, then
 coflow index, so runs are deterministic; completions within ``merge_rtol`` of each other
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .ecmp import EcmpConfig
-from .flows import FlowSet
-from .maxmin import FairShare
-from .network import Network, Routing
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import FlowSet
+from rankmap.simulator.maxmin import FairShare
+from rankmap.simulator.network import Network, Routing
 
 __all__ = ["FlowResult", "complete_coflows", "simulate_flows"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topology.errors import RankmapError
+from rankmap.errors import RankmapError
 
 __all__ = ["RankPlacement", "FlowSet"]
 
@@ -27,7 +27,7 @@ class RankPlacement:
     node : ndarray
         ``node[W]``: node rank (ranks of one node share a host).
     host : ndarray
-        ``host[W]``: host index in :class:`simulator.network.Network` (cluster order).
+        ``host[W]``: host index in :class:`rankmap.simulator.network.Network` (cluster order).
     gpu : ndarray
         ``gpu[W]``: local GPU (= local rank).
     nic : ndarray
@@ -45,7 +45,7 @@ class RankPlacement:
 
     @classmethod
     def from_rankmap(cls, rm, network) -> "RankPlacement":
-        """The placement a :class:`placement.rankmap.RankMap` describes, on ``network``'s hosts.
+        """The placement a :class:`rankmap.job.rank_map.RankMap` describes, on ``network``'s hosts.
 
         Raises
         ------
@@ -68,8 +68,8 @@ class RankPlacement:
 
         Examples
         --------
-        >>> from topology.spec import parse_cluster
-        >>> from simulator.network import Network
+        >>> from rankmap.topology.spec import parse_cluster
+        >>> from rankmap.simulator.network import Network
         >>> net = Network(parse_cluster("hosts: {gpus: 2, nics: 2}\\ntor_groups: [{name: a, hosts: 'h[1-2]'}]"))
         >>> RankPlacement.on_hosts(net, ["h2", "h1"], 2).host.tolist()
         [1, 1, 0, 0]

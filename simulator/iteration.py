@@ -1,7 +1,7 @@
 """One training iteration of a placed job: its collectives, in the phases the schedule runs them.
 
-The traffic is that of :func:`placement.traffic.job_traffic` (the planner's accounting)
-or of a SimAI/AICB workload (:mod:`simulator.workload`), as a list of :class:`CommOp`.
+The traffic is that of :func:`rankmap.job.traffic.job_traffic` (the planner's accounting)
+or of a SimAI/AICB workload (:mod:`rankmap.simulator.workload`), as a list of :class:`CommOp`.
 Every group of a kind runs the same collectives at the same time (SPMD), so each phase
 is simulated as one flow set holding every group's traffic:
 
@@ -25,15 +25,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from placement.job import JobSpec
-from placement.layout import ParallelLayout
-from placement.traffic import job_traffic
-
-from .collectives import OPS, CollectiveConfig, collective_flows, pipeline_flows
-from .ecmp import EcmpConfig
-from .events import FlowResult, simulate_flows
-from .flows import FlowSet, RankPlacement
-from .network import Network
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import JobSpec
+from rankmap.job.traffic import job_traffic
+from rankmap.simulator.collectives import OPS, CollectiveConfig, collective_flows, pipeline_flows
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.events import FlowResult, simulate_flows
+from rankmap.simulator.flows import FlowSet, RankPlacement
+from rankmap.simulator.network import Network
 
 __all__ = ["PHASES", "KINDS", "CommOp", "PartResult", "PhaseResult", "IterationResult", "job_comm_ops",
            "group_table", "phase_flows", "simulate_phase", "simulate_iteration"]
@@ -47,7 +46,7 @@ _COORD = {"tp": 0, "cp": 1, "ep": 2, "dp": 3, "pp": 4}
 class CommOp:
     """``count`` collectives of ``size_bytes`` (nccl-tests' S) per iteration in every group of ``kind``.
 
-    ``op`` is one of :data:`simulator.collectives.OPS` or ``"p2p"`` (pipeline hops: ``count``
+    ``op`` is one of :data:`rankmap.simulator.collectives.OPS` or ``"p2p"`` (pipeline hops: ``count``
     messages per stage boundary, half forward and half backward, and ``wrap_count`` on the
     hop from the last stage back to the first, which interleaved schedules use). ``kind``
     ``dp_ep`` is the expert data-parallel group (Megatron-Core: DP without the EP ranks).
@@ -79,7 +78,7 @@ class CommOp:
 
 
 def job_comm_ops(job: JobSpec) -> tuple[CommOp, ...]:
-    """The collectives of one iteration of ``job``, from :func:`placement.traffic.job_traffic`.
+    """The collectives of one iteration of ``job``, from :func:`rankmap.job.traffic.job_traffic`.
 
     Examples
     --------

@@ -6,14 +6,14 @@ Links are one direction each (a full-duplex cable is two links):
   at ``min(nic_gbps, tor_downlink_gbps)``;
 - ``tor-up`` / ``tor-down``: uplink cable ``u`` of rail ToR (group, rail) to spine
   switch ``u % spine.switches`` and back, at ``tor_uplink_gbps`` (the wiring of
-  :func:`topology.graph.to_networkx`);
+  :func:`rankmap.topology.graph.to_networkx`);
 - ``nvlink-out`` / ``nvlink-in``: a GPU's NVLink bandwidth out of and into it, at
   ``nvlink_gbps`` (NVSwitch hosts are non-blocking inside).
 
 A flow between two GPUs of one host uses the sender's ``nvlink-out`` and the receiver's
 ``nvlink-in``. Between hosts it leaves through a NIC; if both NICs hang off the same rail
 ToR it turns there (NIC -> rail ToR -> NIC), otherwise it climbs to the spine: the rail
-ToR hashes it onto one of its uplinks (ECMP, :mod:`simulator.ecmp`), the spine switch
+ToR hashes it onto one of its uplinks (ECMP, :mod:`rankmap.simulator.ecmp`), the spine switch
 reached hashes it onto one of its cables down to the destination's rail ToR, which
 delivers it to the NIC. With packet spraying a flow splits evenly over every uplink and
 every down cable instead. A switch tree above the ToR groups (``Cluster.switches``) is
@@ -28,10 +28,9 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from topology.model import Cluster
-
-from .ecmp import EcmpConfig, choose, flow_hash, mix64, roce_source_port, switch_salt
-from .flows import FlowSet
+from rankmap.simulator.ecmp import EcmpConfig, choose, flow_hash, mix64, roce_source_port, switch_salt
+from rankmap.simulator.flows import FlowSet
+from rankmap.topology.model import Cluster
 
 __all__ = ["Network", "Routing", "LINK_KINDS"]
 
@@ -77,7 +76,7 @@ class Network:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> net = Network(parse_cluster("hosts: {gpus: 8, nics: 8}\\nlinks: {tor_uplinks: 4}\\n"
     ...                             "spine: {switches: 2}\\ntor_groups: [{name: a, hosts: 'h[1-2]'}]"))
     >>> net.n_links, net.describe(net.tor_up(0, 3, 1))

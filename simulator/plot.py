@@ -15,8 +15,8 @@ import io
 
 import numpy as np
 
-from .iteration import IterationResult
-from .network import Network
+from rankmap.simulator.iteration import IterationResult
+from rankmap.simulator.network import Network
 
 __all__ = ["render_png"]
 

@@ -17,14 +17,13 @@ import json
 
 import numpy as np
 
-from placement.job import job_to_dict
-
-from .collectives import CollectiveConfig
-from .ecmp import EcmpConfig
-from .flows import RankPlacement
-from .iteration import IterationResult
-from .network import Network
-from .stats import IterationSweep, summarize
+from rankmap.job.spec import job_to_dict
+from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import IterationResult
+from rankmap.simulator.network import Network
+from rankmap.simulator.stats import IterationSweep, summarize
 
 __all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json"]
 

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .collectives import CollectiveConfig
-from .ecmp import EcmpConfig
-from .flows import FlowSet, RankPlacement
-from .iteration import PHASES, IterationResult, simulate_phase
-from .maxmin import FairShare
-from .network import Network
+from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import FlowSet, RankPlacement
+from rankmap.simulator.iteration import PHASES, IterationResult, simulate_phase
+from rankmap.simulator.maxmin import FairShare
+from rankmap.simulator.network import Network
 
 __all__ = ["EcmpStats", "IterationSweep", "balls_into_bins", "ecmp_stats", "summarize", "sweep_iteration"]
 
@@ -169,7 +169,7 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
     Parameters
     ----------
     network, placement, layout, ops, config
-        As for :func:`simulator.iteration.simulate_iteration`.
+        As for :func:`rankmap.simulator.iteration.simulate_iteration`.
     seeds : iterable of int
         At least one.
     routing : EcmpConfig, optional

@@ -30,9 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from topology.errors import SpecError
-
-from .iteration import CommOp
+from rankmap.errors import SpecError
+from rankmap.simulator.iteration import CommOp
 
 __all__ = ["Workload", "read_aicb_workload", "parse_aicb_workload", "looks_like_aicb", "POLICIES"]
 

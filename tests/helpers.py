@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from placement.job import JobSpec, ModelShape
-from topology import parse_cluster
+from rankmap.job.spec import JobSpec, ModelShape
+from rankmap.topology import parse_cluster
 
 TINY = ModelShape(layers=4, hidden=64, heads=8, seq_len=32, vocab=100)
 

@@ -3,10 +3,10 @@
 The lowest layer of rankmap: it imports nothing from the other layers.
 """
 
-from .errors import RankmapError, SpecError, TopologyError
-from .hostnames import check_hostname, compress_hostlist, expand_hostlist, natural_key
-from .model import Cluster, Host, Links, Spine, TorGroup
-from .spec import cluster_to_yaml, load_cluster, parse_cluster
+from rankmap.errors import RankmapError, SpecError, TopologyError
+from rankmap.topology.hostnames import check_hostname, compress_hostlist, expand_hostlist, natural_key
+from rankmap.topology.model import Cluster, Host, Links, Spine, TorGroup
+from rankmap.topology.spec import cluster_to_yaml, load_cluster, parse_cluster
 
 __all__ = [
     "Cluster", "Host", "Links", "Spine", "TorGroup",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import networkx as nx
 
-from .model import Cluster
+from rankmap.topology.model import Cluster
 
 __all__ = ["to_networkx"]
 
@@ -27,7 +27,7 @@ def to_networkx(cluster: Cluster) -> nx.Graph:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> c = parse_cluster("hosts: {gpus: 8, nics: 2}\\nlinks: {tor_uplinks: 4}\\n"
     ...                   "spine: {switches: 2}\\ntor_groups: [{name: a, hosts: 'h[1-2]'}]")
     >>> g = to_networkx(c)

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 import re
 
-from .errors import SpecError
-from .hostnames import check_hostname
-from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
+from rankmap.errors import SpecError
+from rankmap.topology.hostnames import check_hostname
+from rankmap.topology.sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
 
 __all__ = ["parse_hostfile", "FLAT_GROUP"]
 
@@ -44,7 +44,7 @@ def parse_hostfile(text: str, source: str, options: ImportOptions | None = None)
     >>> parse_hostfile("worker-e lots=8", "hosts")
     Traceback (most recent call last):
     ...
-    topology.errors.SpecError: hosts:1: lots=8: unknown attribute 'lots' (expected slots=N or max_slots=N)
+    rankmap.errors.SpecError: hosts:1: lots=8: unknown attribute 'lots' (expected slots=N or max_slots=N)
     """
     options = options or ImportOptions()
     diags = Diagnostics(options.strict)

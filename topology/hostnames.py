@@ -11,7 +11,7 @@ import re
 
 import hostlist
 
-from .errors import SpecError
+from rankmap.errors import SpecError
 
 __all__ = ["expand_hostlist", "compress_hostlist", "check_hostname", "natural_key"]
 

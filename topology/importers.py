@@ -11,16 +11,16 @@ import re
 from pathlib import Path
 from typing import Callable
 
-from .errors import SpecError
-from .hostfile import parse_hostfile
-from .k8s import export_k8s_labels, parse_k8s_nodes
-from .model import Cluster
-from .slurm import export_slurm_tree, parse_slurm_tree
-from .slurm_block import export_slurm_block, parse_slurm_block
-from .fileio import read_text
-from .sources import ImportOptions, ImportResult
-from .spec import parse_cluster
-from .volcano import parse_hypernodes
+from rankmap.errors import SpecError
+from rankmap.fileio import read_text
+from rankmap.topology.hostfile import parse_hostfile
+from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.model import Cluster
+from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
+from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
+from rankmap.topology.sources import ImportOptions, ImportResult
+from rankmap.topology.spec import parse_cluster
+from rankmap.topology.volcano import parse_hypernodes
 
 __all__ = ["IMPORT_FORMATS", "EXPORT_FORMATS", "read_text", "import_text", "import_file", "detect_format",
            "export_cluster", "load_any"]

@@ -30,12 +30,12 @@ import json
 import re
 from bisect import bisect_left
 
-from .errors import SpecError
-from .hostnames import check_hostname
-from .model import Cluster, Switch
-from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
-from .tree import name_key, path_to
-from .yamlio import Fields, parse_yaml
+from rankmap.errors import SpecError
+from rankmap.topology.hostnames import check_hostname
+from rankmap.topology.model import Cluster, Switch
+from rankmap.topology.sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
+from rankmap.topology.tree import name_key, path_to
+from rankmap.yamlio import Fields, parse_yaml
 
 __all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "AWS_LAYER", "GKE_LEVELS"]
 

@@ -17,8 +17,8 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from .errors import TopologyError
-from .tree import find_cycle
+from rankmap.errors import TopologyError
+from rankmap.topology.tree import find_cycle
 
 __all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Cluster", "HOST_STATES"]
 

@@ -1,4 +1,4 @@
-"""Slurm topology.conf for the topology/tree plugin <-> :class:`~topology.model.Cluster`.
+"""Slurm topology.conf for the topology/tree plugin <-> :class:`~rankmap.topology.model.Cluster`.
 
 Each line names a switch and its children, either hosts (``Nodes=``, a leaf switch) or
 switches (``Switches=``), with an optional ``LinkSpeed=``::
@@ -9,7 +9,7 @@ switches (``Switches=``), with an optional ``LinkSpeed=``::
 
 Lines may come in any order. A leaf switch becomes one ToR group (its rail switches are
 not in the file: ``ImportOptions.rails`` says how many NICs a host has); the switches
-above are kept as :attr:`Cluster.switches <topology.model.Cluster.switches>`. Parts of the
+above are kept as :attr:`Cluster.switches <rankmap.topology.model.Cluster.switches>`. Parts of the
 tree that no switch joins stay separate islands: no common root is invented.
 
 Checks follow slurmctld's (src/plugins/topology/tree) and use its words: a switch defined
@@ -26,13 +26,28 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import SpecError
-from .hostnames import expand_hostlist
-from .model import Cluster, Switch
-from .slurmconf import (Record, Token, check_switch_name, compress_names, expand_names, parse_records,
-                        slurm_rejects)
-from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
-from .tree import find_cycle, name_key
+from rankmap.errors import SpecError
+from rankmap.topology.hostnames import expand_hostlist
+from rankmap.topology.model import Cluster, Switch
+from rankmap.topology.slurmconf import (
+    Record,
+    Token,
+    check_switch_name,
+    compress_names,
+    expand_names,
+    parse_records,
+    slurm_rejects,
+)
+from rankmap.topology.sources import (
+    Diagnostics,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    check_known_hosts,
+    file_stem,
+)
+from rankmap.topology.tree import find_cycle, name_key
 
 __all__ = ["parse_slurm_tree", "export_slurm_tree", "warn_unreadable"]
 
@@ -202,7 +217,7 @@ def export_slurm_tree(cluster: Cluster) -> str:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> c = parse_cluster("tor_groups: [{name: l1, hosts: 'n[08-09]'}, {name: l2, hosts: n10}]")
     >>> print(export_slurm_tree(c), end="")
     # topology.conf (topology/tree) for cluster 'cluster', written by rankmap

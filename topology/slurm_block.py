@@ -1,4 +1,4 @@
-"""Slurm topology.conf for the topology/block plugin <-> :class:`~topology.model.Cluster`.
+"""Slurm topology.conf for the topology/block plugin <-> :class:`~rankmap.topology.model.Cluster`.
 
 Base blocks (e.g. one NVLink domain or rack each) are listed in order; ``BlockSizes``
 gives the aggregation levels in hosts::
@@ -8,7 +8,7 @@ gives the aggregation levels in hosts::
     BlockSizes=4,8,16
 
 Each base block becomes a ToR group; ``Cluster.block_sizes`` keeps the levels that
-slurmctld uses (:func:`topology.tree.block_levels` lists the aggregated blocks). Checks
+slurmctld uses (:func:`rankmap.topology.tree.block_levels` lists the aggregated blocks). Checks
 and words follow slurmctld (src/plugins/topology/block): the first size is the base
 block size, each size is the base size times a power of two (at most 2**15), no block
 may have fewer hosts than the base size, and sizes past the first one that covers every
@@ -22,12 +22,20 @@ topology.conf(5), https://slurm.schedmd.com/topology.conf.html
 
 from __future__ import annotations
 
-from .errors import SpecError
-from .hostnames import expand_hostlist
-from .model import Cluster
-from .slurm import warn_unreadable
-from .slurmconf import Record, Token, check_switch_name, compress_names, parse_records
-from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
+from rankmap.errors import SpecError
+from rankmap.topology.hostnames import expand_hostlist
+from rankmap.topology.model import Cluster
+from rankmap.topology.slurm import warn_unreadable
+from rankmap.topology.slurmconf import Record, Token, check_switch_name, compress_names, parse_records
+from rankmap.topology.sources import (
+    Diagnostics,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    check_known_hosts,
+    file_stem,
+)
 
 __all__ = ["parse_slurm_block", "export_slurm_block"]
 
@@ -180,7 +188,7 @@ def export_slurm_block(cluster: Cluster) -> str:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> c = parse_cluster("tor_groups: [{name: b1, hosts: 'n[1-2]'}, {name: b2, hosts: 'n[3-4]'}]")
     >>> print(export_slurm_block(c), end="")
     # topology.conf (topology/block) for cluster 'cluster', written by rankmap

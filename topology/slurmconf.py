@@ -4,7 +4,7 @@ slurmctld's parser (``s_p_parse_file``) treats keys case-insensitively, ends a l
 ``#`` (``\\#`` is a literal ``#``), continues a line that ends in ``\\``, and splits it
 into ``Key=Value`` pairs separated by any whitespace; spaces may stand around ``=`` and
 a value may be double-quoted. This module does the same and nothing more: what the keys
-mean is up to :mod:`topology.slurm` and :mod:`topology.slurm_block`.
+mean is up to :mod:`rankmap.topology.slurm` and :mod:`rankmap.topology.slurm_block`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import hostlist
 
-from .errors import SpecError
+from rankmap.errors import SpecError
 
 __all__ = ["Token", "Record", "parse_records", "expand_names", "compress_names", "check_switch_name",
            "slurm_hostlist", "slurm_rejects"]

@@ -1,10 +1,10 @@
 """What every topology importer shares: options, warnings, the result, and cluster assembly.
 
 An importer turns one admin-kept file (Slurm topology.conf, ``kubectl get nodes`` output,
-Volcano HyperNodes, a hostfile) into a :class:`~topology.model.Cluster`. The file says
+Volcano HyperNodes, a hostfile) into a :class:`~rankmap.topology.model.Cluster`. The file says
 which hosts hang under which leaf switch; it cannot say how many rail NICs a host has or
 how fast they are, so :class:`ImportOptions` adds that. Problems that make the file
-unusable raise :class:`~topology.errors.SpecError` (FILE:LINE: token: what is wrong);
+unusable raise :class:`~rankmap.errors.SpecError` (FILE:LINE: token: what is wrong);
 problems an admin may live with become warnings, and ``strict=True`` turns the first
 warning into an error.
 """
@@ -13,13 +13,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .errors import SpecError, TopologyError
-from .hostnames import compress_hostlist
-from .model import Cluster, Host, Links, Switch, TorGroup
-from .tree import name_key
+from rankmap.errors import SpecError, TopologyError
+from rankmap.topology.hostnames import compress_hostlist
+from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
+from rankmap.topology.tree import name_key
 
 __all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "decode_text", "file_stem"]
+           "check_known_hosts", "file_stem"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +98,7 @@ class Diagnostics:
     >>> Diagnostics(strict=True).warn("no nodes", source="t.conf", line=3)
     Traceback (most recent call last):
     ...
-    topology.errors.SpecError: t.conf:3: no nodes (an error with --strict)
+    rankmap.errors.SpecError: t.conf:3: no nodes (an error with --strict)
     """
 
     def __init__(self, strict: bool = False):
@@ -200,28 +200,6 @@ def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnos
             diags.warn(f"{what[1]} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
                        "(hosts under no leaf are left out)", source=source, line=1)
     return out
-
-
-def decode_text(data: bytes, source: str) -> str:
-    """UTF-8 text of a topology file; binary data is an error naming the line it starts on.
-
-    Examples
-    --------
-    >>> decode_text(b"SwitchName=s1\\n\\xff\\xfe", "t.conf")
-    Traceback (most recent call last):
-    ...
-    topology.errors.SpecError: t.conf:2: not UTF-8 text (byte 14 is 0xff): a binary file?
-    """
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecError(f"not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}): a binary file?",
-                        source=source, line=line) from None
-    nul = text.find("\x00")
-    if nul >= 0:
-        raise SpecError("NUL byte in text: a binary file?", source=source, line=text.count("\n", 0, nul) + 1)
-    return text.removeprefix("\ufeff")
 
 
 def file_stem(source: str) -> str:

@@ -1,4 +1,4 @@
-"""Cluster spec files (YAML) <-> :class:`~topology.model.Cluster`.
+"""Cluster spec files (YAML) <-> :class:`~rankmap.topology.model.Cluster`.
 
 Format (every key but ``tor_groups`` is optional; defaults shown)::
 
@@ -26,7 +26,7 @@ Format (every key but ``tor_groups`` is optional; defaults shown)::
       busy: "node[003,017]"            # hostlists
       failed: "node042"
 
-Unknown keys and bad values raise :class:`~topology.errors.SpecError` naming FILE:LINE
+Unknown keys and bad values raise :class:`~rankmap.errors.SpecError` naming FILE:LINE
 and the key path.
 """
 
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import yaml
 
-from .errors import SpecError, TopologyError
-from .hostnames import compress_hostlist, expand_hostlist
-from .model import Cluster, Host, Links, Spine, Switch, TorGroup
-from .tree import find_cycle, name_key
-from .yamlio import Fields, parse_yaml, read_yaml
+from rankmap.errors import SpecError, TopologyError
+from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
+from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
+from rankmap.topology.tree import find_cycle, name_key
+from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["load_cluster", "parse_cluster", "cluster_from_data", "cluster_to_yaml"]
 

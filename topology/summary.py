@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from .model import Cluster
-from .sources import ImportResult
-from .tree import block_levels, parents, tiers
+from rankmap.topology.model import Cluster
+from rankmap.topology.sources import ImportResult
+from rankmap.topology.tree import block_levels, parents, tiers
 
 __all__ = ["summarize", "island_names"]
 
@@ -26,7 +26,7 @@ def summarize(result: ImportResult) -> list[str]:
 
     Examples
     --------
-    >>> from topology.slurm import parse_slurm_tree
+    >>> from rankmap.topology.slurm import parse_slurm_tree
     >>> r = parse_slurm_tree("SwitchName=a Nodes=x[1-2]\\nSwitchName=b Nodes=y1", "t.conf")
     >>> print("\\n".join(summarize(r)))
     t.conf: Slurm topology/tree, cluster 't'

@@ -3,7 +3,7 @@
 Tree-shaped topology sources (Slurm topology/tree, Kubernetes label layers, Volcano
 HyperNodes) describe a fabric as switches over leaf switches. rankmap keeps the leaves as
 ToR groups and the switches above them as :attr:`Cluster.switches
-<topology.model.Cluster.switches>`; these helpers read that tree. Levels follow Slurm's
+<rankmap.topology.model.Cluster.switches>`; these helpers read that tree. Levels follow Slurm's
 ``scontrol show topology``: a leaf (ToR group) is level 0, a switch one more than its
 highest child.
 
@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from .hostnames import natural_key
+from rankmap.topology.hostnames import natural_key
 
 if TYPE_CHECKING:  # the model imports find_cycle from here
-    from .model import Cluster
+    from rankmap.topology.model import Cluster
 
 __all__ = ["name_key", "find_cycle", "parents", "roots", "switch_levels", "tiers", "hosts_under",
            "path_to", "block_levels"]
@@ -88,7 +88,7 @@ def switch_levels(cluster: Cluster) -> dict[str, int]:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> c = parse_cluster("tor_groups: [{name: l1, hosts: a1}, {name: l2, hosts: a2}]\\n"
     ...                   "switches: [{name: sp, children: [l1]}, {name: top, children: [sp, l2]}]")
     >>> switch_levels(c)
@@ -160,7 +160,7 @@ def block_levels(cluster: Cluster) -> list[tuple[int, list[tuple[str, ...]]]]:
 
     Examples
     --------
-    >>> from topology.spec import parse_cluster
+    >>> from rankmap.topology.spec import parse_cluster
     >>> c = parse_cluster("block_sizes: [1, 2]\\ntor_groups: [{name: b1, hosts: n1}, "
     ...                   "{name: b2, hosts: n2}, {name: b3, hosts: n3}]")
     >>> block_levels(c)

@@ -30,14 +30,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-
-from .errors import SpecError
-from .hostnames import check_hostname
-from .model import Switch
-from .sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, check_known_hosts, file_stem
-from .tree import find_cycle, name_key
-from .yamlio import Fields
-from .yamlio import parse_yaml_documents
+from rankmap.errors import SpecError
+from rankmap.topology.hostnames import check_hostname
+from rankmap.topology.model import Switch
+from rankmap.topology.sources import (
+    Diagnostics,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    check_known_hosts,
+    file_stem,
+)
+from rankmap.topology.tree import find_cycle, name_key
+from rankmap.yamlio import Fields, parse_yaml_documents
 
 __all__ = ["parse_hypernodes"]
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from placement.job import JobSpec, ModelShape
-from placement.rankmap import RankMap, write_plan_files
+from rankmap.job.rank_map import RankMap, write_plan_files
+from rankmap.job.spec import JobSpec, ModelShape
 
 LAUNCH = ["-m", "rankmap", "launch"]
 REPO = Path(__file__).resolve().parents[2]

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.config import EngineConfig, ModelConfig, load_config
-from engine.errors import EngineError
-from engine.runspec import resolve_run
-from placement.job import JobSpec, ModelShape
-from topology.errors import SpecError
+from rankmap.engine.config import EngineConfig, ModelConfig, load_config
+from rankmap.engine.runspec import resolve_run
+from rankmap.errors import EngineError, SpecError
+from rankmap.job.spec import JobSpec, ModelShape
 
 
 def test_defaults_and_values(engine_yaml):

@@ -9,8 +9,8 @@ import sys
 import numpy as np
 import pytest
 
-from engine.diagnose import diagnose
-from engine.records import Event, Hang, RunRecords, event_path, hang_path, read_run
+from rankmap.diagnose.analysis import diagnose
+from rankmap.diagnose.records import Event, Hang, RunRecords, event_path, hang_path, read_run
 
 HOSTS = {r: f"h{r // 4}" for r in range(8)}          # 2 hosts x 4 ranks
 TORS = {"h0": "tg0", "h1": "tg1"}

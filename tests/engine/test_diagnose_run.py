@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from conftest import REPO, launch_cli, make_rankmap
 
 pytest.importorskip("torch")

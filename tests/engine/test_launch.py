@@ -15,15 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from engine.errors import LaunchError
-from engine.launch import LaunchOptions, check_host, launch_files
-from engine.launchfiles import (check_against_map, read_deepspeed_hostfile, read_rankfile, read_slurm_hostfile,
-                                read_torchrun_commands)
-from placement.rankmap import read_rankmap
-from topology.errors import SpecError
-
 from conftest import make_rankmap
+
+from rankmap.errors import LaunchError, SpecError
+from rankmap.job.rank_map import read_rankmap
+from rankmap.launch.readers import (
+    check_against_map,
+    read_deepspeed_hostfile,
+    read_rankfile,
+    read_slurm_hostfile,
+    read_torchrun_commands,
+)
+from rankmap.launch.writers import LaunchOptions, check_host, launch_files
 
 # Hosts whose string order differs from their numeric order and from the plan's order.
 HOSTS = ("node8", "node66", "node7", "node70")
@@ -45,7 +48,7 @@ def test_torchrun_lines_pin_the_plans_node_order_with_the_static_rendezvous(rm, 
     for n, line in enumerate(lines):
         assert line.options["rdzv-backend"] == "static" and line.options["master-addr"] == "node8"
         assert line.options["nnodes"] == "4" and line.options["nproc-per-node"] == "2"
-        assert line.argv[-6:] == ("-m", "engine.train", "--rankmap", "/shared/plan/rankmap.json", "--config",
+        assert line.argv[-6:] == ("-m", "rankmap.engine.train", "--rankmap", "/shared/plan/rankmap.json", "--config",
                                   "/shared/engine.yaml")
     assert "# node rank 2: node7\n" in files["torchrun-commands.txt"]
     assert "  2) host=node7 ;;" in files["torchrun.sh"]

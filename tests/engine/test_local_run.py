@@ -13,12 +13,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
 
-from engine.config import load_config  # noqa: E402
-from engine.reference import reference_losses  # noqa: E402
-from engine.runspec import resolve_run  # noqa: E402
-from placement.rankmap import read_rankmap  # noqa: E402
-
 from conftest import launch_cli, make_rankmap, read_log  # noqa: E402
+
+from rankmap.engine.config import load_config
+from rankmap.engine.reference import reference_losses
+from rankmap.engine.runspec import resolve_run
+from rankmap.job.rank_map import read_rankmap
 
 pytestmark = pytest.mark.slow
 torch.set_num_threads(1)

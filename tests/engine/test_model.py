@@ -7,12 +7,12 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the engine's model needs PyTorch (pip install torch==2.13.0)")
 
-from engine.config import DataConfig, EngineConfig, ModelConfig  # noqa: E402
-from engine.data import global_batch, load_corpus  # noqa: E402
-from engine.model import GPT, apply_rope, rope_tables  # noqa: E402
-from engine.parallel import split_stage, stage_layers  # noqa: E402
-from engine.reference import reference_losses  # noqa: E402
-from engine.runspec import RunSpec  # noqa: E402
+from rankmap.engine.config import DataConfig, EngineConfig, ModelConfig
+from rankmap.engine.data import global_batch, load_corpus
+from rankmap.engine.model import GPT, apply_rope, rope_tables
+from rankmap.engine.parallel import split_stage, stage_layers
+from rankmap.engine.reference import reference_losses
+from rankmap.engine.runspec import RunSpec
 
 torch.set_num_threads(1)
 

@@ -5,14 +5,16 @@ The long run (10,000+ inputs per parser) is ``python benchmarks/fuzz.py``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fuzzing import TOKENS, json_variants, mutate, parsers
-from topology.errors import RankmapError
+from rankmap.errors import RankmapError
+from rankmap.fuzzing import TOKENS, json_variants, mutate, parsers
 
-PARSERS = parsers()
+PARSERS = parsers(Path(__file__).resolve().parents[1] / "data" / "field-cases")
 EDITS = st.lists(st.tuples(st.integers(0, 4), st.integers(0, 10**6), st.sampled_from(TOKENS)), max_size=8)
 
 

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
-from placement.constraints import InfeasibleError, PlacementConstraints, load_constraints
-from placement.plan import plan
 from helpers import cluster_with_free, job
-from topology import SpecError
 
+from rankmap.errors import InfeasibleError, SpecError
+from rankmap.placement.constraints import PlacementConstraints, load_constraints
+from rankmap.placement.plan import plan
 
 
 def groups_used(result):
@@ -102,7 +101,7 @@ def test_order_auto_picks_a_rail_aligned_order():
 
 
 def test_cp_blocks_stay_inside_tor_groups():
-    from placement.job import ModelShape
+    from rankmap.job.spec import ModelShape
     model = ModelShape(layers=8, hidden=1024, heads=8, seq_len=4096, vocab=100)
     cluster = cluster_with_free((5, 5, 6, 7), gpus=8)
     result = plan(cluster, job(cp=2, pp=2, dp=4, model=model, num_micro_batches=4))
@@ -115,7 +114,7 @@ def test_cp_blocks_stay_inside_tor_groups():
 
 @pytest.mark.parametrize("seed, workers", [(1, 1), (7, 2)])
 def test_proven_plans_do_not_depend_on_seed_or_workers(seed, workers):
-    from placement.rankmap import rankmap_to_json
+    from rankmap.job.rank_map import rankmap_to_json
     cluster = cluster_with_free((19, 14, 10, 10, 9), gpus=8)
     base = plan(cluster, job(pp=2, dp=20))
     other = plan(cluster, job(pp=2, dp=20), seed=seed, workers=workers)
@@ -128,8 +127,8 @@ def test_proven_plans_do_not_depend_on_seed_or_workers(seed, workers):
 
 
 def test_weighted_objectives_trade_bytes_for_uplink():
-    from placement.search import ranking
-    from placement.solver import GridProblem
+    from rankmap.placement.search import ranking
+    from rankmap.placement.solver import GridProblem
     problem = GridProblem(1, 4, (4, 4), 10, 0)
     one = np.array([[0, 0, 0, 0]])
     two = np.array([[0, 0, 1, 1]])

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from placement.constraints import InfeasibleError
-from placement.job import JobSpec, MODEL_PRESETS
-from placement.plan import plan
-from placement.rankmap import hostfile_text, read_rankmap, write_plan_files
-from topology.importers import import_file
+from rankmap.errors import InfeasibleError
+from rankmap.job.rank_map import hostfile_text, read_rankmap, write_plan_files
+from rankmap.job.spec import MODEL_PRESETS, JobSpec
+from rankmap.placement.plan import plan
+from rankmap.topology.importers import import_file
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "field-cases"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement.job import JobSpec, load_job, parse_job
-from topology import SpecError
+from rankmap.errors import SpecError
+from rankmap.job.spec import JobSpec, load_job, parse_job
 
 
 def test_example_job():

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from placement.layout import ParallelLayout
+from rankmap.job.layout import ParallelLayout
 
 
 def layout(order="tp-cp-ep-dp-pp", **sizes):

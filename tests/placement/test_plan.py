@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from placement.job import load_job
-from placement.plan import PlacementError, plan
-from placement.rankmap import rankmap_to_json
-from topology import load_cluster, parse_cluster
+from rankmap.errors import PlacementError
+from rankmap.job.rank_map import rankmap_to_json
+from rankmap.job.spec import load_job
+from rankmap.placement.plan import plan
+from rankmap.topology import load_cluster, parse_cluster
 
 
 @pytest.fixture(scope="module")

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
-from placement.job import JobSpec, ModelShape
-from placement.plan import plan
-from placement.rankmap import RankMapError, read_rankmap, write_plan_files
-from topology import parse_cluster
+from rankmap.errors import RankMapFileError
+from rankmap.job.rank_map import read_rankmap, write_plan_files
+from rankmap.job.spec import JobSpec, ModelShape
+from rankmap.placement.plan import plan
+from rankmap.topology import parse_cluster
 
 TINY = ModelShape(layers=4, hidden=64, heads=8, seq_len=32, vocab=100)
 
@@ -65,7 +66,7 @@ def edit(out, fn):
 ])
 def test_bad_rank_maps_are_rejected(planned, mutate, message):
     _, _, out = planned
-    with pytest.raises(RankMapError) as err:
+    with pytest.raises(RankMapFileError) as err:
         read_rankmap(edit(out, mutate))
     assert message in str(err.value)
     assert str(err.value).startswith(str(out / "rankmap.json"))
@@ -75,11 +76,11 @@ def test_map_for_another_cluster_is_rejected(planned, small_cluster_text):
     _, _, out = planned
     other = parse_cluster(small_cluster_text.replace("n[05-08]", "n[05-09]").replace("capacity: 4\n    hosts: \"n[05",
                                                                                      "capacity: 5\n    hosts: \"n[05"))
-    with pytest.raises(RankMapError, match="was made for cluster 'small'"):
+    with pytest.raises(RankMapFileError, match="was made for cluster 'small'"):
         read_rankmap(out / "rankmap.json").verify_cluster(other)
 
 
 def test_not_json(tmp_path):
     (tmp_path / "r.json").write_text("{not json")
-    with pytest.raises(RankMapError, match="not a JSON rank map"):
+    with pytest.raises(RankMapFileError, match="not a JSON rank map"):
         read_rankmap(tmp_path / "r.json")

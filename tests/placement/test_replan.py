@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from placement.constraints import InfeasibleError
-from placement.plan import plan
-from placement.replan import replan
 from helpers import cluster_with_free, job
+
+from rankmap.errors import InfeasibleError
+from rankmap.placement.plan import plan
+from rankmap.placement.replan import replan
 
 
 def test_one_failed_host_moves_only_its_ranks():

@@ -6,15 +6,15 @@ import itertools
 
 import numpy as np
 import pytest
-
-from placement.job import JobSpec, ModelShape
-from placement.layout import ParallelLayout
-from placement.metrics import evaluate
-from placement.plan import plan
-from placement.snake import min_count_subset, snake_cells
-from placement.solver import GridProblem, grid_cost, grid_lower_bound, solve_grid
-from placement.traffic import job_traffic
 from helpers import cluster_with_free
+
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import JobSpec, ModelShape
+from rankmap.job.traffic import job_traffic
+from rankmap.placement.metrics import evaluate
+from rankmap.placement.plan import plan
+from rankmap.placement.snake import min_count_subset, snake_cells
+from rankmap.placement.solver import GridProblem, grid_cost, grid_lower_bound, solve_grid
 
 TINY = ModelShape(layers=24, hidden=64, heads=4, seq_len=32, vocab=100)
 

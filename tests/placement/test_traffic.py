@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placement.job import MODEL_PRESETS, JobSpec, model_params
-from placement.traffic import job_traffic
+from rankmap.job.spec import MODEL_PRESETS, JobSpec, model_params
+from rankmap.job.traffic import job_traffic
 
 # GPT-3 175B: 96 layers, h = 12288, s = 2048, V = 50257 (Brown et al. 2020)
 # P = 12*96*12288^2 * (1 + 13/(12*12288) + (50257+2048)/(12*96*12288)) = 174,604,234,752
@@ -57,7 +57,7 @@ def test_dp_allreduce_and_size_one_groups():
 
 
 def test_cp_and_ep():
-    from placement.job import ModelShape
+    from rankmap.job.spec import ModelShape
     moe = ModelShape(layers=8, hidden=1024, heads=16, seq_len=4096, experts=8, top_k=2)
     t = job_traffic(JobSpec(tp=2, pp=2, cp=2, ep=4, dp=4, model=moe, num_micro_batches=3))
     # CP: K and V of the full sequence, split by tp: 2*1*4096*512*2 bytes, AG fwd + RS bwd per layer

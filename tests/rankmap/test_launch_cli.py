@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from placement.job import JobSpec, ModelShape
-from placement.rankmap import RankMap, write_plan_files
+from rankmap.job.rank_map import RankMap, write_plan_files
+from rankmap.job.spec import JobSpec, ModelShape
 
 LAUNCH = ["-m", "rankmap", "launch"]
 REPO = Path(__file__).resolve().parents[2]
@@ -108,8 +108,8 @@ def test_broken_rank_map_and_usage_errors(tmp_path):
 
 
 def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver():
-    code = ("import sys, rankmap, rankmap.launch_cli, engine, engine.launch, engine.launchfiles, engine.local, "
-            "engine.ranks, engine.runspec, engine.data\n"
+    code = ("import sys, rankmap, rankmap.cli.launch, rankmap.engine, rankmap.launch.writers, rankmap.launch.readers, rankmap.launch.local, "
+            "rankmap.engine.ranks, rankmap.engine.runspec, rankmap.engine.data\n"
             "print(sorted(m for m in ('torch', 'ortools', 'networkx') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
@@ -117,7 +117,7 @@ def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver(
 
 def test_the_engine_never_imports_ortools_or_networkx():
     pytest.importorskip("torch", reason="the engine's torch modules need PyTorch")
-    code = ("import sys, engine.train, engine.mesh, engine.parallel, engine.checkpoint, engine.step, engine.reference\n"
+    code = ("import sys, rankmap.engine.train, rankmap.engine.mesh, rankmap.engine.parallel, rankmap.engine.checkpoint, rankmap.engine.step, rankmap.engine.reference\n"
             "print(sorted(m for m in ('ortools', 'networkx') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr

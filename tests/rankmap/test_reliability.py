@@ -6,7 +6,6 @@ Every check runs the real command in a subprocess, as a user or a script would.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys

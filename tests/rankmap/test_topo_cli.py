@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from rankmap import topo_cli
 from rankmap.cli import main as rankmap_main
-from topology import load_cluster
-from topology.importers import EXPORT_FORMATS, IMPORT_FORMATS, detect_format
-from topology.tree import roots
+from rankmap.cli import topo as topo_cli
+from rankmap.topology import load_cluster
+from rankmap.topology.importers import EXPORT_FORMATS, IMPORT_FORMATS, detect_format
+from rankmap.topology.tree import roots
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "field-cases"
 

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from simulator.flows import RankPlacement
-from simulator.network import Network
-from topology.spec import parse_cluster
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.network import Network
+from rankmap.topology.spec import parse_cluster
 
 
 def cluster_text(groups: int, hosts: int, *, gpus: int = 1, nics: int = 1, uplinks: int = 32, uplink_gbps: int = 400,
@@ -43,10 +43,10 @@ def synth():
 @pytest.fixture(scope="session")
 def racks_plan():
     """The planned racks example (480 ranks) with its cluster: (cluster, PlanResult)."""
-    from placement.job import load_job
-    from placement.plan import plan
-    from rankmap.cli import example_path
-    from topology.spec import load_cluster
+    from rankmap.examples import example_path
+    from rankmap.job.spec import load_job
+    from rankmap.placement.plan import plan
+    from rankmap.topology.spec import load_cluster
 
     cluster = load_cluster(example_path("racks", "cluster.yaml"))
     return cluster, plan(cluster, load_job(example_path("racks", "job.yaml")))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.collectives import CollectiveConfig, bus_factor, collective_flows, simulate_collective
-from simulator.ecmp import EcmpConfig
+from rankmap.simulator.collectives import CollectiveConfig, bus_factor, collective_flows, simulate_collective
+from rankmap.simulator.ecmp import EcmpConfig
 
 B = 25e9          # 200 Gb/s NIC, bytes/s
 S = 1e9

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.collectives import point_to_point_flows
-from simulator.ecmp import EcmpConfig, choose, flow_hash, mix64, roce_source_port, switch_salt
-from simulator.maxmin import max_min_rates
-from simulator.stats import balls_into_bins, ecmp_stats
+from rankmap.simulator.collectives import point_to_point_flows
+from rankmap.simulator.ecmp import EcmpConfig, choose, flow_hash, mix64, roce_source_port, switch_salt
+from rankmap.simulator.maxmin import max_min_rates
+from rankmap.simulator.stats import balls_into_bins, ecmp_stats
 
 SEEDS = range(1000)
 

@@ -5,17 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from placement.job import JobSpec, ModelShape
-from placement.layout import ParallelLayout
-from placement.metrics import evaluate
-from placement.rankmap import RankMap
-from placement.traffic import job_traffic
-from simulator.collectives import CollectiveConfig, bus_factor
-from simulator.ecmp import EcmpConfig
-from simulator.flows import RankPlacement
-from simulator.iteration import CommOp, group_table, job_comm_ops, simulate_iteration
-from simulator.network import Network
-from simulator.stats import sweep_iteration
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import JobSpec, ModelShape
+from rankmap.job.traffic import job_traffic
+from rankmap.placement.metrics import evaluate
+from rankmap.simulator.collectives import CollectiveConfig, bus_factor
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import CommOp, group_table, job_comm_ops, simulate_iteration
+from rankmap.simulator.network import Network
+from rankmap.simulator.stats import sweep_iteration
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def racks(racks_plan):
                                  JobSpec(tp=2, pp=2, dp=4, ep=2, num_micro_batches=2,
                                          model=ModelShape(layers=4, hidden=1024, heads=8, seq_len=512, experts=4))])
 def test_ops_carry_the_planners_bytes(job):
-    """Per rank and iteration, the collectives move what placement.traffic accounts."""
+    """Per rank and iteration, the collectives move what rankmap.job.traffic accounts."""
     traffic = job_traffic(job)
     sent: dict[str, float] = {}
     for o in job_comm_ops(job):
@@ -48,7 +48,7 @@ def test_ops_carry_the_planners_bytes(job):
 
 def interleaved_maps(cluster):
     """The racks cluster with an interleaved job (vpp 2): plan and baselines."""
-    from placement.plan import plan
+    from rankmap.placement.plan import plan
     job = JobSpec(name="vpp", tp=8, pp=4, dp=None, num_micro_batches=8, virtual_stages=2,
                   model=ModelShape(layers=16, hidden=2048, heads=16, seq_len=1024))
     result = plan(cluster, job)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from simulator.events import complete_coflows
-from simulator.maxmin import FairShare, max_min_rates
+from rankmap.simulator.events import complete_coflows
+from rankmap.simulator.maxmin import FairShare, max_min_rates
 
 
 def random_instance(seed: int, links: int = 30, coflows: int = 60):

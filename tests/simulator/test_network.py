@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.collectives import point_to_point_flows
-from simulator.ecmp import EcmpConfig
-from simulator.network import LINK_KINDS, Network
-from topology.graph import to_networkx
-from topology.spec import parse_cluster
+from rankmap.simulator.collectives import point_to_point_flows
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.network import LINK_KINDS, Network
+from rankmap.topology.graph import to_networkx
+from rankmap.topology.spec import parse_cluster
 
 
 @pytest.fixture(scope="module")
@@ -19,7 +19,7 @@ def net(synth):
 
 
 def test_links_match_the_networkx_view(net):
-    """Every cable of topology.graph appears once per direction with its bandwidth."""
+    """Every cable of rankmap.topology.graph appears once per direction with its bandwidth."""
     graph = to_networkx(net.cluster)
     kinds = net.link_kind
     bps = net.capacity_bps
@@ -33,7 +33,7 @@ def test_links_match_the_networkx_view(net):
 
 
 def path(net, src_host, src_gpu, dst_host, dst_gpu, routing=EcmpConfig()):
-    from simulator.flows import RankPlacement
+    from rankmap.simulator.flows import RankPlacement
     pl = RankPlacement.on_hosts(net, [h.name for h in net.cluster.hosts], 8)
     flows = point_to_point_flows(pl, [src_host * 8 + src_gpu], [dst_host * 8 + dst_gpu], 1.0)
     matrix = net.route(flows, routing).matrix
@@ -76,7 +76,7 @@ def test_host_with_fewer_nics_shares_them():
     text = ("hosts: {gpus: 8, nics: 8}\ntor_groups: [{name: a, hosts: [{hosts: 'h1', nics: 2}, 'h2']}]\n")
     net = Network(parse_cluster(text))
     assert net.host_nics.tolist() == [2, 8] and net.rails == 8
-    from simulator.flows import RankPlacement
+    from rankmap.simulator.flows import RankPlacement
     pl = RankPlacement.on_hosts(net, ["h1", "h2"], 8)
     assert pl.nic[:8].tolist() == [0, 0, 0, 0, 1, 1, 1, 1] and pl.nic[8:].tolist() == list(range(8))
     assert np.array_equal(pl.host, np.repeat([0, 1], 8))

@@ -6,16 +6,16 @@ import json
 
 import pytest
 
-from simulator.flows import RankPlacement
-from simulator.iteration import job_comm_ops
-from simulator.network import Network
-from simulator.plot import render_png
-from simulator.report import document_json, placement_summary, round_floats, simulation_document
-from topology.fileio import atomic_write_files as write_outputs
-from simulator.collectives import CollectiveConfig
-from simulator.ecmp import EcmpConfig
-from simulator.stats import sweep_iteration
-from topology.errors import RankmapError
+from rankmap.errors import RankmapError
+from rankmap.fileio import atomic_write_files as write_outputs
+from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import job_comm_ops
+from rankmap.simulator.network import Network
+from rankmap.simulator.plot import render_png
+from rankmap.simulator.report import document_json, placement_summary, round_floats, simulation_document
+from rankmap.simulator.stats import sweep_iteration
 
 
 @pytest.fixture(scope="module")

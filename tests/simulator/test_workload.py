@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.ecmp import EcmpConfig
-from simulator.flows import RankPlacement
-from simulator.iteration import simulate_iteration
-from simulator.network import Network
-from simulator.workload import looks_like_aicb, parse_aicb_workload, read_aicb_workload
-from topology.errors import SpecError
+from rankmap.errors import SpecError
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import simulate_iteration
+from rankmap.simulator.network import Network
+from rankmap.simulator.workload import looks_like_aicb, parse_aicb_workload, read_aicb_workload
 
 HEADER = ("HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 4 vpp: 1 ga: 8 all_gpus: 480 "
           "checkpoints: 2 3 7 checkpoint_initiates: 0 pp_comm: 2631680.0")

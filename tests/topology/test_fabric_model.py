@@ -6,9 +6,10 @@ import dataclasses
 
 import pytest
 
-from topology import SpecError, TopologyError, cluster_to_yaml, load_cluster, parse_cluster
-from topology.model import Cluster, Host, Switch, TorGroup
-from topology.tree import block_levels, find_cycle, path_to, roots, switch_levels, tiers
+from rankmap.errors import SpecError, TopologyError
+from rankmap.topology import cluster_to_yaml, load_cluster, parse_cluster
+from rankmap.topology.model import Cluster, Host, Switch, TorGroup
+from rankmap.topology.tree import block_levels, find_cycle, path_to, roots, switch_levels, tiers
 
 TREE = """\
 name: t

@@ -8,16 +8,16 @@ import hostlist
 import pytest
 import yaml
 
-from topology import SpecError
-from topology.hostfile import parse_hostfile
-from topology.hostnames import compress_hostlist, expand_hostlist
-from topology.importers import import_file
-from topology.k8s import export_k8s_labels, parse_k8s_nodes
-from topology.slurm import export_slurm_tree, parse_slurm_tree
-from topology.slurm_block import export_slurm_block, parse_slurm_block
-from topology.slurmconf import slurm_hostlist
-from topology.sources import ImportOptions
-from topology.tree import block_levels, hosts_under, parents, roots, switch_levels
+from rankmap.errors import SpecError
+from rankmap.topology.hostfile import parse_hostfile
+from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
+from rankmap.topology.importers import import_file
+from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
+from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
+from rankmap.topology.slurmconf import slurm_hostlist
+from rankmap.topology.sources import ImportOptions
+from rankmap.topology.tree import block_levels, hosts_under, parents, roots, switch_levels
 
 CASES = Path(__file__).resolve().parents[1] / "data" / "field-cases"
 

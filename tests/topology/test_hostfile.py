@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topology import SpecError
-from topology.hostfile import FLAT_GROUP, parse_hostfile
-from topology.sources import ImportOptions
+from rankmap.errors import SpecError
+from rankmap.topology.hostfile import FLAT_GROUP, parse_hostfile
+from rankmap.topology.sources import ImportOptions
 
 
 def test_all_dialects_in_one_file():

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from topology import SpecError
-from topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes, parse_kueue_levels
-from topology.sources import ImportOptions
-from topology.tree import parents
+from rankmap.errors import SpecError
+from rankmap.topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes, parse_kueue_levels
+from rankmap.topology.sources import ImportOptions
+from rankmap.topology.tree import parents
 
 GKE = "cloud.google.com/gce-topology-"
 
@@ -124,7 +124,7 @@ def test_bad_json_names_its_line():
 
 
 def test_export_needs_a_single_parent_tree_and_valid_values():
-    from topology import parse_cluster
+    from rankmap.topology import parse_cluster
     multi = parse_cluster("tor_groups: [{name: l1, hosts: x1}]\nswitches: [{name: s1, children: [l1]}, "
                           "{name: s2, children: [l1]}]", "c.yaml")
     with pytest.raises(SpecError, match="'l1' has 2 parents"):

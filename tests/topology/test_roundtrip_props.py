@@ -8,15 +8,16 @@ import hostlist
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from topology import SpecError, cluster_to_yaml, parse_cluster
-from topology.hostnames import compress_hostlist
-from topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes
-from topology.model import Switch
-from topology.slurm import export_slurm_tree, parse_slurm_tree
-from topology.slurm_block import export_slurm_block, parse_slurm_block
-from topology.slurmconf import slurm_hostlist, slurm_rejects
-from topology.sources import ImportOptions, Leaf, build_cluster
-from topology.tree import name_key
+from rankmap.errors import SpecError
+from rankmap.topology import cluster_to_yaml, parse_cluster
+from rankmap.topology.hostnames import compress_hostlist
+from rankmap.topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.model import Switch
+from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
+from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
+from rankmap.topology.slurmconf import slurm_hostlist, slurm_rejects
+from rankmap.topology.sources import ImportOptions, Leaf, build_cluster
+from rankmap.topology.tree import name_key
 
 FAST = settings(max_examples=60, deadline=None)
 

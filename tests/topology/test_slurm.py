@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from topology import SpecError, parse_cluster
-from topology.slurm import export_slurm_tree, parse_slurm_tree
-from topology.slurm_block import export_slurm_block, parse_slurm_block
-from topology.slurmconf import slurm_hostlist, slurm_rejects
-from topology.sources import ImportOptions
+from rankmap.errors import SpecError
+from rankmap.topology import parse_cluster
+from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
+from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
+from rankmap.topology.slurmconf import slurm_hostlist, slurm_rejects
+from rankmap.topology.sources import ImportOptions
 
 
 def tree(text: str, **options):
@@ -189,7 +190,7 @@ def test_12k_gpu_topology_conf_imports_well_under_two_seconds(tmp_path):
     import time
     from pathlib import Path
 
-    from topology.importers import import_file
+    from rankmap.topology.importers import import_file
 
     bench = Path(__file__).resolve().parents[2] / "benchmarks" / "topo_import.py"
     spec = importlib.util.spec_from_file_location("topo_import_bench", bench)

@@ -22,12 +22,12 @@ from pathlib import Path
 import hostlist
 import pytest
 
-from topology import load_cluster
-from topology.model import Cluster
-from topology.slurm import export_slurm_tree, parse_slurm_tree
-from topology.slurmconf import compress_names
-from topology.sources import ImportOptions
-from topology.tree import hosts_under, switch_levels
+from rankmap.topology import load_cluster
+from rankmap.topology.model import Cluster
+from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
+from rankmap.topology.slurmconf import compress_names
+from rankmap.topology.sources import ImportOptions
+from rankmap.topology.tree import hosts_under, switch_levels
 
 pytestmark = pytest.mark.skipif(
     shutil.which("slurmctld") is None or shutil.which("scontrol") is None,

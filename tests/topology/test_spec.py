@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from topology import SpecError, cluster_to_yaml, load_cluster, parse_cluster
-from topology.graph import to_networkx
+from rankmap.errors import SpecError
+from rankmap.topology import cluster_to_yaml, load_cluster, parse_cluster
+from rankmap.topology.graph import to_networkx
 
 
 def test_small_cluster_fields(small_cluster_text):

@@ -6,10 +6,10 @@ import textwrap
 
 import pytest
 
-from topology import SpecError
-from topology.sources import ImportOptions
-from topology.tree import roots, switch_levels
-from topology.volcano import parse_hypernodes
+from rankmap.errors import SpecError
+from rankmap.topology.sources import ImportOptions
+from rankmap.topology.tree import roots, switch_levels
+from rankmap.topology.volcano import parse_hypernodes
 
 
 def hypernode(name: str, tier: int, *members: str) -> str:

@@ -24,7 +24,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from topology.errors import RankmapError
+from rankmap.errors import RankmapError
 
 __all__ = ["PHASES", "Event", "Hang", "event_path", "hang_path", "read_run", "RunRecords"]
 

@@ -5,9 +5,9 @@ Two forms::
     rankmap launch --rankmap DIR/rankmap.json --format {torchrun,slurm,mpi,deepspeed} --out DIR
     rankmap launch --local --rankmap DIR/rankmap.json [--steps N] [--config engine.yaml] [--out RUN]
 
-The first writes launch files (see :mod:`engine.launch`); the second trains on this machine,
-one torchrun agent per host of the map on 127.0.0.1 (see :mod:`engine.local`). Neither imports
-torch in this process: ``--local`` needs it only in the agents it starts.
+The first writes launch files (:func:`rankmap.api.launch_files`); the second trains on this
+machine, one torchrun agent per host of the map on 127.0.0.1 (:func:`rankmap.api.launch_local`).
+Neither imports torch in this process: ``--local`` needs it only in the agents it starts.
 """
 
 from __future__ import annotations
@@ -16,26 +16,15 @@ import argparse
 import json
 from pathlib import Path
 
-from topology.errors import RankmapError
+from rankmap.cli.common import non_negative_int, port, positive_float
+from rankmap.errors import EXIT_OK
 
-from .argtypes import non_negative_int, positive_float
-
-__all__ = ["add_launch_parser", "run_launch"]
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 1..65535, got {text!r}")
-    return value
+__all__ = ["add_parser", "run_launch"]
 
 
-def add_launch_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``launch`` command to the CLI's subparsers."""
-    from engine.launch import FORMATS
+    from rankmap.launch.writers import FORMATS
 
     p = subparsers.add_parser(
         "launch", help="write launch files for a rank map (torchrun, Slurm, Open MPI, DeepSpeed), or run it here",
@@ -50,41 +39,36 @@ def add_launch_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--steps", type=non_negative_int, help="training steps (overrides train.steps; 0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
     p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
-    p.add_argument("--master-port", type=_port, help="rendezvous port (default 29500; --local: a free port)")
+    p.add_argument("--master-port", type=port, help="rendezvous port (default 29500; --local: a free port)")
     p.add_argument("--torchrun", default="torchrun", help="torchrun command in generated lines (default torchrun)")
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
     p.add_argument("--timeout", type=positive_float, help="--local: stop the run after this many seconds")
+    p.set_defaults(func=run_launch)
     return p
 
 
-def run_launch(args) -> int:
+def run_launch(args: argparse.Namespace) -> int:
     """Run ``rankmap launch``; errors are RankmapError (one line, exit code 3)."""
-    from engine.config import load_config
-    from engine.runspec import resolve_run
-    from placement.rankmap import read_rankmap
+    from rankmap import api
 
-    rm = read_rankmap(args.rankmap)
-    cfg = load_config(args.config)  # fail here, before anything starts, on a bad config
-    if args.steps is not None:
-        cfg = cfg.with_steps(args.steps)
-    resolve_run(cfg, rm.job)
+    rm = api.read_rankmap(args.rankmap)
+    api.check_engine_run(rm, args.config, args.steps)  # fail here, before anything starts, on a bad config
     if args.local:
-        if cfg.data.root and not Path(cfg.data.root).is_dir():  # checked here: the agents would all fail
-            raise RankmapError(f"{args.config}: data.root: {cfg.data.root} is not a folder")
         return _local(args, rm)
     return _files(args, rm)
 
 
-def _files(args, rm) -> int:
-    from engine.launch import LaunchOptions, launch_files
-    from topology.fileio import atomic_write_files
+def _files(args: argparse.Namespace, rm) -> int:
+    from rankmap import api
+    from rankmap.fileio import atomic_write_files
+    from rankmap.launch.writers import LaunchOptions
 
     out = args.out or args.rankmap.resolve().parent / f"launch-{args.format}"
     opts = LaunchOptions(rankmap_path=str(args.rankmap.resolve()),
                          config_path=str(args.config.resolve()) if args.config else None,
                          out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
                          torchrun=args.torchrun, resolve=not args.no_resolve, steps=args.steps)
-    files = launch_files(rm, args.format, opts, out)
+    files = api.launch_files(rm, args.format, opts, out)
     written = atomic_write_files(out, files)
     for path in written:
         if path.suffix in (".sh", ".sbatch"):
@@ -93,29 +77,17 @@ def _files(args, rm) -> int:
           f"(node 0: {rm.hosts[0]}):")
     for path in written:
         print(f"  {path}")
-    return 0
+    return EXIT_OK
 
 
-def _local(args, rm) -> int:
-    from engine.errors import LaunchError
-    from engine.local import free_port, local_agents, run_agents
+def _local(args: argparse.Namespace, rm) -> int:
+    from rankmap import api
 
     run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
-    engine_args = ["--rankmap", str(args.rankmap.resolve()), "--out", str(run_dir)]
-    if args.config:
-        engine_args += ["--config", str(args.config.resolve())]
-    if args.steps is not None:
-        engine_args += ["--steps", str(args.steps)]
-    agents = local_agents(rm, engine_args, args.master_port or free_port())
     print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
           f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); logs in {run_dir}", flush=True)
-    try:
-        run_agents(agents, cwd=Path.cwd(), timeout_s=args.timeout)
-    except LaunchError:
-        error = run_dir / "error.txt"
-        if error.is_file():
-            raise LaunchError(f"the job stopped: {error.read_text().strip()}") from None
-        raise
+    api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
+                     master_port=args.master_port, timeout_s=args.timeout)
     log = run_dir / "train-log.jsonl"
     if log.is_file():
         records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
@@ -125,4 +97,4 @@ def _local(args, rm) -> int:
                   f"{last['tokens_per_s']:.0f} tokens/s at the last step")
     else:
         print(f"rankmap launch --local: start-up checks passed; placement report in {run_dir / 'placement.json'}")
-    return 0
+    return EXIT_OK

@@ -18,7 +18,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .job import DIMS, JobSpec
+from rankmap.job.spec import DIMS, JobSpec
 
 __all__ = ["ParallelLayout", "GROUP_KINDS"]
 

@@ -1,8 +1,10 @@
-"""Shared fuzzing corpus: every parser, its seed inputs, and a mutator.
+"""The fuzzing corpus: every parser rankmap has, its seed inputs, and a mutator.
 
-Used by the short hypothesis run in the test suite and by the long run in
+Used by the short hypothesis run in the test suite (``tests/fuzz``) and by the long run in
 ``benchmarks/fuzz.py``. A parser may return a value or raise a ``RankmapError`` (a clear
-message for the user); anything else -- another exception, a hang -- is a bug.
+message for the user); anything else -- another exception, a hang -- is a bug. Seeds come
+from the embedded examples and from a folder of field cases the caller names (the
+repository's ``tests/data/field-cases``).
 """
 
 from __future__ import annotations
@@ -10,35 +12,38 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from placement.job import parse_job
-from placement.rankmap import parse_rankmap, rankmap_to_json
-from topology.importers import import_text
-from topology.spec import parse_cluster
-
-REPO = Path(__file__).resolve().parents[2]
-CASES = REPO / "tests" / "data" / "field-cases"
+from rankmap.examples import example_path
+from rankmap.job.rank_map import parse_rankmap, rankmap_to_json
+from rankmap.job.spec import parse_job
+from rankmap.topology.importers import import_text
+from rankmap.topology.spec import parse_cluster
 
 TOKENS = ["\n", " ", "\t", "=", ",", "[", "]", "-", ":", "{", "}", "#", '"', "'", "0", "7", "64", "-1",
           "1e999", "nan", "null", "true", "&a", "*a", "!!python/object", "<<", "\\", "\x00", "é", "$(id)", ";"]
 
 
 def _seed_rankmap() -> str:
-    from placement.job import load_job
-    from placement.plan import plan
-    from topology.spec import load_cluster
-    cluster = load_cluster(REPO / "examples" / "racks" / "cluster.yaml")
-    job = load_job(REPO / "examples" / "racks" / "job.yaml", {"tp": 8, "pp": 2, "dp": 2, "model": "gpt3-1.3b"})
+    from rankmap.job.spec import load_job
+    from rankmap.placement.plan import plan
+    from rankmap.topology.spec import load_cluster
+    cluster = load_cluster(example_path("racks", "cluster.yaml"))
+    job = load_job(example_path("racks", "job.yaml"), {"tp": 8, "pp": 2, "dp": 2, "model": "gpt3-1.3b"})
     return rankmap_to_json(plan(cluster, job, time_limit_s=1).rankmap)
 
 
-def parsers() -> dict:
-    """``{name: (parse(text), [seed texts])}`` for every input format rankmap reads."""
-    read = lambda name: (CASES / name).read_text()
+def parsers(cases: str | Path) -> dict:
+    """``{name: (parse(text), [seed texts])}`` for every input format rankmap reads.
+
+    ``cases`` is a folder holding the field-case seed files (slurm-tree-forward-refs.conf,
+    slurm-islands.conf, slurm-block.conf, hostfile-heterogeneous-slots.txt,
+    k8s-nodes-aws-layers.json).
+    """
+    read = lambda name: (Path(cases) / name).read_text()
     return {
         "cluster-yaml": (lambda t: parse_cluster(t, "fuzz.yaml"),
-                         [(REPO / "examples" / "racks" / "cluster.yaml").read_text()]),
+                         [example_path("racks", "cluster.yaml").read_text()]),
         "job-yaml": (lambda t: parse_job(t, "fuzz.yaml"),
-                     [(REPO / "examples" / "megascale-12k" / "job.yaml").read_text()]),
+                     [example_path("megascale-12k", "job.yaml").read_text()]),
         "slurm-tree": (lambda t: import_text("slurm", t, "fuzz.conf"),
                        [read("slurm-tree-forward-refs.conf"), read("slurm-islands.conf")]),
         "slurm-block": (lambda t: import_text("slurm-block", t, "fuzz.conf"), [read("slurm-block.conf")]),

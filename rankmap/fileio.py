@@ -17,9 +17,9 @@ import tempfile
 from pathlib import Path
 from typing import Mapping
 
-from .errors import RankmapError
+from rankmap.errors import RankmapError, SpecError
 
-__all__ = ["atomic_write_files", "atomic_write_text", "read_text"]
+__all__ = ["atomic_write_files", "atomic_write_text", "read_text", "decode_text"]
 
 
 def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
@@ -94,11 +94,30 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 def read_text(path: str | Path) -> str:
     """A text input file's contents; unreadable or binary files raise SpecError naming the file
     (and the line where binary data starts)."""
-    from .errors import SpecError
-    from .sources import decode_text
-
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read file: {exc.strerror}", source=str(path)) from None
     return decode_text(data, str(path))
+
+
+def decode_text(data: bytes, source: str) -> str:
+    """UTF-8 text of an input file; binary data is an error naming the line it starts on.
+
+    Examples
+    --------
+    >>> decode_text(b"SwitchName=s1\\n\\xff\\xfe", "t.conf")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.SpecError: t.conf:2: not UTF-8 text (byte 14 is 0xff): a binary file?
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"not UTF-8 text (byte {exc.start} is 0x{data[exc.start]:02x}): a binary file?",
+                        source=source, line=line) from None
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise SpecError("NUL byte in text: a binary file?", source=source, line=text.count("\n", 0, nul) + 1)
+    return text.removeprefix("\ufeff")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 
-from .records import RunRecords
+from rankmap.diagnose.records import RunRecords
 
 __all__ = ["chrome_trace"]
 

@@ -33,9 +33,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .job import JobSpec
+import numpy as np
 
-__all__ = ["GroupTraffic", "job_traffic"]
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import JobSpec
+
+__all__ = ["GroupTraffic", "job_traffic", "group_edges", "weighted_edges", "alignment_problems"]
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,7 @@ def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
 
     Examples
     --------
-    >>> from placement.job import JobSpec
+    >>> from rankmap.job.spec import JobSpec
     >>> t = job_traffic(JobSpec(tp=8, pp=8, dp=2, num_micro_batches=4))
     >>> t["pp"].edge_bytes == 2 * 4 * 1 * 2048 * 12288 * 2 / 8
     True
@@ -125,3 +128,58 @@ def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
     else:
         out["dp"] = _ring("dp", n_dp, round(local_params * job.grad_bytes), 1, 2 * (n_dp - 1) / n_dp)
     return out
+
+
+def group_edges(layout: ParallelLayout, traffic: GroupTraffic) -> tuple[np.ndarray, np.ndarray]:
+    """Rank-level edges ``(src[E], dst[E])`` of every group of one kind.
+
+    Ring: ``r_i -> r_(i+1 mod n)`` (n edges per group when n > 1); chain: ``r_i - r_(i+1)``
+    (n - 1 hops); all-to-all: every ordered pair (n(n-1)).
+    """
+    groups = layout.groups(traffic.kind)
+    n = groups.shape[1]
+    if n < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    if traffic.pattern == "ring":
+        return groups.ravel(), np.roll(groups, -1, axis=1).ravel()
+    if traffic.pattern == "chain":
+        return groups[:, :-1].ravel(), groups[:, 1:].ravel()
+    i, j = np.nonzero(~np.eye(n, dtype=bool))
+    return groups[:, i].ravel(), groups[:, j].ravel()
+
+
+def weighted_edges(layout: ParallelLayout, tr: GroupTraffic) -> list:
+    """``[((src, dst), bytes per edge)]``: a kind's edges, plus interleaved wrap hops."""
+    out = [(group_edges(layout, tr), tr.edge_bytes)]
+    if tr.wrap_bytes:
+        groups = layout.groups(tr.kind)
+        out.append(((groups[:, -1], groups[:, 0]), tr.wrap_bytes))
+    return out
+
+
+def alignment_problems(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
+                       rank_host: np.ndarray, rank_local: np.ndarray, limit: int = 3) -> list[str]:
+    """Why a placement breaks the rules: a TP group leaving a host, or an inter-host edge
+    between different local ranks (not rail-aligned: its traffic would change rails).
+
+    Returns
+    -------
+    list of str
+        Up to ``limit`` messages per kind; empty when the placement is aligned.
+    """
+    problems: list[str] = []
+    tp_hosts = rank_host[layout.groups("tp")]
+    bad = np.nonzero((tp_hosts != tp_hosts[:, :1]).any(axis=1))[0]
+    if bad.size:
+        ranks = layout.groups("tp")[bad[0]].tolist()
+        problems.append(f"TP group {ranks} spans {len(set(tp_hosts[bad[0]].tolist()))} hosts")
+    for kind, tr in traffic.items():
+        src, dst = (np.concatenate(parts) for parts in zip(*(e for e, _ in weighted_edges(layout, tr))))
+        inter = rank_host[src] != rank_host[dst]
+        off_rail = np.nonzero(inter & (rank_local[src] != rank_local[dst]))[0]
+        for e in off_rail[:limit]:
+            a, b = int(src[e]), int(dst[e])
+            problems.append(f"{kind.upper()} edge rank {a} -> rank {b} joins local rank {rank_local[a]} "
+                            f"to local rank {rank_local[b]} on another host (not rail-aligned)")
+    return problems

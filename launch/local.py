@@ -24,10 +24,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from placement.rankmap import RankMap
-
-from .errors import LaunchError
-from .launch import torchrun_args
+from rankmap.errors import LaunchError
+from rankmap.job.rank_map import RankMap
+from rankmap.launch.writers import torchrun_args
 
 __all__ = ["Agent", "local_agents", "free_port", "run_agents"]
 
@@ -61,7 +60,7 @@ def local_agents(rm: RankMap, engine_args: list[str], port: int, rdzv_backend: s
         opts = torchrun_args(rm, node, LOCAL_ADDR, port, rdzv_backend)
         if rdzv_backend != "static":
             opts += [f"--rdzv-endpoint={LOCAL_ADDR}:{port}", "--rdzv-id=rankmap-local"]
-        argv = (sys.executable, "-m", "torch.distributed.run", *opts, "-m", "engine.train", *engine_args)
+        argv = (sys.executable, "-m", "torch.distributed.run", *opts, "-m", "rankmap.engine.train", *engine_args)
         env = {"RANKMAP_HOST": host, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
                "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"), "PYTHONFAULTHANDLER": "1"}
         agents.append(Agent(host=host, node_rank=node, argv=argv, env=env))

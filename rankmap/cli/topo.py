@@ -6,9 +6,8 @@
     rankmap topo show topology.conf            # or a cluster.yaml; --from when unsure
     rankmap topo export --to slurm cluster.yaml --out topology.conf
 
-``add_topo_parser`` adds the subcommand to the main parser and ``run_topo`` runs it;
-errors are raised as :class:`~topology.errors.RankmapError` for the caller to print.
-``python -m rankmap.topo_cli ...`` runs the subcommand on its own.
+``add_parser`` adds the subcommand to the main parser and ``run_topo`` runs it;
+errors are raised as :class:`~rankmap.errors.RankmapError` for the caller to print.
 """
 
 from __future__ import annotations
@@ -17,21 +16,21 @@ import argparse
 import sys
 from pathlib import Path
 
-from topology.errors import RankmapError
+from rankmap.cli.common import positive_float, positive_int
+from rankmap.errors import RankmapError
 
-from .argtypes import positive_float, positive_int
-
-__all__ = ["add_topo_parser", "run_topo"]
+__all__ = ["add_parser", "run_topo"]
 
 IMPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile")
 EXPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels")
 
 
-def add_topo_parser(subparsers) -> argparse.ArgumentParser:
+def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add ``topo`` with its verbs ``import``, ``show`` and ``export`` to ``subparsers``."""
     topo = subparsers.add_parser(
         "topo", help="import topology from Slurm, Kubernetes, Volcano or hostfiles; show it; export it",
         description="Read the topology admins already keep, say what was found, and write it back.")
+    topo.set_defaults(func=run_topo)
     verbs = topo.add_subparsers(dest="topo_command", metavar="VERB", required=True)
 
     imp = verbs.add_parser("import", help="write a cluster spec YAML from a topology file",
@@ -91,10 +90,10 @@ def run_topo(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace):
-    from topology.hostnames import expand_hostlist
-    from topology.importers import read_text
-    from topology.k8s import parse_kueue_levels
-    from topology.sources import ImportOptions
+    from rankmap.fileio import read_text
+    from rankmap.topology.hostnames import expand_hostlist
+    from rankmap.topology.k8s import parse_kueue_levels
+    from rankmap.topology.sources import ImportOptions
 
     hosts = None
     if args.hosts:
@@ -117,9 +116,10 @@ def _options(args: argparse.Namespace):
 
 
 def _import(args: argparse.Namespace) -> int:
-    from topology.importers import import_file
-    from topology.spec import cluster_to_yaml, parse_cluster
-    from topology.summary import summarize
+    from rankmap.cli.report import print_import_summary
+    from rankmap.topology.importers import import_file
+    from rankmap.topology.spec import cluster_to_yaml, parse_cluster
+    from rankmap.topology.summary import summarize
 
     if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
         raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
@@ -128,23 +128,24 @@ def _import(args: argparse.Namespace) -> int:
             + cluster_to_yaml(result.cluster))
     if parse_cluster(text, str(args.out)) != result.cluster:  # the spec must carry everything imported
         raise RuntimeError("cluster spec does not read back as the imported cluster")
-    _report(result, summarize(result))
+    print_import_summary(result, summarize(result))
     _write(args.out, text)
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
-    from topology.importers import load_any
-    from topology.summary import summarize
+    from rankmap.cli.report import print_import_summary
+    from rankmap.topology.importers import load_any
+    from rankmap.topology.summary import summarize
 
     result = load_any(args.file, args.source_format, _options(args))
-    _report(result, summarize(result))
+    print_import_summary(result, summarize(result))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from topology.importers import export_cluster
-    from topology.spec import load_cluster
+    from rankmap.topology.importers import export_cluster
+    from rankmap.topology.spec import load_cluster
 
     cluster = load_cluster(args.cluster)
     kwargs = {"levels": args.levels} if args.target_format == "k8s-labels" and args.levels else {}
@@ -160,16 +161,8 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(result, lines: list[str]) -> None:
-    """Summary on stdout; warnings again on stderr, one line each, so they are not missed."""
-    for line in lines:
-        print(line)
-    for warning in result.warnings:
-        print(f"rankmap: warning: {warning}", file=sys.stderr)
-
-
 def _write(out: Path, text: str) -> None:
-    from topology.fileio import atomic_write_text
+    from rankmap.fileio import atomic_write_text
 
     if str(out) == "-":
         sys.stdout.write(text)

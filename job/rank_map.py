@@ -26,23 +26,18 @@ from pathlib import Path
 
 import numpy as np
 
-from topology.errors import SpecError
-from topology.fileio import atomic_write_files
-from topology.hostnames import check_hostname
-from topology.model import Cluster
+from rankmap.errors import RankMapFileError, SpecError
+from rankmap.fileio import atomic_write_files
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
+from rankmap.topology.hostnames import check_hostname
+from rankmap.topology.model import Cluster
 
-from .job import DIMS, JobSpec, job_from_data, job_to_dict
-from .layout import ParallelLayout
-
-__all__ = ["RankMap", "RankMapError", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
+__all__ = ["RankMap", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
            "hostfile_text"]
 
 SCHEMA = "rankmap/v1"
 _ENTRY_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
-
-
-class RankMapError(SpecError):
-    """A rank map file is malformed, inconsistent, or made for another cluster."""
 
 
 @dataclass(frozen=True)
@@ -133,24 +128,24 @@ class RankMap:
 
         Raises
         ------
-        RankMapError
+        RankMapFileError
             The map was made for another cluster or names a host the cluster lacks.
         """
         source = source or self.source
         if self.cluster_hash != cluster.spec_hash():
-            raise RankMapError(f"rank map was made for cluster {self.cluster_name!r} "
+            raise RankMapFileError(f"rank map was made for cluster {self.cluster_name!r} "
                                f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "
                                f"(sha256 {cluster.spec_hash()[:12]}...)", source=source, key="cluster.sha256")
         for node, name in enumerate(self.hosts):
             if not cluster.has_host(name):
-                raise RankMapError(f"host {name!r} is not in the cluster", source=source, key="ranks")
+                raise RankMapFileError(f"host {name!r} is not in the cluster", source=source, key="ranks")
             host = cluster.host(name)
             rails = tuple(host.rail_of_gpu(lr) for lr in range(min(host.gpus, self.nprocs[node])))
             if rails != tuple(self.rails[node]):
-                raise RankMapError(f"host {name!r}: the map's rails {list(self.rails[node])} are not the cluster's "
+                raise RankMapFileError(f"host {name!r}: the map's rails {list(self.rails[node])} are not the cluster's "
                                    f"{list(rails)}", source=source, key="ranks")
             if host.gpus < self.nprocs[node] or host.tor_group != self.tor_groups[node]:
-                raise RankMapError(f"host {name!r} does not match the cluster (GPUs {host.gpus}, "
+                raise RankMapFileError(f"host {name!r} does not match the cluster (GPUs {host.gpus}, "
                                    f"ToR group {host.tor_group!r})", source=source, key="ranks")
 
 
@@ -199,16 +194,16 @@ def read_rankmap(path: str | Path) -> RankMap:
 
     Raises
     ------
-    RankMapError
+    RankMapFileError
         Naming the file and the offending key (e.g. ``ranks[17].host``).
     """
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
-        raise RankMapError(f"cannot read file: {exc.strerror}", source=source) from None
+        raise RankMapFileError(f"cannot read file: {exc.strerror}", source=source) from None
     except UnicodeDecodeError as exc:
-        raise RankMapError(f"not a JSON rank map: {exc}", source=source) from None
+        raise RankMapFileError(f"not a JSON rank map: {exc}", source=source) from None
     return parse_rankmap(text, source)
 
 
@@ -217,9 +212,9 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError) as exc:
-        raise RankMapError(f"not a JSON rank map: {exc}", source=source) from None
+        raise RankMapFileError(f"not a JSON rank map: {exc}", source=source) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise RankMapError(f"expected schema {SCHEMA!r}", source=source, key="schema")
+        raise RankMapFileError(f"expected schema {SCHEMA!r}", source=source, key="schema")
     try:
         job = job_from_data(doc.get("job"), source + " (job)")
         g = doc["nproc_per_node"]
@@ -228,21 +223,21 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
         cluster = doc["cluster"]
         name, digest = cluster["name"], cluster["sha256"]
     except SpecError as exc:
-        raise RankMapError(exc.message, source=source, key=f"job.{exc.key}" if exc.key else "job") from None
+        raise RankMapFileError(exc.message, source=source, key=f"job.{exc.key}" if exc.key else "job") from None
     except (KeyError, TypeError) as exc:
-        raise RankMapError(f"missing or bad key {exc}", source=source) from None
+        raise RankMapFileError(f"missing or bad key {exc}", source=source) from None
     if job.dp is None or not isinstance(g, int) or g < 1 or not isinstance(ranks, list):
-        raise RankMapError("needs a resolved dp, nproc_per_node >= 1 and a ranks list", source=source)
+        raise RankMapFileError("needs a resolved dp, nproc_per_node >= 1 and a ranks list", source=source)
     if doc.get("world_size") != job.world_size:
-        raise RankMapError(f"world_size {doc.get('world_size')!r} is not the job's {job.world_size}", source=source,
+        raise RankMapFileError(f"world_size {doc.get('world_size')!r} is not the job's {job.world_size}", source=source,
                            key="world_size")
     if nprocs is None:
         if job.world_size % g:
-            raise RankMapError(f"world size {job.world_size} is not a multiple of nproc_per_node {g}", source=source)
+            raise RankMapFileError(f"world size {job.world_size} is not a multiple of nproc_per_node {g}", source=source)
         nprocs = [g] * (job.world_size // g)
     elif (not isinstance(nprocs, list) or not all(isinstance(n, int) and 1 <= n <= g for n in nprocs)
           or sum(nprocs) != job.world_size):
-        raise RankMapError(f"nprocs must list ranks per node (1..{g}) summing to {job.world_size}",
+        raise RankMapFileError(f"nprocs must list ranks per node (1..{g}) summing to {job.world_size}",
                            source=source, key="nprocs")
     return _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
 
@@ -251,7 +246,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
                   source: str) -> RankMap:
     world = job.world_size
     if len(ranks) != world:
-        raise RankMapError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
+        raise RankMapFileError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
     n_nodes = len(nprocs)
     offsets = np.concatenate([[0], np.cumsum(nprocs)]).tolist()
     hosts: list = [None] * n_nodes
@@ -264,36 +259,36 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     for i, rec in enumerate(ranks):
         key = f"ranks[{i}]"
         if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):
-            raise RankMapError(f"entry must have exactly the keys {', '.join(_ENTRY_KEYS)}", source=source, key=key)
+            raise RankMapFileError(f"entry must have exactly the keys {', '.join(_ENTRY_KEYS)}", source=source, key=key)
         ints = [k for k in _ENTRY_KEYS if k not in ("host", "tor_group")]
         if any(not isinstance(rec[k], int) or isinstance(rec[k], bool) or rec[k] < 0 for k in ints):
-            raise RankMapError("rank, node_rank, local_rank, rail and coordinates must be integers >= 0",
+            raise RankMapFileError("rank, node_rank, local_rank, rail and coordinates must be integers >= 0",
                                source=source, key=key)
         r, host, node, local = rec["rank"], rec["host"], rec["node_rank"], rec["local_rank"]
         why = check_hostname(host) if isinstance(host, str) else "not a string"
         if why:
-            raise RankMapError(f"bad host {host!r}: {why}", source=source, key=f"{key}.host")
+            raise RankMapFileError(f"bad host {host!r}: {why}", source=source, key=f"{key}.host")
         if r >= world or r in seen_rank:
-            raise RankMapError(f"rank {r} is out of range or listed twice", source=source, key=f"{key}.rank")
+            raise RankMapFileError(f"rank {r} is out of range or listed twice", source=source, key=f"{key}.rank")
         if (host, local) in seen_gpu:
-            raise RankMapError(f"GPU {local} of host {host!r} is given two ranks", source=source,
+            raise RankMapFileError(f"GPU {local} of host {host!r} is given two ranks", source=source,
                                key=f"{key}.local_rank")
         seen_rank.add(r)
         seen_gpu.add((host, local))
         if node >= n_nodes or local >= nprocs[node] or offsets[node] + local != r:
-            raise RankMapError(f"rank {r} must be the ranks before its node plus its local_rank, got node_rank "
+            raise RankMapFileError(f"rank {r} must be the ranks before its node plus its local_rank, got node_rank "
                                f"{node}, local_rank {local}", source=source, key=key)
         if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
-            raise RankMapError(f"node rank {node} and host {host!r} disagree with earlier entries",
+            raise RankMapFileError(f"node rank {node} and host {host!r} disagree with earlier entries",
                                source=source, key=f"{key}.host")
         if tors[node] not in (None, rec["tor_group"]):
-            raise RankMapError(f"ranks on host {host!r} name ToR groups {tors[node]!r} and {rec['tor_group']!r}",
+            raise RankMapFileError(f"ranks on host {host!r} name ToR groups {tors[node]!r} and {rec['tor_group']!r}",
                                source=source, key=f"{key}.tor_group")
         hosts[node], tors[node], rails[node][local] = host, rec["tor_group"], rec["rail"]
         want = dict(zip(DIMS, coords[r].tolist()))
         got = {d: rec[d] for d in DIMS}
         if got != want:
-            raise RankMapError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",
+            raise RankMapFileError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",
                                source=source, key=key)
     rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=tuple(hosts), tor_groups=tuple(tors),
                  rails=tuple(tuple(r) for r in rails), nproc_per_node=max(nprocs), summary=summary, source=source)
@@ -303,12 +298,11 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
 
 def _check_groups(rm: RankMap, source: str) -> None:
     """TP groups inside hosts; on equal hosts, every inter-host group rail-aligned."""
-    from .metrics import alignment_problems
-    from .traffic import job_traffic
+    from rankmap.job.traffic import alignment_problems, job_traffic
 
     local = np.arange(rm.world_size) - rm.offsets[rm.rank_node]
     problems = alignment_problems(rm.layout, job_traffic(rm.job), rm.rank_node, local, limit=1)
     if not rm.uniform:
         problems = [p for p in problems if p.startswith("TP group")]
     if problems:
-        raise RankMapError(f"the map breaks the placement rules: {problems[0]}", source=source, key="ranks")
+        raise RankMapFileError(f"the map breaks the placement rules: {problems[0]}", source=source, key="ranks")

@@ -19,8 +19,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topology.errors import SpecError
-from topology.yamlio import Fields, parse_yaml, read_yaml
+from rankmap.errors import SpecError
+from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["ModelShape", "JobSpec", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
            "load_job", "parse_job", "job_from_data", "job_to_dict", "model_params"]

@@ -1,9 +1,9 @@
-"""Readers for the launch files :mod:`engine.launch` writes, so they round-trip and can be
+"""Readers for the launch files :mod:`rankmap.launch.writers` writes, so they round-trip and can be
 checked against a rank map: the Open MPI rankfile, the DeepSpeed hostfile, Slurm's
 ``SLURM_HOSTFILE`` and the torchrun command listing. No torch here.
 
 Each reader refuses what it cannot read with ``FILE:LINE: what is wrong`` (a
-:class:`topology.errors.SpecError`) rather than skipping the line.
+:class:`rankmap.errors.SpecError`) rather than skipping the line.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ import re
 import shlex
 from dataclasses import dataclass
 
-from placement.rankmap import RankMap
-from topology.errors import SpecError
-
-from .errors import LaunchError
-from .launch import check_host
+from rankmap.errors import LaunchError, SpecError
+from rankmap.job.rank_map import RankMap
+from rankmap.launch.writers import check_host
 
 __all__ = ["RankfileEntry", "read_rankfile", "read_deepspeed_hostfile", "read_slurm_hostfile",
            "read_torchrun_commands", "TorchrunLine", "check_against_map"]
@@ -56,7 +54,7 @@ def read_rankfile(text: str, source: str = "rankfile") -> list[RankfileEntry]:
     >>> read_rankfile("rank 0=a slots=0\\n", "rf")
     Traceback (most recent call last):
     ...
-    topology.errors.SpecError: rf:1: expected 'rank R=HOST slot=S', got 'rank 0=a slots=0'
+    rankmap.errors.SpecError: rf:1: expected 'rank R=HOST slot=S', got 'rank 0=a slots=0'
     """
     out: dict[int, RankfileEntry] = {}
     seen: set = set()

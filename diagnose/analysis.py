@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .records import COMPUTE, PHASES, RunRecords
+from rankmap.diagnose.records import COMPUTE, PHASES, RunRecords
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z"]
 

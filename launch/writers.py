@@ -29,10 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from placement.rankmap import RankMap
-from topology.hostnames import check_hostname, compress_hostlist
-
-from .errors import LaunchError
+from rankmap.errors import LaunchError
+from rankmap.job.rank_map import RankMap
+from rankmap.topology.hostnames import check_hostname, compress_hostlist
 
 __all__ = ["LaunchOptions", "FORMATS", "check_host", "check_hosts", "torchrun_args", "torchrun_lines",
            "torchrun_script", "slurm_hostfile", "slurm_script", "rankfile_text", "mpirun_script",
@@ -57,7 +56,7 @@ class LaunchOptions:
     torchrun : str
         The torchrun command (split with shlex), e.g. ``torchrun`` or ``python -m torch.distributed.run``.
     entry : tuple of str
-        What torchrun runs: ``("-m", "engine.train")`` by default.
+        What torchrun runs: ``("-m", "rankmap.engine.train")`` by default.
     resolve : bool
         Check that every host resolves on this machine.
     steps : int or None
@@ -70,7 +69,7 @@ class LaunchOptions:
     master_addr: str | None = None
     master_port: int = 29500
     torchrun: str = "torchrun"
-    entry: tuple = ("-m", "engine.train")
+    entry: tuple = ("-m", "rankmap.engine.train")
     resolve: bool = True
     steps: int | None = None
 
@@ -91,7 +90,7 @@ def check_host(name: str, what: str = "host") -> None:
     >>> check_host("h1;reboot")
     Traceback (most recent call last):
     ...
-    engine.errors.LaunchError: host 'h1;reboot' is not a valid hostname or IP address: character ';' is not allowed in a hostname (RFC 1123)
+    rankmap.errors.LaunchError: host 'h1;reboot' is not a valid hostname or IP address: character ';' is not allowed in a hostname (RFC 1123)
     """
     try:
         ipaddress.ip_address(name)
@@ -267,7 +266,7 @@ def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: 
 
 
 def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | Path) -> dict[str, str]:
-    """``{file name: text}`` of one format, ready for :func:`topology.fileio.atomic_write_files`.
+    """``{file name: text}`` of one format, ready for :func:`rankmap.fileio.atomic_write_files`.
 
     Raises
     ------
@@ -276,7 +275,7 @@ def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | P
     """
     if fmt not in FORMATS:
         raise LaunchError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if opts.entry != ("-m", "engine.train") and fmt == "deepspeed":
+    if opts.entry != ("-m", "rankmap.engine.train") and fmt == "deepspeed":
         raise LaunchError("the deepspeed format runs modules only (entry -m MODULE)")
     master = check_hosts(rm, opts)
     launch_dir = str(Path(launch_dir).resolve())

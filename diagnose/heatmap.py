@@ -11,7 +11,7 @@ import io
 
 import numpy as np
 
-from .diagnose import Diagnosis
+from rankmap.diagnose.analysis import Diagnosis
 
 __all__ = ["heatmap_png"]
 

@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import yaml
 
-from .errors import SpecError
+from rankmap.errors import SpecError
 
 __all__ = ["LocMap", "LocList", "parse_yaml", "parse_yaml_documents", "read_yaml", "Fields"]
 
@@ -139,7 +139,7 @@ def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
 
 def read_yaml(path: str | Path) -> Any:
     """Read a YAML file with :func:`parse_yaml`; I/O and decoding errors become SpecError."""
-    from .fileio import read_text
+    from rankmap.fileio import read_text
 
     return parse_yaml(read_text(path), str(path))
 

@@ -1,0 +1,364 @@
+"""rankmap's Python API: every command's work as a function (the command line only parses and prints).
+
+::
+
+    from rankmap.api import load_cluster, load_job, plan, write_plan_files
+    result = plan(load_cluster("cluster.yaml"), load_job("job.yaml"))
+    write_plan_files(result.rankmap, "plan/")
+
+Functions: :func:`plan`, :func:`replan`, :func:`verify`, :func:`simulate`, :func:`diagnose`,
+:func:`launch_files`, :func:`launch_local`. Each takes data (or paths) and returns data;
+only the ``write_*`` helpers and :func:`launch_local` touch the file system or start processes.
+Heavy modules (the CP-SAT solver, the simulator, matplotlib) are imported when first used.
+Errors are :class:`rankmap.errors.RankmapError` subclasses, with the exit code the CLI uses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+
+from rankmap.errors import LaunchError, RankmapError, SpecError
+from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
+from rankmap.job.spec import JobSpec, load_job, parse_job
+from rankmap.placement.constraints import PlacementConstraints, load_constraints
+from rankmap.topology.hostnames import expand_hostlist
+from rankmap.topology.model import Cluster
+from rankmap.topology.spec import load_cluster, parse_cluster
+
+__all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
+           "load_cluster", "parse_cluster", "load_job", "parse_job", "load_constraints", "read_rankmap",
+           "write_plan_files", "combine_constraints",
+           "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
+           "launch_files", "launch_local", "check_engine_run"]
+
+
+def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
+                        exclude: str | None = None, reserve: tuple = ()) -> PlacementConstraints:
+    """One set of constraints from a constraints file's, an exclusion hostlist and reserved rank maps.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        Reserved rank maps must belong to it.
+    constraints : PlacementConstraints, optional
+        Read from a file (:func:`load_constraints`).
+    exclude : str, optional
+        Slurm hostlist of hosts not to use.
+    reserve : tuple of path
+        ``rankmap.json`` files of running jobs; their hosts are taken.
+
+    Raises
+    ------
+    SpecError
+        Bad hostlist (key ``--exclude``), unreadable map, or a map of another cluster.
+    """
+    base = constraints or PlacementConstraints()
+    excluded = tuple(expand_hostlist(exclude, key="--exclude")) if exclude else ()
+    maps = [read_rankmap(path) for path in reserve]
+    for rm in maps:
+        rm.verify_cluster(cluster)
+    reserved = tuple(h for rm in maps for h in rm.hosts)
+    return dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+
+
+def plan(cluster: Cluster, job: JobSpec, **kwargs):
+    """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
+
+    Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
+    writes ``rankmap.json`` and ``hostfile``.
+    """
+    from rankmap.placement.plan import plan as _plan
+    return _plan(cluster, job, **kwargs)
+
+
+def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constraints=None):
+    """Replace failed hosts in ``previous``, moving only their ranks.
+
+    See :func:`rankmap.placement.replan.replan`. ``failed`` hosts must be in ``cluster``.
+
+    Raises
+    ------
+    SpecError
+        A failed host is not in the cluster (key ``--failed``).
+    InfeasibleError
+        Too few usable hosts to replace them.
+    """
+    from rankmap.placement.replan import replan as _replan
+
+    for host in failed:
+        if not cluster.has_host(host):
+            raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--failed")
+    return _replan(cluster, previous, list(failed), constraints)
+
+
+def verify(rankmap_path: str | Path, cluster: Cluster | None = None) -> RankMap:
+    """Read a rank map, check it, and (with ``cluster``) check that it belongs to that cluster.
+
+    Raises
+    ------
+    RankMapFileError
+        Malformed or inconsistent file, or made for another cluster (file and key named).
+    """
+    rm = read_rankmap(rankmap_path)
+    if cluster is not None:
+        rm.verify_cluster(cluster, str(rankmap_path))
+    return rm
+
+
+@dataclass(frozen=True)
+class SimulationRun:
+    """What :func:`simulate` returns: the resolved job and the simulation (document and PNG)."""
+
+    job: JobSpec
+    simulation: object   # rankmap.simulator.simulate.Simulation
+
+    @property
+    def document(self) -> dict:
+        return self.simulation.document
+
+
+def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap | None = None,
+             rankmap_name: str = "given rank map", workload=None, traffic_source: str = "job spec", compare: bool = False, seeds: int = 4,
+             seed: int = 0, routing: str = "ecmp", qps: int = 1, same_hash: bool = False, alpha_us: float = 5.0,
+             efficiency: float = 1.0, algorithm: str = "ring", time_limit_s: float = 20.0) -> SimulationRun:
+    """Simulate one iteration of a placed job (planning it first when no rank map is given).
+
+    Parameters
+    ----------
+    cluster : Cluster
+    job : JobSpec, optional
+        The job; with ``rankmap`` it must have the map's layout (``dp`` and an ``auto`` order are
+        taken from the map). Needed when ``rankmap`` is None.
+    rankmap : RankMap, optional
+        The placement to simulate (must belong to ``cluster``).
+    rankmap_name : str
+        Its name in the report.
+    workload : Workload, optional
+        A SimAI/AICB workload whose operations replace the job's traffic (needs ``rankmap``).
+    traffic_source : str
+        Name of the traffic's origin, for the report.
+    compare : bool
+        Also plan the job and simulate the plan and the three baselines.
+    seeds, seed : int
+        Number of ECMP seeds and the first; ``seed`` also seeds planning.
+    routing : {"ecmp", "spray"}
+    qps : int
+        Queue pairs per connection.
+    same_hash : bool
+        One hash salt on every switch (polarization).
+    alpha_us, efficiency, algorithm :
+        Latency per algorithm step (us), fraction of line rate, ``"ring"`` or ``"tree"``.
+    time_limit_s : float
+        Planner budget (deterministic seconds).
+
+    Returns
+    -------
+    SimulationRun
+
+    Raises
+    ------
+    SpecError
+        A workload without a rank map, a job that does not match the map, a map of another cluster.
+    """
+    from rankmap.simulator.collectives import CollectiveConfig
+    from rankmap.simulator.ecmp import EcmpConfig
+    from rankmap.simulator.simulate import simulate_placements
+
+    ops = None
+    rows = []
+    if rankmap is not None:
+        rankmap.verify_cluster(cluster)
+        if workload is not None:
+            workload.check_job(rankmap.job)
+            ops = workload.ops
+            job = rankmap.job
+        else:
+            job = rankmap.job if job is None else _matching_job(job, rankmap.job)
+        rows.append((rankmap_name, rankmap))
+    elif workload is not None:
+        raise SpecError("a SimAI/AICB workload describes traffic, not a layout: give a rank map too "
+                        "(plan the job from a job YAML first)", source=traffic_source)
+    elif job is None:
+        raise RankmapError("simulate needs a job or a rank map")
+    if rankmap is None or compare:
+        from rankmap.placement.plan import plan as _plan
+        result = _plan(cluster, job, time_limit_s=time_limit_s, seed=seed)
+        rows.append(("rankmap plan", result.rankmap))
+        if compare:
+            rows += [(c.name, result.candidate_rankmap(cluster, c)) for c in result.baselines]
+        job = result.job if rankmap is None else job
+    config = CollectiveConfig(alpha_s=alpha_us * 1e-6, efficiency=efficiency, algorithm=algorithm)
+    ecmp = EcmpConfig(mode=routing, per_switch_salt=not same_hash, qps_per_connection=qps)
+    sim = simulate_placements(cluster, job, rows, ops=ops, traffic_source=traffic_source,
+                              seeds=range(seed, seed + seeds), config=config, routing=ecmp)
+    return SimulationRun(job, sim)
+
+
+def _matching_job(job: JobSpec, planned: JobSpec) -> JobSpec:
+    """``job`` with dp (and an ``auto`` order) from the rank map, after checking it has the map's layout."""
+    job = dataclasses.replace(job, dp=job.dp or planned.dp, order=planned.order if job.order == "auto" else job.order)
+    for key in ("tp", "pp", "dp", "cp", "ep", "order"):
+        if getattr(job, key) != getattr(planned, key):
+            raise SpecError(f"{key} is {getattr(job, key)!r} but the rank map's job has {getattr(planned, key)!r}",
+                            source=job.source, key=f"parallel.{key}")
+    return job.resolved(planned.world_size)
+
+
+@dataclass(frozen=True)
+class DiagnosisRun:
+    """What :func:`diagnose` returns.
+
+    Attributes
+    ----------
+    diagnosis : Diagnosis
+        Flags and the hang, as :func:`rankmap.diagnose.analysis.diagnose` finds them.
+    summary : dict
+        The ``diagnosis.json`` document.
+    constraints : PlacementConstraints
+        Flagged hosts excluded, slow ToR groups given a quota of 0: for the next ``plan``.
+    files : dict of str to str or bytes
+        ``diagnosis.json``, ``heatmap.png``, ``trace.json``, ``constraints.yaml``.
+    host_of, tor_of : dict
+        Rank -> host and host -> ToR group, from the rank map.
+    """
+
+    diagnosis: object
+    summary: dict
+    constraints: PlacementConstraints
+    files: dict
+    host_of: dict
+    tor_of: dict
+
+
+def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio: float = 1.5,
+             min_excess_s: float = 0.05) -> DiagnosisRun:
+    """Stragglers and hangs from a run's timing records (``RUN_DIR/events``), with what to exclude next.
+
+    Parameters
+    ----------
+    run_dir : path
+        Run folder the engine wrote.
+    rankmap : RankMap
+        The run's rank map (ranks -> hosts, ToR groups, pipeline stages).
+    z, min_ratio, min_excess_s : float
+        Flag a duration at this robust z-score, and only at ``min_ratio`` times the median and
+        ``min_excess_s`` seconds above it.
+
+    Returns
+    -------
+    DiagnosisRun
+
+    Raises
+    ------
+    RankmapError
+        Missing or malformed records.
+    """
+    import json
+
+    from rankmap.diagnose.analysis import diagnose as _diagnose
+    from rankmap.diagnose.heatmap import heatmap_png
+    from rankmap.diagnose.records import read_run
+    from rankmap.diagnose.trace import chrome_trace
+    from rankmap.placement.constraints import constraints_to_yaml
+
+    records = read_run(run_dir)
+    host_of = {r: rankmap.hosts[int(rankmap.rank_node[r])] for r in range(rankmap.world_size)}
+    node_of = {r: int(rankmap.rank_node[r]) for r in range(rankmap.world_size)}
+    tor_of = dict(zip(rankmap.hosts, rankmap.tor_groups))
+    stage = rankmap.layout.coord_table[:, 4]
+    role_of = {r: int(stage[r]) for r in range(rankmap.world_size)}
+    d = _diagnose(records, host_of, tor_of, role_of=role_of, z=z, min_ratio=min_ratio, min_excess_s=min_excess_s)
+    bad_hosts = sorted({host_of[int(f.who)] for f in d.flags if f.what == "rank"} |
+                       {f.who for f in d.flags if f.what == "host"} | set(d.hang.culprit_hosts if d.hang else ()))
+    bad_groups = sorted({f.who for f in d.flags if f.what == "tor_group"})
+    constraints = PlacementConstraints(exclude=tuple(bad_hosts), quotas={g: 0 for g in bad_groups},
+                                       source="diagnosis")
+    summary = {
+        "ranks": len(d.ranks), "phases": list(d.phases),
+        "flags": [{"what": f.what, "who": f.who, "phase": f.phase, "measure": f.measure, "value_s": f.value_s,
+                   "typical_s": f.typical_s, "z": round(f.z, 3), "ranks": list(f.ranks)} for f in d.flags],
+        "hang": None if d.hang is None else {
+            "group": d.hang.group, "seq": d.hang.seq, "phase": d.hang.phase, "waiting": list(d.hang.waiting),
+            "culprits": list(d.hang.culprits), "culprit_hosts": list(d.hang.culprit_hosts),
+            "culprit_state": list(d.hang.culprit_state)},
+        "exclude_hosts": bad_hosts, "exclude_tor_groups": bad_groups,
+    }
+    files = {
+        "diagnosis.json": json.dumps(summary, indent=1, sort_keys=True) + "\n",
+        "heatmap.png": heatmap_png(d, host_of, tor_of),
+        "trace.json": chrome_trace(records, host_of, node_of),
+        "constraints.yaml": constraints_to_yaml(
+            constraints, "written by rankmap diagnose: use with rankmap plan --constraints"),
+    }
+    return DiagnosisRun(d, summary, constraints, files, host_of, tor_of)
+
+
+def check_engine_run(rankmap: RankMap, config_path: str | Path | None = None, steps: int | None = None):
+    """Load and check the engine config for ``rankmap``'s job before anything starts.
+
+    Returns the :class:`rankmap.engine.config.EngineConfig` (``steps`` applied).
+
+    Raises
+    ------
+    SpecError, EngineError
+        Bad config, or a config that does not fit the job (file and key named).
+    """
+    from rankmap.engine.config import load_config
+    from rankmap.engine.runspec import resolve_run
+
+    cfg = load_config(config_path)
+    if steps is not None:
+        cfg = cfg.with_steps(steps)
+    resolve_run(cfg, rankmap.job)
+    return cfg
+
+
+def launch_files(rankmap: RankMap, fmt: str, options, out: str | Path) -> dict:
+    """``{file name: text}`` of launch files for ``rankmap`` in format ``fmt``.
+
+    See :func:`rankmap.launch.writers.launch_files` (formats ``FORMATS``; ``options`` a
+    :class:`rankmap.launch.writers.LaunchOptions`). Nothing is written.
+    """
+    from rankmap.launch.writers import launch_files as _launch_files
+    return _launch_files(rankmap, fmt, options, out)
+
+
+def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: str | Path | None = None,
+                 steps: int | None = None, master_port: int | None = None, timeout_s: float | None = None,
+                 cwd: str | Path | None = None) -> Path:
+    """Train ``rankmap_path``'s job on this machine: one torchrun agent per host of the map, on 127.0.0.1.
+
+    Checks the engine config first (:func:`check_engine_run`), then runs the agents to the
+    end (see :func:`rankmap.launch.local.run_agents`). Returns the run folder.
+
+    Raises
+    ------
+    LaunchError
+        An agent failed or the run timed out (the engine's ``error.txt`` is quoted when present).
+    SpecError
+        Bad rank map or config.
+    """
+    from rankmap.launch.local import free_port, local_agents, run_agents
+
+    rankmap_path = Path(rankmap_path).resolve()
+    rm = read_rankmap(rankmap_path)
+    cfg = check_engine_run(rm, config_path, steps)
+    if cfg.data.root and not Path(cfg.data.root).is_dir():  # checked here: the agents would all fail
+        raise RankmapError(f"{config_path}: data.root: {cfg.data.root} is not a folder")
+    run_dir = Path(run_dir).resolve()
+    engine_args = ["--rankmap", str(rankmap_path), "--out", str(run_dir)]
+    if config_path:
+        engine_args += ["--config", str(Path(config_path).resolve())]
+    if steps is not None:
+        engine_args += ["--steps", str(steps)]
+    agents = local_agents(rm, engine_args, master_port or free_port())
+    try:
+        run_agents(agents, cwd=Path(cwd) if cwd else Path.cwd(), timeout_s=timeout_s)
+    except LaunchError:
+        error = run_dir / "error.txt"
+        if error.is_file():
+            raise LaunchError(f"the job stopped: {error.read_text().strip()}") from None
+        raise
+    return run_dir

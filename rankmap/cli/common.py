@@ -1,0 +1,129 @@
+"""What the subcommands share: argparse value types (each refuses a bad value with one line),
+the embedded-example options, and the constraint options."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+
+from rankmap.errors import RankmapError
+
+__all__ = ["positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction", "positive_float",
+           "port", "dp_size", "objectives", "add_example_args", "example_inputs", "add_constraint_args",
+           "constraints_from_args"]
+
+
+def _number(text: str, kind, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    value = _number(text, int, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An integer >= 0 (seeds, counts)."""
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return value
+
+
+def seed_int(text: str) -> int:
+    """A seed: an integer in 0 .. 2**31 - 1 (what CP-SAT and NumPy both take)."""
+    value = non_negative_int(text)
+    if value >= 2**31:
+        raise argparse.ArgumentTypeError(f"expected a seed below 2**31, got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0."""
+    value = _number(text, float, "a number >= 0")
+    if not (value >= 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (speeds in Gb/s, time limits)."""
+    value = _number(text, float, "a positive number")
+    if not (value > 0 and math.isfinite(value)):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    value = _number(text, float, "a number in (0, 1]")
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port number, 1..65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number 1..65535, got {text!r}")
+    return value
+
+
+def dp_size(text: str):
+    """A dp size, or ``auto`` (fill the free GPUs)."""
+    return "auto" if text == "auto" else positive_int(text)
+
+
+def objectives(text: str) -> tuple:
+    """``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum), as the planner takes them."""
+    out = []
+    for item in (o.strip() for o in text.split(",") if o.strip()):
+        name, _, weight = item.partition("=")
+        if weight:
+            try:
+                out.append((name.strip(), float(weight)))
+            except ValueError:
+                raise RankmapError(f"--objective: bad weight {weight!r} for {name.strip()!r}") from None
+        else:
+            out.append(name)
+    return tuple(out)
+
+
+def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: str) -> None:
+    """``--cluster``, ``--job`` and ``--example`` (the embedded example for whichever is missing)."""
+    p.add_argument("--cluster", type=Path, help=cluster_help)
+    p.add_argument("--job", type=Path, help=job_help)
+    p.add_argument("--example", default=None, help="use an embedded example's cluster and job (megascale-12k, racks)")
+
+
+def example_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
+    """Cluster and job spec paths from ``--cluster``/``--job``, the rest from ``--example``."""
+    from rankmap.examples import example_inputs as _inputs
+    return _inputs(args.example, args.cluster, args.job)
+
+
+def add_constraint_args(p: argparse.ArgumentParser) -> None:
+    """``--exclude``, ``--reserve`` (repeatable) and ``--constraints``."""
+    p.add_argument("--exclude", help="hostlist of hosts not to use")
+    p.add_argument("--reserve", type=Path, action="append", default=[],
+                   help="rankmap.json of a running job whose hosts are taken (repeatable)")
+    p.add_argument("--constraints", type=Path, help="constraints YAML: exclude, reserve, quotas, pins")
+
+
+def constraints_from_args(args: argparse.Namespace, cluster):
+    """Constraints from --constraints, --exclude and --reserve, combined (see :func:`rankmap.api.combine_constraints`)."""
+    from rankmap.api import combine_constraints, load_constraints
+
+    base = load_constraints(args.constraints, cluster) if args.constraints else None
+    return combine_constraints(cluster, base, args.exclude, tuple(args.reserve))

@@ -1,0 +1,113 @@
+"""``rankmap plan``, ``rankmap replan`` and ``rankmap verify``."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rankmap.cli.common import (
+    add_constraint_args,
+    add_example_args,
+    constraints_from_args,
+    dp_size,
+    example_inputs,
+    objectives,
+    positive_float,
+    positive_int,
+    seed_int,
+)
+from rankmap.errors import EXIT_OK
+
+__all__ = ["add_parsers", "add_verify_parser", "run_plan", "run_replan", "run_verify"]
+
+
+def add_parsers(sub) -> None:
+    """Add ``plan`` and ``replan`` to the subparsers."""
+    p = sub.add_parser("plan", help="place a job on a cluster; write rankmap.json and hostfile",
+                       description="Place a job on the free hosts of a cluster. With no arguments, plans the "
+                                   "embedded default: GPT-3 175B on a MegaScale-shaped 12,288-GPU cluster.")
+    add_example_args(p, cluster_help="cluster spec YAML (default: embedded megascale-12k)",
+                     job_help="job spec YAML (default: embedded gpt3-175b job)")
+    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    for dim in ("tp", "pp", "cp", "ep"):
+        p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
+    p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs)")
+    p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
+    p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
+    p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
+    p.add_argument("--time-limit", type=positive_float, default=20.0,
+                   help="solver budget, deterministic seconds (default 20)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
+    p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
+    p.add_argument("--objective", default="bytes,uplink,fragmentation",
+                   help="objectives, most important first, from: bytes, spread, uplink, fragmentation, moved "
+                        "(default bytes,uplink,fragmentation); NAME=WEIGHT terms are summed into one weighted "
+                        "objective, e.g. bytes=1,uplink=4")
+    add_constraint_args(p)
+    p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
+    p.set_defaults(func=run_plan)
+
+    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
+    r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
+    r.add_argument("--cluster", type=Path, required=True, help="cluster spec YAML the map was made for")
+    r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
+    r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    add_constraint_args(r)
+    r.set_defaults(func=run_replan)
+
+
+def add_verify_parser(sub) -> None:
+    """Add ``verify`` to the subparsers."""
+    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
+    v.add_argument("rankmap", type=Path, help="rankmap.json")
+    v.add_argument("--cluster", type=Path, help="cluster spec YAML the map must belong to")
+    v.set_defaults(func=run_verify)
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    from rankmap import api
+    from rankmap.cli.report import print_plan
+
+    cluster_path, job_path = example_inputs(args)
+    overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
+                 if getattr(args, k) is not None}
+    if args.dp is not None:
+        overrides["dp"] = None if args.dp == "auto" else args.dp
+    if args.micro_batches is not None:
+        overrides["num_micro_batches"] = args.micro_batches
+    t0 = time.perf_counter()
+    cluster = api.load_cluster(cluster_path)
+    job = api.load_job(job_path, overrides)
+    goals = objectives(args.objective)
+    previous = api.read_rankmap(args.previous) if args.previous else None
+    if previous is not None:
+        previous.verify_cluster(cluster)
+    result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
+                      constraints=constraints_from_args(args, cluster), objectives=goals, previous=previous)
+    written = api.write_plan_files(result.rankmap, args.out)
+    print_plan(cluster, result, written, time.perf_counter() - t0)
+    return EXIT_OK
+
+
+def run_replan(args: argparse.Namespace) -> int:
+    from rankmap import api
+    from rankmap.cli.report import print_replan
+    from rankmap.topology.hostnames import expand_hostlist
+
+    cluster = api.load_cluster(args.cluster)
+    previous = api.read_rankmap(args.rankmap)
+    failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
+    result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
+    written = api.write_plan_files(result.rankmap, args.out)
+    print_replan(result, written)
+    return EXIT_OK
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    from rankmap import api
+
+    rm = api.verify(args.rankmap, api.load_cluster(args.cluster) if args.cluster else None)
+    where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
+    print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")
+    return EXIT_OK

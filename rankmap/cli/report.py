@@ -1,0 +1,130 @@
+"""Everything the command line prints about a result: plans, replans, simulations, diagnoses, imports.
+
+Tables are rich tables; warnings go to stderr, one line each.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from rankmap.placement.metrics import human_bytes
+from rankmap.placement.result import PlanResult, metrics_row
+from rankmap.topology.model import Cluster
+
+__all__ = ["print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
+
+
+def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
+               console: Console | None = None) -> None:
+    """Print the cluster and job summary, the comparison table and the output files."""
+    console = console or Console(width=130)
+    job, rm = result.job, result.rankmap
+    free = len(cluster.free_hosts())
+    console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
+                  f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails, uplink/downlink "
+                  f"{cluster.links.uplink_to_downlink_ratio:g}x")
+    console.print(f"[bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
+                  f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts x {rm.nproc_per_node} GPUs, "
+                  f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters")
+    table = Table(title="bytes and ring edges crossing ToR groups, per iteration", title_justify="left")
+    for col in ("placement", "cross-ToR bytes", "DP edges x-ToR", "PP edges x-ToR", "max DP spread",
+                "max uplink bytes", "solve time", "gap to bound"):
+        table.add_column(col, justify="left" if col == "placement" else "right", no_wrap=col == "placement")
+    bound = result.lower_bound_bytes
+    for cand in (result.ours,) + result.baselines:
+        row = metrics_row(cand, bound)
+        table.add_row(
+            "[bold]rankmap plan[/]" if cand is result.ours else cand.name,
+            human_bytes(row["cross_tor_bytes"]), str(row["dp_edges_cross_tor"]), str(row["pp_edges_cross_tor"]),
+            f"{row['max_dp_spread_tor_groups']} groups", human_bytes(row["max_uplink_bytes"]),
+            f"{cand.solve_time_s:.2f} s" if cand is result.ours else "-",
+            f"{100 * row['gap_to_bound']:.2f}%")
+    console.print(table)
+    console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
+                  f"{result.bound_method}); solver status {result.solver_status}")
+    for note in result.notes:
+        console.print(f"note: {note}")
+    console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")
+
+
+def print_replan(result, written: list[Path], console: Console | None = None) -> None:
+    """Print which hosts were replaced, how many ranks moved, and the cost before and after."""
+    console = console or Console(width=130)
+    for node, old, new in result.replaced:
+        console.print(f"node rank {node}: {old} -> {new}")
+    before, after = result.before.cross_tor_bytes, result.after.cross_tor_bytes
+    console.print(f"{len(result.replaced)} hosts replaced, {result.moved_ranks} ranks moved; cross-ToR bytes per "
+                  f"iteration {human_bytes(before)} -> {human_bytes(after)} ({human_bytes(after - before)} more)")
+    console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int,
+                     console: Console | None = None) -> None:
+    """Print the simulated communication time of every placement, its phases and ECMP losses."""
+    console = console or Console(width=170)
+    console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR "
+                  f"groups; [bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
+                  f"{job.world_size} ranks; traffic from {doc['traffic']['source']}")
+    phases = [p["name"] for p in doc["placements"][0]["phases"]]
+    table = Table(title=f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)",
+                  title_justify="left")
+    for col in ["placement", "comm time", "seed range", "vs spraying"] + phases + ["slowest group", "ECMP loss*",
+                                                                                   "max uplink"]:
+        table.add_column(col, justify="left" if col in ("placement", "slowest group") else "right",
+                         no_wrap=col in ("placement", "slowest group", "seed range"))
+    for p in doc["placements"]:
+        t = p["comm_time_s"]
+        slow = p["slowest_group"]
+        worst = max(p["phases"], key=lambda q: q["time_s"]["mean"]) if p["phases"] else None
+        table.add_row(p["name"], f"{t['mean']:.4f} s", f"{t['min']:.4f}-{t['max']:.4f}",
+                      f"{p['slowdown_vs_ideal']:.2f}x",
+                      *[f"{q['time_s']['mean']:.4f} s" for q in p["phases"]],
+                      (f"{slow['collective']} #{slow['group']}, {len(slow['tor_groups'])} ToR grp, "
+                       f"{slow['time_s']:.3f} s" if slow else "-"),
+                      f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
+                      human_bytes(p["max_uplink_bytes"]))
+    console.print(table)
+    console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
+                  "(1 - ECMP rates / sprayed rates)")
+    first = doc["placements"][0]["comm_time_s"]["mean"]
+    for p in doc["placements"][1:]:
+        ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")
+        console.print(f"{p['name']}: {ratio:.2f}x the communication time of {doc['placements'][0]['name']}")
+    console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s")
+
+
+def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console: Console | None = None) -> None:
+    """Print the flagged ranks, hosts and ToR groups, the hang and its culprits, and the files written."""
+    console = console or Console(width=130)
+    console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}")
+    if d.flags:
+        table = Table(title="flagged (robust z-score against all ranks)", title_justify="left")
+        for col in ("what", "who", "host", "ToR group", "phase", "measure", "value", "typical", "z"):
+            table.add_column(col, justify="right" if col in ("value", "typical", "z") else "left")
+        for f in d.flags:
+            host = host_of.get(int(f.who), "") if f.what == "rank" else (f.who if f.what == "host" else "")
+            tor = tor_of.get(host, "") if host else (f.who if f.what == "tor_group" else "")
+            table.add_row(f.what, f.who, host, tor, f.phase, f.measure, f"{f.value_s * 1e3:.1f} ms",
+                          f"{f.typical_s * 1e3:.1f} ms", f"{f.z:.1f}")
+        console.print(table)
+    else:
+        console.print("no stragglers flagged")
+    if d.hang is not None:
+        h = d.hang
+        who = ", ".join(f"rank {c} on {host} ({state})" for c, host, state in
+                        zip(h.culprits, h.culprit_hosts, h.culprit_state)) or "none found"
+        console.print(f"[bold red]hang[/]: {len(h.waiting)} ranks wait in {h.phase} ({h.group} #{h.seq}); "
+                      f"they wait for: {who}")
+    console.print("wrote " + ", ".join(str(p) for p in written))
+
+
+def print_import_summary(result, lines: list[str]) -> None:
+    """Summary of an imported topology on stdout; warnings again on stderr, one line each, so they are not missed."""
+    for line in lines:
+        print(line)
+    for warning in result.warnings:
+        print(f"rankmap: warning: {warning}", file=sys.stderr)

@@ -1,0 +1,95 @@
+"""``rankmap simulate``: what a placement costs on the network, before GPU hours are spent.
+
+    rankmap simulate                                   # plan the embedded default, simulate the plan
+    rankmap simulate --compare                         # the plan against the three baselines
+    rankmap simulate --cluster C --job J --rankmap DIR/rankmap.json [--seeds N] [--out DIR]
+
+``--job`` takes a job spec YAML or a SimAI/AICB workload text file (traffic only: it needs
+``--rankmap`` for the layout). Writes ``simulation.json`` and ``simulation.png`` to
+``--out`` (default ``rankmap-out``), both or neither. The work is :func:`rankmap.api.simulate`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rankmap.cli.common import (
+    add_example_args,
+    example_inputs,
+    fraction,
+    non_negative_float,
+    non_negative_int,
+    positive_int,
+)
+from rankmap.errors import EXIT_OK, SpecError
+
+__all__ = ["add_parser", "run_simulate"]
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``simulate`` command to ``rankmap``'s subparsers; returns its parser."""
+    p = subparsers.add_parser("simulate", help="simulate a placement's collective traffic (flow level, ECMP)",
+                              description="Simulate one training iteration of a placed job: collectives as "
+                                          "flows over NICs, rail ToRs and spine with ECMP hashing and max-min "
+                                          "fair rates. With no inputs, plans and simulates the embedded default.")
+    add_example_args(p, cluster_help="cluster spec YAML (default: the embedded example's)",
+                     job_help="job spec YAML, or a SimAI/AICB workload .txt (needs --rankmap)")
+    p.add_argument("--rankmap", type=Path, help="rankmap.json to simulate (default: plan the job first)")
+    p.add_argument("--compare", action="store_true", help="simulate the plan and the three baselines side by side")
+    p.add_argument("--seeds", type=positive_int, default=4, help="ECMP hash seeds to simulate (default 4)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="first seed; also seeds planning (default 0)")
+    p.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
+                   help="ecmp (hash per flow, default) or spray (ideal packet spraying)")
+    p.add_argument("--qps", type=positive_int, default=1, help="queue pairs per connection (default 1)")
+    p.add_argument("--same-hash", action="store_true", help="same hash salt on every switch (hash polarization)")
+    p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
+    p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
+    p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
+    p.add_argument("--time-limit", type=float, default=20.0, help="planner budget, deterministic seconds (default 20)")
+    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
+    p.set_defaults(func=run_simulate)
+    return p
+
+
+def _is_workload(path: Path) -> bool:
+    from rankmap.simulator.workload import looks_like_aicb
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return looks_like_aicb(handle.read(4096))
+    except (OSError, UnicodeDecodeError):
+        return False  # load_job reports the problem with the file's name
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    """Run ``rankmap simulate``; raises :class:`RankmapError` on bad input (the caller prints it)."""
+    from rankmap import api
+    from rankmap.cli.report import print_simulation
+    from rankmap.fileio import atomic_write_files
+    from rankmap.simulator.workload import read_aicb_workload
+
+    t0 = time.perf_counter()
+    cluster_path, job_path = example_inputs(args)
+    cluster = api.load_cluster(cluster_path)
+    workload = read_aicb_workload(args.job) if args.job is not None and _is_workload(args.job) else None
+    if workload is not None and args.rankmap is None:
+        raise SpecError("a SimAI/AICB workload describes traffic, not a layout: give --rankmap too "
+                        "(plan the job from a job YAML first)", source=str(args.job))
+    given = api.read_rankmap(args.rankmap) if args.rankmap is not None else None
+    if given is not None:
+        given.verify_cluster(cluster, str(args.rankmap))
+    job = None
+    if workload is None and (given is None or args.job is not None):
+        job = api.load_job(job_path)
+    source = str(args.job) if args.job is not None else (str(args.rankmap) if given is not None
+                                                          else f"example {args.example or 'megascale-12k'}")
+    run = api.simulate(cluster, job, rankmap=given, rankmap_name=f"given {args.rankmap.name}" if given else "",
+                       workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
+                       seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
+                       alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
+                       time_limit_s=args.time_limit)
+    sim = run.simulation
+    written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
+    print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))
+    return EXIT_OK

@@ -1,0 +1,108 @@
+"""Every exception rankmap raises on purpose, and the command line's exit codes.
+
+A user's mistake (a bad file, flag or value) or a request that cannot be met raises a
+subclass of :class:`RankmapError`; the command line prints its message on one line and
+exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only with
+``--debug``. Anything else that escapes is a bug (exit 70). The tree, as networkx keeps
+``networkx/exception.py``::
+
+    RankmapError                    exit 3
+    +-- SpecError                   a file, key or value is bad (FILE:LINE: key: message)
+    |   +-- RankMapFileError        a rank map file is malformed or made for another cluster
+    |   +-- InfeasibleError         exit 4: constraints leave too few hosts
+    |   +-- PlacementError          exit 4: the job cannot be placed as asked
+    +-- TopologyError               a cluster model is inconsistent
+    +-- LaunchError                 a launch file cannot be written or read, a local run failed
+    +-- EngineError                 the trainer cannot run as configured
+        +-- PlacementMismatch       processes did not start where the rank map puts them
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "RankmapError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
+    "LaunchError", "EngineError", "PlacementMismatch",
+]
+
+EXIT_OK = 0
+EXIT_USAGE = 2          # argparse's own code for a bad command line
+EXIT_INPUT = 3          # bad input: file, key, value or flag
+EXIT_INFEASIBLE = 4     # the job cannot be placed as asked
+EXIT_INTERNAL = 70      # a bug (EX_SOFTWARE of sysexits.h)
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+
+
+class RankmapError(Exception):
+    """Base class of every error caused by input or by an infeasible request."""
+
+    exit_code = EXIT_INPUT
+
+
+class SpecError(RankmapError):
+    """A specification file (or mapping) holds a bad key or value.
+
+    Parameters
+    ----------
+    message : str
+        What is wrong, in words.
+    source : str, optional
+        File name (or ``"<inline>"``) the value came from.
+    line : int, optional
+        1-based line of the offending key or value.
+    key : str, optional
+        Dotted key path, e.g. ``"links.tor_uplinks"``.
+
+    Examples
+    --------
+    >>> str(SpecError("must be positive, got -1", source="c.yaml", line=4, key="links.nic_gbps"))
+    'c.yaml:4: links.nic_gbps: must be positive, got -1'
+    """
+
+    def __init__(self, message: str, *, source: str | None = None,
+                 line: int | None = None, key: str | None = None):
+        self.message = message
+        self.source = source
+        self.line = line
+        self.key = key
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source:
+            where = self.source + (f":{self.line}" if self.line else "") + ": "
+        key = f"{self.key}: " if self.key else ""
+        return f"{where}{key}{self.message}"
+
+
+class RankMapFileError(SpecError):
+    """A rank map file is malformed, inconsistent, or made for another cluster."""
+
+
+class InfeasibleError(SpecError):
+    """The request cannot be met: the message names the constraint, the ToR groups and the shortfall."""
+
+    exit_code = EXIT_INFEASIBLE
+
+
+class PlacementError(SpecError):
+    """The job cannot be placed as asked (not rail-aligned, unsupported shape, too few hosts);
+    ``source`` and ``key`` name the job file and the parallel setting at fault."""
+
+    exit_code = EXIT_INFEASIBLE
+
+
+class TopologyError(RankmapError):
+    """A cluster model is inconsistent (duplicate host, host in two ToR groups, ...)."""
+
+
+class LaunchError(RankmapError):
+    """A launch file cannot be generated or read (bad or unresolvable host, bad line), or a local run failed."""
+
+
+class EngineError(RankmapError):
+    """The engine cannot run as configured (bad config, unsupported layout, ...)."""
+
+
+class PlacementMismatch(EngineError):
+    """The processes did not start where the rank map puts them (raised on every rank alike)."""

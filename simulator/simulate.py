@@ -1,0 +1,101 @@
+"""One call from placed jobs to a simulation result: the library form of ``rankmap simulate``.
+
+:func:`simulate_placements` replays one iteration of each named rank map over the same
+network, traffic and routing, for every ECMP seed, and returns the JSON document and the
+PNG figure that ``rankmap simulate`` writes. It reads and writes no files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rankmap.job.spec import JobSpec
+from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import job_comm_ops
+from rankmap.simulator.network import Network
+from rankmap.simulator.plot import render_png
+from rankmap.simulator.report import document_json, placement_summary, simulation_document
+from rankmap.simulator.stats import IterationSweep, sweep_iteration
+from rankmap.topology.model import Cluster
+
+__all__ = ["Simulation", "simulate_placements"]
+
+
+@dataclass(frozen=True)
+class Simulation:
+    """What :func:`simulate_placements` returns.
+
+    Attributes
+    ----------
+    document : dict
+        The ``simulation.json`` document (see :func:`rankmap.simulator.report.simulation_document`).
+    png : bytes
+        The ``simulation.png`` figure: uplink loads and group times of the first seed.
+    sweeps : tuple of (str, IterationSweep)
+        Every placement's runs over the seeds, by name.
+    seeds : tuple of int
+        The ECMP hash seeds simulated (one when routing sprays packets).
+    """
+
+    document: dict
+    png: bytes
+    sweeps: tuple
+    seeds: tuple
+
+    def json(self) -> str:
+        """The document as ``simulation.json`` holds it (sorted keys, rounded floats)."""
+        return document_json(self.document)
+
+
+def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops: tuple | None = None,
+                        traffic_source: str = "job spec", seeds: range = range(0, 4),
+                        config: CollectiveConfig | None = None, routing: EcmpConfig | None = None) -> Simulation:
+    """Simulate one training iteration of each placement of ``job`` on ``cluster``.
+
+    Parameters
+    ----------
+    cluster : Cluster
+    job : JobSpec
+        Resolved (``dp`` set); every rank map must be of this job's layout.
+    placements : list of (str, RankMap)
+        Named rank maps, the reference first (ratios in the report are against it).
+    ops : tuple of CommOp, optional
+        The iteration's communication (default :func:`~rankmap.simulator.iteration.job_comm_ops`
+        of ``job``; a SimAI/AICB workload's ``ops`` otherwise).
+    traffic_source : str
+        Where the traffic came from, for the report.
+    seeds : range
+        ECMP hash seeds; with ``routing.mode == "spray"`` only the first is run (no hashing).
+    config : CollectiveConfig, optional
+        Latency per step, efficiency and all-reduce algorithm (default: 5 us, 1.0, ring).
+    routing : EcmpConfig, optional
+        ECMP per flow, salted per switch, one queue pair (default), or packet spraying.
+
+    Returns
+    -------
+    Simulation
+
+    Raises
+    ------
+    RankmapError
+        A rank map does not fit the cluster's network.
+    """
+    config = config or CollectiveConfig()
+    routing = routing or EcmpConfig()
+    ops = ops if ops is not None else job_comm_ops(job)
+    if routing.mode == "spray":
+        seeds = range(seeds.start, seeds.start + 1)   # no hashing: every seed gives the same run
+    network = Network(cluster)
+    summaries, sweeps = [], []
+    for name, rm in placements:
+        placement = RankPlacement.from_rankmap(rm, network)
+        sweep: IterationSweep = sweep_iteration(network, placement, rm.layout, ops, seeds, config, routing)
+        sweeps.append((name, sweep))
+        summaries.append(placement_summary(network, name, placement, sweep))
+    doc = simulation_document(network, job, traffic_source, ops, config, routing, summaries)
+    title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {len(seeds)} ECMP seed(s)"
+    png = render_png(network, [(name, s.first) for name, s in sweeps], title)
+    return Simulation(doc, png, tuple(sweeps), tuple(seeds))
+

@@ -152,3 +152,18 @@ def test_one_top_level_package():
     cfg = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
     assert {p.split(".")[0] for p in cfg["packages"]} == {"rankmap"}
     assert {v: k for k, v in cfg["package-dir"].items()} == {f: p for f, p in FOLDERS.items()}
+
+
+def test_the_wheel_installs_only_rankmap(tmp_path):
+    """``pip install .`` puts one import package on sys.path: the built wheel holds ``rankmap/`` only."""
+    import zipfile
+    run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                          "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    (wheel,) = tmp_path.glob("rankmap-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"rankmap"}
+    for sub in ("topology", "job", "placement", "simulator", "launch", "diagnose", "engine", "cli", "examples"):
+        assert f"rankmap/{sub}/__init__.py" in names
+    assert "rankmap/examples/megascale-12k/cluster.yaml" in names

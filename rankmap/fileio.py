@@ -1,6 +1,8 @@
-"""Atomic file output: a temp file in the target folder, fsync, then rename.
+"""Files in and out, for every layer: input text read with clear errors, output written atomically.
 
-A reader never sees a half-written file, and a run that fails before the rename leaves
+Input: :func:`read_text` returns a file's UTF-8 text or raises :class:`~rankmap.errors.SpecError`
+naming the file (and the line where binary data starts). Output: a temp file in the target
+folder, fsync, then rename. A reader never sees a half-written file, and a run that fails before the rename leaves
 the previous outputs as they were. Several files are committed together: all are
 written to temp files first, and renamed only once every one was written, under an
 exclusive lock (flock) on the folder itself, so that two runs writing into one folder

@@ -22,7 +22,7 @@ from rankmap.topology.sources import ImportOptions, ImportResult
 from rankmap.topology.spec import parse_cluster
 from rankmap.topology.volcano import parse_hypernodes
 
-__all__ = ["IMPORT_FORMATS", "EXPORT_FORMATS", "read_text", "import_text", "import_file", "detect_format",
+__all__ = ["IMPORT_FORMATS", "EXPORT_FORMATS", "import_text", "import_file", "detect_format",
            "export_cluster", "load_any"]
 
 IMPORTERS: dict[str, Callable[..., ImportResult]] = {

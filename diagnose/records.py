@@ -16,6 +16,19 @@ n-th collective of that group on this rank). ``start_s`` is seconds on the rank'
 wall clock since the epoch (``time.time()``), so ranks of one host share a clock;
 ``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment.
 A hang record adds ``"since_s"`` (when the event began) and ``"timeout_s"``.
+
+Writing (the engine's phase timer, :mod:`rankmap.engine.timing`, calls these; no torch here):
+:func:`new_event` and :func:`new_hang` round times to the microsecond,
+:func:`open_event_log` opens a rank's event file for appending, :func:`append_event` adds
+one line (the caller flushes the file once per step), :func:`write_hang` writes a hang
+record atomically. Reading: :func:`read_run`.
+
+References
+----------
+.. [1] Z. Jiang et al., "MegaScale: Scaling Large Language Model Training to More Than 10,000
+   GPUs", NSDI 2024, section 5 (per-rank timing of forward, backward, collectives and
+   optimizer; hang localisation). https://www.usenix.org/conference/nsdi24/presentation/jiang-ziheng
+.. [2] JSON Lines. https://jsonlines.org/
 """
 
 from __future__ import annotations
@@ -23,10 +36,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from rankmap.errors import RankmapError
+from rankmap.fileio import atomic_write_text
 
-__all__ = ["PHASES", "Event", "Hang", "event_path", "hang_path", "read_run", "RunRecords"]
+__all__ = ["COMPUTE", "COMMS", "PHASES", "Event", "Hang", "event_path", "hang_path", "new_event", "new_hang",
+           "open_event_log", "append_event", "write_hang", "read_run", "RunRecords"]
 
 # Phases timed by the engine (MegaScale, NSDI'24 §5: forward, backward, each collective by
 # group, optimizer step). Compute phases first; the rest are communication.
@@ -73,6 +89,11 @@ class Hang:
     since_s: float
     timeout_s: float
 
+    def to_json(self) -> str:
+        d = asdict(self)
+        d["peers"] = list(self.peers)
+        return json.dumps(d, sort_keys=True)
+
 
 def event_path(run_dir: str | Path, rank: int) -> Path:
     return Path(run_dir) / "events" / f"rank-{rank:05d}.jsonl"
@@ -80,6 +101,75 @@ def event_path(run_dir: str | Path, rank: int) -> Path:
 
 def hang_path(run_dir: str | Path, rank: int) -> Path:
     return Path(run_dir) / "events" / f"hang-rank-{rank:05d}.json"
+
+
+def _us(seconds: float) -> float:
+    """Seconds rounded to the microsecond, as the record files hold them."""
+    return round(seconds, 6)
+
+
+def new_event(*, rank: int, host: str, local_rank: int, step: int, phase: str, start_s: float, dur_s: float,
+              group: str | None = None, peers=(), seq: int = 0, cpu_s: float | None = None) -> Event:
+    """An event as it is written: ``start_s``, ``dur_s`` and ``cpu_s`` rounded to the microsecond.
+
+    Examples
+    --------
+    >>> e = new_event(rank=3, host="n1", local_rank=1, step=2, phase="dp-all-reduce", start_s=12.0312341,
+    ...               dur_s=0.1844444, group="dp", peers=[1, 3], seq=5)
+    >>> e.start_s, e.dur_s, e.peers, e.cpu_s
+    (12.031234, 0.184444, (1, 3), None)
+    """
+    return Event(rank=rank, host=host, local_rank=local_rank, step=step, phase=phase, start_s=_us(start_s),
+                 dur_s=_us(dur_s), group=group, peers=tuple(peers), seq=seq,
+                 cpu_s=None if cpu_s is None else _us(cpu_s))
+
+
+def new_hang(*, rank: int, host: str, local_rank: int, step: int, phase: str, group: str | None, peers, seq: int,
+             since_s: float, timeout_s: float) -> Hang:
+    """A hang record as it is written: ``since_s`` rounded to the microsecond, ``timeout_s`` as given."""
+    return Hang(rank=rank, host=host, local_rank=local_rank, step=step, phase=phase, group=group,
+                peers=tuple(peers), seq=seq, since_s=_us(since_s), timeout_s=timeout_s)
+
+
+def open_event_log(run_dir: str | Path, rank: int) -> TextIO:
+    """Open ``RUN_DIR/events/rank-NNNNN.jsonl`` for appending (the folder is made if missing).
+
+    Raises
+    ------
+    OSError
+        The folder or file cannot be made.
+    """
+    path = event_path(run_dir, rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return open(path, "a", encoding="utf-8")
+
+
+def append_event(log: TextIO, event: Event) -> None:
+    """Append one event line to an open event log (buffered: the caller flushes once per step).
+
+    Examples
+    --------
+    >>> import io
+    >>> log = io.StringIO()
+    >>> append_event(log, new_event(rank=0, host="h", local_rank=0, step=1, phase="forward", start_s=1.0,
+    ...                             dur_s=0.5))
+    >>> print(log.getvalue(), end="")
+    {"cpu_s": null, "dur_s": 0.5, "group": null, "host": "h", "local_rank": 0, "peers": [], "phase": "forward", "rank": 0, "seq": 0, "start_s": 1.0, "step": 1}
+    """
+    log.write(event.to_json() + "\n")
+
+
+def write_hang(run_dir: str | Path, hang: Hang) -> Path:
+    """Write ``RUN_DIR/events/hang-rank-NNNNN.json`` atomically; returns its path.
+
+    Raises
+    ------
+    RankmapError
+        The file cannot be written.
+    """
+    path = hang_path(run_dir, hang.rank)
+    atomic_write_text(path, hang.to_json() + "\n")
+    return path
 
 
 @dataclass(frozen=True)

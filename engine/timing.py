@@ -7,8 +7,8 @@
   context managers. Per-micro-batch gradient hooks would cost ~10% of a step here. On CUDA each segment records a pair of ``torch.cuda.Event``s and
   is resolved at a later step boundary once both events have completed, so timing adds
   no synchronisation; on CPU the wall clock is read directly.
-- Records go to ``OUT/events/rank-NNNNN.jsonl`` (:mod:`rankmap.diagnose.records`), flushed once
-  per step.
+- Records go to ``OUT/events/rank-NNNNN.jsonl``, flushed once per step; the record formats,
+  their writing and their reading belong to :mod:`rankmap.diagnose.records`.
 - The watchdog thread looks at the collective the rank is in; when one has not finished
   within ``hang_timeout_s`` it writes ``hang-rank-NNNNN.json`` (the phase, group, peers
   and sequence number) and ends the process, so the launcher tears the job down instead
@@ -23,15 +23,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from rankmap.diagnose.records import Event, event_path, hang_path
-from rankmap.fileio import atomic_write_text
+from rankmap.diagnose.records import append_event, new_event, new_hang, open_event_log, write_hang
 
 __all__ = ["PhaseTimer"]
 
@@ -62,9 +60,7 @@ class PhaseTimer:
         self.open: dict = {}               # hook-timed phases in progress: name -> (wall, start)
         self.current = None                # the collective in progress, for the watchdog
         self.fwd_sum = None                # forward seconds (wall, CPU) inside a backward span
-        path = event_path(out, rank)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.file = open(path, "a", encoding="utf-8")
+        self.file = open_event_log(out, rank)
         self._stop = threading.Event()
         if cfg.hang_timeout_s > 0:
             threading.Thread(target=self._watch, name="rankmap-watchdog", daemon=True).start()
@@ -90,10 +86,9 @@ class PhaseTimer:
             self._write(phase, wall, dur, group, peers, seq, self.step, cpu)
 
     def _write(self, phase, wall, dur_s, group, peers, seq, step, cpu_s=None) -> None:
-        e = Event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step, phase=phase,
-                  start_s=round(wall, 6), dur_s=round(dur_s, 6), group=group, peers=tuple(peers), seq=seq,
-                  cpu_s=None if cpu_s is None else round(cpu_s, 6))
-        self.file.write(e.to_json() + "\n")
+        append_event(self.file, new_event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step,
+                                          phase=phase, start_s=wall, dur_s=dur_s, group=group, peers=peers,
+                                          seq=seq, cpu_s=cpu_s))
 
     def begin(self, phase: str) -> None:
         """Start a hook-timed phase (forward/backward of a chunk)."""
@@ -180,14 +175,13 @@ class PhaseTimer:
             if cur is None or time.time() - cur[5] < self.cfg.hang_timeout_s:
                 continue
             phase, group, peers, seq, step, since = cur
-            record = {"rank": self.rank, "host": self.host, "local_rank": self.local_rank, "step": step,
-                      "phase": phase, "group": group, "peers": list(peers), "seq": seq, "since_s": round(since, 6),
-                      "timeout_s": self.cfg.hang_timeout_s}
+            hang = new_hang(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step, phase=phase,
+                            group=group, peers=peers, seq=seq, since_s=since, timeout_s=self.cfg.hang_timeout_s)
             try:
                 self.file.flush()
             except ValueError:
                 pass
-            atomic_write_text(hang_path(self.out, self.rank), json.dumps(record, sort_keys=True) + "\n")
+            write_hang(self.out, hang)
             print(f"rankmap-engine: [rank {self.rank}] {phase} ({group} #{seq}) did not finish within "
                   f"{self.cfg.hang_timeout_s:g} s; hang record written, stopping", flush=True)
             # Peers that began waiting a moment later write their records before the launcher,

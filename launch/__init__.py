@@ -1,8 +1,11 @@
 """launch: start a placed job so that global rank r runs where the rank map says (no torch).
 
-- :mod:`rankmap.launch.writers` -- torchrun lines, a Slurm batch script, an Open MPI rankfile and a
-  DeepSpeed hostfile from a rank map.
-- :mod:`rankmap.launch.readers` -- the same files read back (what rank each line starts).
+- :mod:`rankmap.launch.common` -- launch options, host checks, the engine's arguments, script headers, line reading.
+- :mod:`rankmap.launch.torchrun` -- torchrun lines (static rendezvous) and ``torchrun.sh``; the listing read back.
+- :mod:`rankmap.launch.slurm` -- the Slurm batch script and ``SLURM_HOSTFILE``; the hostfile read back and checked.
+- :mod:`rankmap.launch.mpi` -- the Open MPI rankfile and ``mpirun.sh``; the rankfile read back and checked.
+- :mod:`rankmap.launch.deepspeed` -- the DeepSpeed hostfile and ``deepspeed.sh``; the hostfile read back and checked.
+- :mod:`rankmap.launch.formats` -- ``FORMATS`` and ``launch_files``: every format's files by name; ``check_against_map``.
 - :mod:`rankmap.launch.local` -- one torchrun agent per host of the map, all on 127.0.0.1.
 
 Importing this package, or any module in it, does not import torch.

@@ -10,6 +10,13 @@ Agents are started in the order given (default: node-rank order), each in its ow
 if one fails or the time runs out, the others' process groups are terminated (SIGTERM, then
 SIGKILL after a grace period) -- only processes this module started. On a timeout they first
 get SIGABRT, so each prints its Python stack (faulthandler) and a hang shows where it is.
+
+References
+----------
+.. [1] PyTorch documentation, "torchrun (Elastic Launch)": the static rendezvous and ``--node-rank``.
+   https://pytorch.org/docs/stable/elastic/run.html
+.. [2] Python documentation, ``faulthandler`` (``PYTHONFAULTHANDLER``).
+   https://docs.python.org/3/library/faulthandler.html
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ from pathlib import Path
 
 from rankmap.errors import LaunchError
 from rankmap.job.rank_map import RankMap
-from rankmap.launch.writers import torchrun_args
+from rankmap.launch.torchrun import torchrun_args
 
 __all__ = ["Agent", "local_agents", "free_port", "run_agents"]
 

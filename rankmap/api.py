@@ -321,7 +321,7 @@ def launch_files(rankmap: RankMap, fmt: str, options, out: str | Path) -> dict:
     See :func:`rankmap.launch.writers.launch_files` (formats ``FORMATS``; ``options`` a
     :class:`rankmap.launch.writers.LaunchOptions`). Nothing is written.
     """
-    from rankmap.launch.writers import launch_files as _launch_files
+    from rankmap.launch.formats import launch_files as _launch_files
     return _launch_files(rankmap, fmt, options, out)
 
 

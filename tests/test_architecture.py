@@ -136,8 +136,9 @@ def test_the_layer_check_sees_a_bad_import(tmp_path):
 
 @pytest.mark.parametrize("modules", [
     "rankmap, rankmap.placement, rankmap.launch, rankmap.diagnose",
-    "rankmap.api, rankmap.cli, rankmap.placement.plan, rankmap.simulator.simulate, rankmap.launch.writers, "
-    "rankmap.launch.readers, rankmap.launch.local, rankmap.diagnose.analysis, rankmap.diagnose.records, "
+    "rankmap.api, rankmap.cli, rankmap.placement.plan, rankmap.simulator.simulate, rankmap.launch.formats, "
+    "rankmap.launch.common, rankmap.launch.torchrun, rankmap.launch.slurm, rankmap.launch.mpi, "
+    "rankmap.launch.deepspeed, rankmap.launch.local, rankmap.diagnose.analysis, rankmap.diagnose.records, "
     "rankmap.diagnose.heatmap, rankmap.diagnose.trace",
 ])
 def test_planning_launching_and_diagnosing_never_import_torch(modules):

@@ -24,7 +24,7 @@ __all__ = ["add_parser", "run_launch"]
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``launch`` command to the CLI's subparsers."""
-    from rankmap.launch.writers import FORMATS
+    from rankmap.launch.formats import FORMATS
 
     p = subparsers.add_parser(
         "launch", help="write launch files for a rank map (torchrun, Slurm, Open MPI, DeepSpeed), or run it here",
@@ -61,7 +61,7 @@ def run_launch(args: argparse.Namespace) -> int:
 def _files(args: argparse.Namespace, rm) -> int:
     from rankmap import api
     from rankmap.fileio import atomic_write_files
-    from rankmap.launch.writers import LaunchOptions
+    from rankmap.launch.common import LaunchOptions
 
     out = args.out or args.rankmap.resolve().parent / f"launch-{args.format}"
     opts = LaunchOptions(rankmap_path=str(args.rankmap.resolve()),

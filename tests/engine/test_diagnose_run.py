@@ -8,7 +8,7 @@ import sys
 import time
 
 import pytest
-from conftest import REPO, launch_cli, make_rankmap
+from helpers import REPO, launch_cli, make_rankmap
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

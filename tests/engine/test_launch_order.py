@@ -15,13 +15,13 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
 
-from conftest import free_port, launch_cli, make_rankmap, read_log, run_lines  # noqa: E402
+from helpers import free_port, launch_cli, make_rankmap, read_log, run_lines  # noqa: E402
 
 from rankmap.engine.config import load_config
 from rankmap.engine.reference import reference_losses
 from rankmap.engine.runspec import resolve_run
 from rankmap.job.rank_map import read_rankmap
-from rankmap.launch.readers import read_torchrun_commands
+from rankmap.launch.torchrun import read_torchrun_commands
 
 pytestmark = pytest.mark.slow
 torch.set_num_threads(1)

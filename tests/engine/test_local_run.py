@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
 
-from conftest import launch_cli, make_rankmap, read_log  # noqa: E402
+from helpers import launch_cli, make_rankmap, read_log  # noqa: E402
 
 from rankmap.engine.config import load_config
 from rankmap.engine.reference import reference_losses

@@ -15,18 +15,16 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_rankmap
+from helpers import make_rankmap
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import read_rankmap
-from rankmap.launch.readers import (
-    check_against_map,
-    read_deepspeed_hostfile,
-    read_rankfile,
-    read_slurm_hostfile,
-    read_torchrun_commands,
-)
-from rankmap.launch.writers import LaunchOptions, check_host, launch_files
+from rankmap.launch.common import LaunchOptions, check_host
+from rankmap.launch.deepspeed import read_deepspeed_hostfile
+from rankmap.launch.formats import check_against_map, launch_files
+from rankmap.launch.mpi import read_rankfile
+from rankmap.launch.slurm import read_slurm_hostfile
+from rankmap.launch.torchrun import read_torchrun_commands
 
 # Hosts whose string order differs from their numeric order and from the plan's order.
 HOSTS = ("node8", "node66", "node7", "node70")

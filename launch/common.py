@@ -1,0 +1,238 @@
+"""What every launch format shares: the options, host checks, the engine's arguments, script
+headers and the line reader of the launch files. No torch here.
+
+Launchers lose host order in known ways, and a host that does not resolve can fall back to
+localhost and hang. So every hostname must be an RFC 1123 name or an IP address, and (unless
+``resolve=False``) must resolve here; a failure names the host and nothing falls back to
+localhost. A loopback master address is refused for a multi-host map. Every value written
+into a script is quoted with :func:`shlex.quote`.
+
+References
+----------
+.. [1] R. Braden (ed.), "Requirements for Internet Hosts -- Application and Support",
+   RFC 1123, section 2.1 (host names). https://www.rfc-editor.org/rfc/rfc1123
+.. [2] Python documentation, ``shlex.quote``. https://docs.python.org/3/library/shlex.html#shlex.quote
+.. [3] PyTorch documentation, "torchrun (Elastic Launch)": ``--master-addr``, ``--master-port``.
+   https://pytorch.org/docs/stable/elastic/run.html
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import shlex
+import socket
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from rankmap.errors import LaunchError, SpecError
+from rankmap.job.rank_map import RankMap
+from rankmap.topology.hostnames import check_hostname
+
+__all__ = ["ENGINE_ENTRY", "LaunchOptions", "check_host", "check_hosts", "engine_args", "script_header",
+           "text_lines", "read_host"]
+
+ENGINE_ENTRY = ("-m", "rankmap.engine.train")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchOptions:
+    """How the generated lines start the engine.
+
+    Attributes
+    ----------
+    rankmap_path : str
+        Path of rankmap.json as the hosts see it (absolute, on a shared file system).
+    config_path, out_dir : str or None
+        The engine's ``--config`` and ``--out`` (None: left out).
+    master_addr : str or None
+        Rendezvous address; None: the map's node 0 host.
+    master_port : int
+    torchrun : str
+        The torchrun command (split with shlex), e.g. ``torchrun`` or ``python -m torch.distributed.run``.
+    entry : tuple of str
+        What torchrun runs: ``("-m", "rankmap.engine.train")`` by default.
+    resolve : bool
+        Check that every host resolves on this machine.
+    steps : int or None
+        The engine's ``--steps`` (None: the config's).
+
+    Raises
+    ------
+    LaunchError
+        A port outside 1..65535, or an empty torchrun command.
+
+    Examples
+    --------
+    >>> LaunchOptions(rankmap_path="/shared/rankmap.json").master_port
+    29500
+    >>> LaunchOptions(rankmap_path="r.json", master_port=0)
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.LaunchError: --master-port must be 1..65535, got 0
+    """
+
+    rankmap_path: str
+    config_path: str | None = None
+    out_dir: str | None = None
+    master_addr: str | None = None
+    master_port: int = 29500
+    torchrun: str = "torchrun"
+    entry: tuple = ENGINE_ENTRY
+    resolve: bool = True
+    steps: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.master_port <= 65535:
+            raise LaunchError(f"--master-port must be 1..65535, got {self.master_port}")
+        if not shlex.split(self.torchrun):
+            raise LaunchError("--torchrun must name a command")
+
+
+def check_host(name: str, what: str = "host") -> None:
+    """Refuse anything that is neither an RFC 1123 hostname nor an IP address.
+
+    Parameters
+    ----------
+    name : str
+        Hostname or IP address.
+    what : str
+        How the error names it ("host", "master address", ...).
+
+    Raises
+    ------
+    LaunchError
+        ``name`` is not a valid hostname or IP address (the reason is named).
+
+    Examples
+    --------
+    >>> check_host("fe80::1"), check_host("gpu-r1-n01")
+    (None, None)
+    >>> check_host("h1;reboot")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.LaunchError: host 'h1;reboot' is not a valid hostname or IP address: character ';' is not allowed in a hostname (RFC 1123)
+    """
+    try:
+        ipaddress.ip_address(name)
+        return
+    except ValueError:
+        pass
+    why = check_hostname(name)
+    if why:
+        raise LaunchError(f"{what} {name!r} is not a valid hostname or IP address: {why}")
+
+
+def _resolve(name: str) -> tuple[str, list[str] | str]:
+    """``(name, sorted addresses)``, or ``(name, why it failed)``."""
+    try:
+        return name, sorted({info[4][0] for info in socket.getaddrinfo(name, None)})
+    except (socket.gaierror, UnicodeError, OSError) as exc:
+        return name, str(getattr(exc, "strerror", None) or exc)
+
+
+def _is_loopback(addr: str) -> bool:
+    try:
+        return ipaddress.ip_address(addr.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def check_hosts(rm: RankMap, opts: LaunchOptions) -> str:
+    """Validate (and, with ``opts.resolve``, resolve) every host and the master address.
+
+    Parameters
+    ----------
+    rm : RankMap
+    opts : LaunchOptions
+
+    Returns
+    -------
+    str
+        The master address: ``opts.master_addr`` or the map's node 0 host.
+
+    Raises
+    ------
+    LaunchError
+        Naming the first bad or unresolvable host and its node rank, or a loopback master
+        address of a multi-host map.
+    """
+    master = opts.master_addr or rm.hosts[0]
+    for node, host in enumerate(rm.hosts):
+        check_host(host, f"host (node rank {node})")
+    check_host(master, "master address")
+    if len(rm.hosts) > 1 and (master == "localhost" or _is_loopback(master)):
+        raise LaunchError(f"master address {master!r} is a loopback address: the other {len(rm.hosts) - 1} hosts "
+                          f"would rendezvous with themselves")
+    if opts.resolve:
+        _check_resolved(rm, master)
+    return master
+
+
+def _check_resolved(rm: RankMap, master: str) -> None:
+    names = list(dict.fromkeys([*rm.hosts, master]))
+    with ThreadPoolExecutor(max_workers=min(32, len(names))) as pool:
+        results = dict(pool.map(_resolve, names))
+    for node, host in enumerate([*rm.hosts, master]):
+        found = results[host]
+        who = f"host {host!r} (node rank {node})" if node < len(rm.hosts) else f"master address {host!r}"
+        if isinstance(found, str):
+            raise LaunchError(f"{who} does not resolve on this machine ({found}); rankmap never falls back "
+                              f"to localhost: fix the name or DNS, or pass --no-resolve to skip this check")
+    if len(rm.hosts) > 1 and all(_is_loopback(a) for a in results[master]):
+        raise LaunchError(f"master address {master!r} resolves to loopback ({', '.join(results[master])}) on "
+                          f"this machine: other hosts could not reach it; give --master-addr")
+
+
+def engine_args(opts: LaunchOptions) -> list[str]:
+    """What the launcher runs: the entry and the engine's own options.
+
+    Examples
+    --------
+    >>> engine_args(LaunchOptions(rankmap_path="/s/rankmap.json", steps=2))
+    ['-m', 'rankmap.engine.train', '--rankmap', '/s/rankmap.json', '--steps', '2']
+    """
+    args = [*opts.entry, "--rankmap", opts.rankmap_path]
+    if opts.config_path:
+        args += ["--config", opts.config_path]
+    if opts.out_dir:
+        args += ["--out", opts.out_dir]
+    if opts.steps is not None:
+        args += ["--steps", str(opts.steps)]
+    return args
+
+
+def script_header(rm: RankMap, what: str) -> str:
+    """Comment lines opening every generated script: ``what``, then the job it starts."""
+    job = rm.job
+    return (f"# {what}\n# Generated by `rankmap launch` for job {job.name!r}: {rm.world_size} ranks on "
+            f"{len(rm.hosts)} hosts (tp={job.tp} pp={job.pp} dp={job.dp}), cluster {rm.cluster_name!r}.\n")
+
+
+def text_lines(text: str) -> Iterator[tuple[int, str]]:
+    """``(line number, line)`` of the lines that say something (``#`` comments and blanks skipped).
+
+    Examples
+    --------
+    >>> list(text_lines("# hosts\\nn1  # first\\n\\nn2\\n"))
+    [(2, 'n1'), (4, 'n2')]
+    """
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            yield number, line
+
+
+def read_host(name: str, source: str, line: int) -> str:
+    """``name`` when it is a valid host (see :func:`check_host`).
+
+    Raises
+    ------
+    SpecError
+        ``SOURCE:LINE: host ... is not a valid hostname or IP address``.
+    """
+    try:
+        check_host(name)
+    except LaunchError as exc:
+        raise SpecError(str(exc), source=source, line=line) from None
+    return name

@@ -1,0 +1,92 @@
+"""The launch files of every format, by name: what ``rankmap launch --format`` writes, and the
+check of read-back launch files against a rank map. No torch here.
+
+Each format's writer and reader live in its own module (:mod:`rankmap.launch.torchrun`,
+:mod:`rankmap.launch.slurm`, :mod:`rankmap.launch.mpi`, :mod:`rankmap.launch.deepspeed`); all
+keep the plan's host order (launchers lose it in known ways: torchrun's c10d rendezvous
+ignores ``--node-rank`` [1]_, several tools sort hostnames as strings, node66 < node7).
+
+References
+----------
+.. [1] PyTorch documentation, "torchrun (Elastic Launch)".
+   https://pytorch.org/docs/stable/elastic/run.html
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rankmap.errors import LaunchError
+from rankmap.job.rank_map import RankMap
+from rankmap.launch.common import LaunchOptions, check_hosts
+from rankmap.launch.deepspeed import check_deepspeed_hostfile, check_deepspeed_options, deepspeed_files
+from rankmap.launch.mpi import RankfileEntry, check_rankfile, mpi_files
+from rankmap.launch.slurm import check_slurm_hosts, slurm_files
+from rankmap.launch.torchrun import torchrun_files
+
+__all__ = ["FORMATS", "launch_files", "check_against_map"]
+
+FORMATS = ("torchrun", "slurm", "mpi", "deepspeed")
+
+
+def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | Path) -> dict[str, str]:
+    """``{file name: text}`` of one format, ready for :func:`rankmap.fileio.atomic_write_files`.
+
+    Parameters
+    ----------
+    rm : RankMap
+    fmt : str
+        One of :data:`FORMATS`.
+    opts : LaunchOptions
+    launch_dir : str or Path
+        Where the files will be written (scripts name their neighbours by its absolute path).
+
+    Raises
+    ------
+    LaunchError
+        Unknown format, options the format cannot carry, a bad or unresolvable host.
+
+    Examples
+    --------
+    >>> from rankmap.job.rank_map import RankMap
+    >>> from rankmap.job.spec import JobSpec
+    >>> rm = RankMap(job=JobSpec(tp=2, dp=2, num_micro_batches=1), cluster_name="c", cluster_hash="x",
+    ...              hosts=("node8", "node66"), tor_groups=("t", "t"), rails=((0, 1), (0, 1)), nproc_per_node=2)
+    >>> files = launch_files(rm, "mpi", LaunchOptions(rankmap_path="/s/rankmap.json", resolve=False), "/tmp/l")
+    >>> print(files["rankfile"], end="")
+    rank 0=node8 slot=0
+    rank 1=node8 slot=1
+    rank 2=node66 slot=0
+    rank 3=node66 slot=1
+    """
+    if fmt not in FORMATS:
+        raise LaunchError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
+    if fmt == "deepspeed":
+        check_deepspeed_options(opts)
+    master = check_hosts(rm, opts)
+    launch_dir = str(Path(launch_dir).resolve())
+    if fmt == "torchrun":
+        return torchrun_files(rm, opts, master)
+    if fmt == "slurm":
+        return slurm_files(rm, opts, launch_dir, master)
+    if fmt == "mpi":
+        return mpi_files(rm, opts, launch_dir, master)
+    return deepspeed_files(rm, opts, launch_dir, master)
+
+
+def check_against_map(rm: RankMap, *, rankfile: list[RankfileEntry] | None = None,
+                      hostfile: list[tuple[str, int]] | None = None, slurm_hosts: list[str] | None = None) -> None:
+    """Check read-back launch files against the map: an Open MPI rankfile, a DeepSpeed hostfile
+    and the hosts of a SLURM_HOSTFILE, each when given.
+
+    Raises
+    ------
+    LaunchError
+        Naming the first rank or host whose placement differs from the map.
+    """
+    if rankfile is not None:
+        check_rankfile(rm, rankfile)
+    if hostfile is not None:
+        check_deepspeed_hostfile(rm, hostfile)
+    if slurm_hosts is not None:
+        check_slurm_hosts(rm, slurm_hosts)

@@ -318,8 +318,8 @@ def check_engine_run(rankmap: RankMap, config_path: str | Path | None = None, st
 def launch_files(rankmap: RankMap, fmt: str, options, out: str | Path) -> dict:
     """``{file name: text}`` of launch files for ``rankmap`` in format ``fmt``.
 
-    See :func:`rankmap.launch.writers.launch_files` (formats ``FORMATS``; ``options`` a
-    :class:`rankmap.launch.writers.LaunchOptions`). Nothing is written.
+    See :func:`rankmap.launch.formats.launch_files` (formats ``FORMATS``; ``options`` a
+    :class:`rankmap.launch.common.LaunchOptions`). Nothing is written.
     """
     from rankmap.launch.formats import launch_files as _launch_files
     return _launch_files(rankmap, fmt, options, out)

@@ -157,9 +157,13 @@ def test_one_top_level_package():
 
 def test_the_wheel_installs_only_rankmap(tmp_path):
     """``pip install .`` puts one import package on sys.path: the built wheel holds ``rankmap/`` only."""
+    import shutil
     import zipfile
+    src = tmp_path / "src"   # build a copy: setuptools leaves build/ in the tree it builds
+    shutil.copytree(REPO, src, ignore=shutil.ignore_patterns(".git", "build", "*.egg-info", "__pycache__",
+                                                              ".hypothesis", ".pytest_cache", "rankmap-out"))
     run = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
-                          "-w", str(tmp_path), str(REPO)], capture_output=True, text=True, timeout=300)
+                          "-w", str(tmp_path), str(src)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     (wheel,) = tmp_path.glob("rankmap-*.whl")
     names = zipfile.ZipFile(wheel).namelist()

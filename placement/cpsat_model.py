@@ -10,6 +10,11 @@ each (stage, group) as one interval of columns (CP-SAT optional intervals and
 NoOverlap per row), so rings cross exactly k times and pipeline hops stay inside a
 group where the intervals of consecutive stages overlap.
 
+Symmetry: placements that differ only in where an absent interval sits, or among several
+optima, are the same plan; the model fixes absent intervals at column 0 and
+:func:`_canonical` picks one optimum by a fixed tie-break, each with a comment saying
+why. The other constraints are the model or valid cuts (:meth:`CountVars.limit_matches`).
+
 The structure follows the OR-Tools CP-SAT samples (read data -> greedy solution ->
 build model -> add the greedy solution as a hint -> solve -> decode), one function each:
 :func:`build_model`, :func:`add_hint`, :func:`solve_model`, :func:`decode_cells`, and

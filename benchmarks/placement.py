@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 from instances import SIZES, make_cluster, make_job  # benchmarks/instances.py, beside this script
 
-from rankmap.placement.grid import build_grid
+from rankmap.placement.host_grid import build_grid
 from rankmap.placement.plan import plan
 from rankmap.placement.replan import replan
 
@@ -97,8 +97,8 @@ def rows_for(name: str, cluster, result, elapsed: float, peak: float) -> list[di
     if metis is not None:
         t0 = time.perf_counter()
         from rankmap.placement.constraints import PlacementConstraints
-        from rankmap.placement.plan import _setting
-        st = _setting(cluster, result.job, PlacementConstraints(), [])
+        from rankmap.placement.problem import build_problem
+        st = build_problem(cluster, result.job, PlacementConstraints())
         cands.append(("metis", st.measure(cluster, "metis", metis), time.perf_counter() - t0))
     for method, cand, t in cands:
         m = cand.metrics

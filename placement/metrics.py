@@ -13,8 +13,9 @@ import numpy as np
 
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.traffic import GroupTraffic, weighted_edges
+from rankmap.topology.model import Cluster
 
-__all__ = ["PlacementMetrics", "evaluate", "human_bytes"]
+__all__ = ["PlacementMetrics", "evaluate", "measure_order", "human_bytes"]
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,35 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
                 ends = np.concatenate([rank_tor[src[cross]], rank_tor[dst[cross]]])
                 uplink += np.bincount(ends, minlength=n_tor) * nbytes
     return PlacementMetrics(total, cross_edges, spread, uplink)
+
+
+def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, GroupTraffic], hosts: list[str],
+                  nprocs: int | list[int]) -> PlacementMetrics:
+    """Cost of launching a host order: host ``i`` gets node rank ``i`` and the next ``nprocs``
+    (or ``nprocs[i]``) global ranks, as launchers number them.
+
+    The one place a host order is measured: the planner's candidates and baselines, plans on
+    hosts of different GPU counts, and re-plans all call it.
+
+    Parameters
+    ----------
+    cluster : Cluster
+        Gives each host's ToR group.
+    layout : ParallelLayout
+    traffic : dict of str to GroupTraffic
+        From :func:`rankmap.job.traffic.job_traffic`.
+    hosts : list of str
+        ``hosts[N]``: the host of each node rank.
+    nprocs : int or list of int
+        Ranks per host, the same for all or ``nprocs[N]``; they sum to the world size W.
+
+    Returns
+    -------
+    PlacementMetrics
+    """
+    tor_index = {g.name: g.index for g in cluster.tor_groups}
+    node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])  # (N,)
+    return evaluate(layout, traffic, np.repeat(node_tor, nprocs), len(tor_index))
 
 
 def human_bytes(n: float) -> str:

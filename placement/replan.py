@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from rankmap.errors import InfeasibleError
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.rank_map import RankMap
 from rankmap.job.traffic import job_traffic
 from rankmap.placement.constraints import PlacementConstraints
-from rankmap.placement.metrics import PlacementMetrics, evaluate
+from rankmap.placement.metrics import PlacementMetrics, measure_order
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster
 
 __all__ = ["ReplanResult", "replan"]
-
 
 @dataclass(frozen=True)
 class ReplanResult:
@@ -33,7 +30,6 @@ class ReplanResult:
     moved_ranks: int
     before: PlacementMetrics
     after: PlacementMetrics
-
 
 def replan(cluster: Cluster, previous: RankMap, failed: list[str],
            constraints: PlacementConstraints | None = None) -> ReplanResult:
@@ -78,36 +74,37 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
                               f">= {gpn} GPUs: {len(down) - len(spares)} short", key="failed")
     layout, traffic = ParallelLayout.of(previous.job), job_traffic(previous.job)
     tor_index = {g.name: g.index for g in cluster.tor_groups}
-    node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in previous.hosts])
 
-    def cost(tors: np.ndarray) -> PlacementMetrics:
-        return evaluate(layout, traffic, np.repeat(tors, gpn), len(tor_index))
+    def cost(hosts: list[str]) -> PlacementMetrics:
+        return measure_order(cluster, layout, traffic, hosts, gpn)
 
-    before = cost(node_tor)
     hosts = list(previous.hosts)
+    before = cost(hosts)
     pool: dict[int, list[str]] = {}
     for h in sorted(spares, key=lambda h: natural_key(h.name)):
         pool.setdefault(tor_index[h.tor_group], []).append(h.name)
     replaced = []
     for node in down:
-        own = int(node_tor[node])
-        if pool.get(own):
-            g = own
-        else:
-            trial = node_tor.copy()
-
-            def with_group(g: int) -> float:
-                trial[node] = g
-                return cost(trial).cross_tor_bytes
-
-            g = min((g for g in pool if pool[g]), key=lambda g: (with_group(g), g))
+        g = _replacement_group(cost, hosts, node, pool, tor_index[cluster.host(hosts[node]).tor_group])
         new = pool[g].pop(0)
         replaced.append((node, hosts[node], new))
         hosts[node] = new
-        node_tor[node] = g
-    after = cost(node_tor)
+    after = cost(hosts)
     summary = {"replan": {"replaced": [[n, a, b] for n, a, b in replaced], "moved_ranks": len(replaced) * gpn,
                           "cross_tor_bytes_before": before.cross_tor_bytes,
                           "cross_tor_bytes_after": after.cross_tor_bytes}}
     rm = RankMap.from_hosts(previous.job, cluster, hosts, gpn, summary)
     return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after)
+
+def _replacement_group(cost, hosts: list[str], node: int, pool: dict[int, list[str]], own: int) -> int:
+    """The ToR group to replace node ``node``'s host from: its own group while it has spares,
+    else the group whose first spare adds the fewest cross-ToR bytes (then the lowest index)."""
+    if pool.get(own):
+        return own
+
+    def with_group(g: int) -> float:
+        trial = list(hosts)
+        trial[node] = pool[g][0]
+        return cost(trial).cross_tor_bytes
+
+    return min((g for g in pool if pool[g]), key=lambda g: (with_group(g), g))

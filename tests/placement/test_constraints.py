@@ -127,8 +127,8 @@ def test_proven_plans_do_not_depend_on_seed_or_workers(seed, workers):
 
 
 def test_weighted_objectives_trade_bytes_for_uplink():
-    from rankmap.placement.search import ranking
-    from rankmap.placement.solver import GridProblem
+    from rankmap.placement.grid_problem import GridProblem
+    from rankmap.placement.objectives import ranking
     problem = GridProblem(1, 4, (4, 4), 10, 0)
     one = np.array([[0, 0, 0, 0]])
     two = np.array([[0, 0, 1, 1]])

@@ -11,10 +11,13 @@ from helpers import cluster_with_free
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import JobSpec, ModelShape
 from rankmap.job.traffic import job_traffic
+from rankmap.placement.cpsat_model import solve_grid
+from rankmap.placement.grid_problem import GridProblem, grid_cost
+from rankmap.placement.lower_bounds import relaxation_lower_bound
 from rankmap.placement.metrics import evaluate
 from rankmap.placement.plan import plan
-from rankmap.placement.snake import min_count_subset, snake_cells
-from rankmap.placement.solver import GridProblem, grid_cost, grid_lower_bound, solve_grid
+from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.subset_sum import min_count_subset
 
 TINY = ModelShape(layers=24, hidden=64, heads=4, seq_len=32, vocab=100)
 
@@ -100,7 +103,7 @@ def test_cp_sat_improves_a_poor_hint_and_bound_is_valid():
     problem = GridProblem(2, 4, (2, 2, 2, 2), 10, 3)
     bad = np.array([[0, 1, 0, 1], [2, 3, 2, 3]])  # not contiguous: 8 ring crossings
     sol = solve_grid(problem, np.array([[0, 0, 1, 1], [2, 2, 3, 3]]), time_limit_s=5)
-    bound, proven = grid_lower_bound(problem, time_limit_s=5)
+    bound, proven = relaxation_lower_bound(problem, time_limit_s=5)
     assert proven and bound <= sol.cost < grid_cost(problem, bad)
     # optimum: each row over 2 groups (2 x 10 x 2 rows = 40), every hop crossing (4 x 3)
     assert sol.cost == bound == 52

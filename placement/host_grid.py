@@ -5,7 +5,7 @@ order string keeps TP groups inside hosts and every inter-host group rail-aligne
 placement is a host per node rank. Node ranks of one pipeline stage form a grid row whose
 DP rings run along the row in column order (closing from the last column to the first);
 a column holds one pipeline. A placement of the grid is a ToR group per cell
-(:mod:`rankmap.placement.solver`); decoding picks the hosts.
+(:mod:`rankmap.placement.grid_problem`); :func:`hosts_of_cells` picks the hosts.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ import numpy as np
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import JobSpec
 from rankmap.job.traffic import GroupTraffic, alignment_problems
-from rankmap.placement.solver import GridProblem
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster, Host
 
-__all__ = ["HostGrid", "build_grid", "check_alignment", "outer_digits", "grid_problem", "cells_of", "decode",
-           "block_problem", "expand_blocks"]
+__all__ = ["HostGrid", "build_grid", "check_alignment", "outer_digits", "cells_of_hosts", "hosts_of_cells"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +47,10 @@ def outer_digits(layout: ParallelLayout, gpn: int) -> list[tuple[str, int]]:
 def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, GroupTraffic], gpn: int,
                     error) -> int:
     """Raise ``error(message, key)`` unless TP stays in hosts and inter-host groups are
-    rail-aligned; return the block size: hosts of one CP x EP block that span hosts.
+    rail-aligned; return the CP/EP span: hosts one CP x EP group spans (1 if none spans hosts).
 
     CP rings and EP all-to-alls that span hosts are kept inside ToR groups by placing
-    their hosts as one block (consecutive columns), which needs cp and ep to come before
+    their hosts as one span of consecutive columns, which needs cp and ep to come before
     dp in the order string.
     """
     ranks = np.arange(job.world_size)
@@ -63,15 +61,15 @@ def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, Gro
                     + ". Use an order whose leading dims fill a host exactly (e.g. tp*cp = GPUs per host), "
                     "or --order auto.", "parallel.order")
     outer = [d for d, _ in outer_digits(layout, gpn) if d != "pp"]
-    block = 1
+    span = 1
     for dim, size in outer_digits(layout, gpn):
         if dim in ("cp", "ep"):
             if "dp" in outer and outer.index(dim) > outer.index("dp"):
                 raise error(f"{dim.upper()} groups span hosts, and order {job.order!r} puts {dim} after dp, which "
                             f"scatters each {dim.upper()} group over the DP ring; put {dim} before dp "
                             f"(e.g. tp-cp-ep-dp-pp) or use --order auto", "parallel.order")
-            block *= size
-    return block
+            span *= size
+    return span
 
 
 def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
@@ -87,48 +85,14 @@ def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
     return HostGrid(row, col, rows, n_nodes // rows)
 
 
-def grid_problem(caps: tuple, grid: HostGrid, traffic: dict[str, GroupTraffic], gpn: int) -> tuple[GridProblem, float]:
-    """The grid problem in integer cost units, and the unit in bytes.
-
-    One ring crossing between two hosts of a row carries ``gpn`` DP ring edges; one
-    pipeline hop between two hosts of a column carries ``gpn`` PP hops (one per rail).
-    """
-    w_row = gpn * traffic["dp"].edge_bytes if grid.cols > 1 else 0.0
-    w_col = gpn * traffic["pp"].edge_bytes if grid.rows > 1 else 0.0
-    w_wrap = gpn * traffic["pp"].wrap_bytes if grid.rows > 1 else 0.0
-    positive = [w for w in (w_row, w_col) if w > 0]
-    # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
-    # so bound * unit stays a valid lower bound in bytes.
-    unit = min(positive) / 1e6 if positive else 1.0
-    return GridProblem(grid.rows, grid.cols, tuple(caps), int(w_row // unit), int(w_col // unit),
-                       int(w_wrap // unit)), unit
-
-
-def block_problem(problem: GridProblem, block: int) -> GridProblem | None:
-    """The grid in units of ``block`` consecutive columns (one CP x EP block each), or None
-    if the columns do not divide or the groups cannot hold the blocks whole."""
-    if problem.cols % block:
-        return None
-    caps = tuple(f // block for f in problem.free)
-    if sum(caps) * block < problem.rows * problem.cols:
-        return None
-    return GridProblem(problem.rows, problem.cols // block, caps, problem.w_row, problem.w_col * block,
-                       problem.w_wrap * block)
-
-
-def expand_blocks(cells: np.ndarray, block: int) -> np.ndarray:
-    """Block cells ``[R, C/b]`` -> host cells ``[R, C]``."""
-    return np.repeat(cells, block, axis=1)
-
-
-def cells_of(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:
+def cells_of_hosts(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:
     """``cells[R, C]``: ToR group index of the host at each cell of a host order."""
     cells = np.empty((grid.rows, grid.cols), dtype=np.int64)
     cells[grid.row, grid.col] = [tor_index[cluster.host(h).tor_group] for h in hosts]
     return cells
 
 
-def decode(cells: np.ndarray, grid: HostGrid, usable: list[Host], tor_index: dict,
+def hosts_of_cells(cells: np.ndarray, grid: HostGrid, usable: list[Host], tor_index: dict,
            fixed: dict | None = None, previous: list[str] | None = None) -> list[str]:
     """Hosts per node rank for a cell placement.
 

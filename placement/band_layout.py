@@ -1,14 +1,14 @@
-"""Block layouts: consecutive stages share ToR groups so their pipeline hops stay inside.
+"""Band layouts: consecutive stages share ToR groups so their pipeline hops stay inside.
 
+A *band* is ``s`` consecutive pipeline stages (grid rows) laid in the same ToR groups.
 When pipeline traffic is heavy against DP traffic (many micro-batches, large dp), it pays
-to put ``s`` consecutive stages (grid rows) in the same ToR groups: each group is cut
-into ``s`` near-equal column intervals, one per row, stacked in the same columns, so the
-pipeline hops between those rows stay inside the group. Each row then crosses its ring
-once per group in the block, so ``s`` trades ring crossings for pipeline hops; the
-planner tries several ``s`` and keeps the cheapest.
+to cut each group of a band into ``s`` near-equal column intervals, one per row, stacked
+in the same columns, so the pipeline hops between those rows stay inside the group. Each
+row then crosses its ring once per group in the band, so ``s`` trades ring crossings for
+pipeline hops; the search tries several ``s`` and keeps the cheapest.
 
-Per block of ``s`` rows (``s * C`` hosts) the fewest whole groups summing exactly to
-``s * C`` are taken (subset-sum, as in :mod:`rankmap.placement.snake`); group ``g`` with
+Per band of ``s`` rows (``s * C`` hosts) the fewest whole groups summing exactly to
+``s * C`` are taken (:mod:`rankmap.placement.subset_sum`); group ``g`` with
 ``f = s*q + rem`` hosts gives ``q`` columns to every row and one more to ``rem`` rows,
 the extra columns dealt round-robin so every row gets exactly ``C`` and the rows'
 intervals stay within one column of each other. With no exact subset, the last group
@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankmap.placement.snake import _distinct_sizes, _dp, _walk
+from rankmap.placement.subset_sum import distinct_sizes, subset_table, walk_subset
 
-__all__ = ["block_cells"]
+__all__ = ["band_cells"]
 
 
-def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | None = None,
-                waste: bool = False) -> np.ndarray | None:
-    """Placement ``cells[rows, cols]`` built from blocks of ``s`` rows, or None if it fails.
+def band_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | None = None,
+               waste: bool = False) -> np.ndarray | None:
+    """Placement ``cells[rows, cols]`` built from bands of ``s`` rows, or None if it fails.
 
     Parameters
     ----------
@@ -35,7 +35,7 @@ def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | N
     free : tuple of int
         ``free[K]``: usable hosts per ToR group.
     s : int
-        Rows per block (the last block takes the rows left over).
+        Rows per band (the last band takes the rows left over).
     order : ndarray, optional
         Preference order of the groups (default: largest first).
     waste : bool
@@ -58,7 +58,7 @@ def block_cells(rows: int, cols: int, free: tuple, s: int, order: np.ndarray | N
         rest = pool.get(cut, 0)
         if waste and rest and sum(pool.values()) - rest >= (rows - r - height) * cols:
             del pool[cut]
-        _lay_block(cells, r, height, cols, chosen)
+        _lay_band(cells, r, height, cols, chosen)
         r += height
     return cells
 
@@ -67,13 +67,13 @@ def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
     """``[(group, hosts)]`` summing to ``need``: an exact whole-group subset if any, else
     whole groups plus part of one (its rest stays in the pool)."""
     items = list(pool.items())
-    best, took = _dp(items, need)
+    best, took = subset_table(items, need)
     if best[need] <= len(items):
-        picked = [(g, pool.pop(g)) for g in _walk(items, took, need)]
+        picked = [(g, pool.pop(g)) for g in walk_subset(items, took, need)]
         return picked
-    for cut_g, cut_f in _distinct_sizes(items):  # largest first: the cut group gives the remainder
+    for cut_g, cut_f in distinct_sizes(items):  # largest first: the cut group gives the remainder
         others = [(g, f) for g, f in items if g != cut_g]
-        best, took = _dp(others, need)
+        best, took = subset_table(others, need)
         lo = max(1, need - sum(f for _, f in others))
         parts = np.arange(lo, min(cut_f, need) + 1)
         if parts.size == 0:
@@ -81,7 +81,7 @@ def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
         part = int(parts[np.argmin(best[need - parts])])
         if best[need - part] > len(others):
             continue
-        picked = [(g, pool.pop(g)) for g in _walk(others, took, need - part)]
+        picked = [(g, pool.pop(g)) for g in walk_subset(others, took, need - part)]
         pool[cut_g] -= part
         if pool[cut_g] == 0:
             del pool[cut_g]
@@ -89,7 +89,7 @@ def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
     return None
 
 
-def _lay_block(cells: np.ndarray, r0: int, height: int, cols: int, chosen: list[tuple[int, int]]) -> None:
+def _lay_band(cells: np.ndarray, r0: int, height: int, cols: int, chosen: list[tuple[int, int]]) -> None:
     widths = np.zeros((height, len(chosen)), dtype=np.int64)  # widths[row, piece]
     nxt = 0
     for i, (_, hosts) in enumerate(chosen):
@@ -100,5 +100,5 @@ def _lay_block(cells: np.ndarray, r0: int, height: int, cols: int, chosen: list[
         nxt = (nxt + rem) % height
     for h in range(height):
         row = np.repeat([g for g, _ in chosen], widths[h])
-        assert row.size == cols, "block rows must sum to the row length"
+        assert row.size == cols, "band rows must sum to the row length"
         cells[r0 + h] = row if (r0 + h) % 2 == 0 or height > 1 else row[::-1]

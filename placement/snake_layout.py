@@ -13,61 +13,9 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["snake_cells", "min_count_subset"]
+from rankmap.placement.subset_sum import distinct_sizes, min_count_subset, subset_table, walk_subset
 
-
-def _dp(sizes: list[tuple[int, int]], target: int) -> tuple[np.ndarray, np.ndarray]:
-    """0/1 subset-sum with fewest items: ``best[s]`` for every s <= target, and
-    ``took[i, s]``: item i is in the best subset for s among items 0..i."""
-    inf = len(sizes) + 1
-    best = np.full(target + 1, inf, dtype=np.int64)
-    best[0] = 0
-    took = np.zeros((len(sizes), target + 1), dtype=bool)
-    for i, (_, size) in enumerate(sizes):
-        if 0 < size <= target:
-            cand = best[:target + 1 - size] + 1  # from items 0..i-1 (computed before the update)
-            better = cand < best[size:]
-            took[i, size:] = better
-            best[size:] = np.where(better, cand, best[size:])
-    return best, took
-
-
-def _walk(sizes: list[tuple[int, int]], took: np.ndarray, s: int) -> list:
-    picked = []
-    for i in range(len(sizes) - 1, -1, -1):
-        if s == 0:
-            break
-        if took[i, s]:
-            picked.append(sizes[i][0])
-            s -= sizes[i][1]
-    return picked[::-1]
-
-
-def min_count_subset(sizes: list[tuple[int, int]], target: int) -> list | None:
-    """Fewest items whose sizes sum exactly to ``target``.
-
-    Parameters
-    ----------
-    sizes : list of (item, size)
-        Candidate items in preference order (ties go to earlier items).
-    target : int
-
-    Returns
-    -------
-    list of item or None
-        None if no subset sums to ``target``.
-
-    Examples
-    --------
-    >>> min_count_subset([("a", 54), ("b", 48), ("c", 46), ("d", 42)], 144)
-    ['a', 'b', 'd']
-    >>> min_count_subset([("a", 5)], 3) is None
-    True
-    """
-    best, took = _dp(sizes, target)
-    if best[target] > len(sizes):
-        return None
-    return _walk(sizes, took, target)
+__all__ = ["snake_cells"]
 
 
 def snake_cells(rows: int, cols: int, free: tuple, cost, tries: int = 64, seed: int = 0) -> np.ndarray | None:
@@ -142,10 +90,10 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
     if exact is not None:
         return [(g, remaining.pop(g)) for g in exact]
     best: list[tuple[int, int]] | None = None
-    for split_g, split_f in _distinct_sizes(_order(remaining)):
+    for split_g, split_f in distinct_sizes(_order(remaining)):
         # The split group supplies `short` (1 .. f-1) hosts of this row; whole groups the rest.
         others = [(g, f) for g, f in _order(remaining) if g != split_g]
-        counts, took = _dp(others, need)
+        counts, took = subset_table(others, need)
         lo = max(1, need - sum(f for _, f in others))
         shorts = np.arange(lo, min(split_f, need + 1))
         if shorts.size == 0:
@@ -154,16 +102,10 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
         if counts[need - short] > len(others):
             continue
         if best is None or counts[need - short] + 1 < len(best):
-            best = [(g, remaining[g]) for g in _walk(others, took, need - short)] + [(split_g, split_f)]
+            best = [(g, remaining[g]) for g in walk_subset(others, took, need - short)] + [(split_g, split_f)]
     for g, _ in best:
         remaining.pop(g)
     return best
-
-
-def _distinct_sizes(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The first group of each size: groups of equal size are interchangeable as the cut one."""
-    seen: set[int] = set()
-    return [(g, f) for g, f in items if not (f in seen or seen.add(f))]
 
 
 def _lay(cells: np.ndarray, r: int, pieces: list[tuple[int, int]]) -> None:

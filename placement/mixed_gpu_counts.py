@@ -1,4 +1,4 @@
-"""Jobs on hosts with different GPU counts (e.g. a DeepSpeed hostfile with ``slots=N``).
+"""Plans on hosts of different GPU counts (e.g. a DeepSpeed hostfile with ``slots=N``).
 
 Each host runs a whole number of TP groups (``n_h = floor(gpus_h / tp) * tp`` ranks, the
 last host fewer), ranks numbered node after node as launchers do, so no TP group
@@ -18,12 +18,13 @@ from rankmap.job.layout import ParallelLayout
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import JobSpec
 from rankmap.job.traffic import alignment_problems, job_traffic
-from rankmap.placement.metrics import evaluate
+from rankmap.placement.metrics import measure_order
 from rankmap.placement.result import Candidate, PlanResult, with_summary
+from rankmap.placement.status import SolverStatus
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster, Host
 
-__all__ = ["packable_gpus", "pack_plan"]
+__all__ = ["packable_gpus", "pack_plan", "tp_shortage"]
 
 
 def packable_gpus(hosts: list[Host], tp: int) -> int:
@@ -76,9 +77,7 @@ def pack_plan(cluster: Cluster, job: JobSpec, usable: list[Host], baselines: dic
 
     def measure(name: str, hosts_order: list[Host]) -> tuple[Candidate, list[int]]:
         hosts, counts = _take(hosts_order, world, job.tp)
-        node_tor = np.array([index[cluster.host(h).tor_group] for h in hosts])
-        m = evaluate(layout, traffic, np.repeat(node_tor, counts), len(index))
-        return Candidate(name, tuple(hosts), m), counts
+        return Candidate(name, tuple(hosts), measure_order(cluster, layout, traffic, hosts, counts)), counts
 
     ours, counts = measure("rankmap", order)
     rank_node = np.repeat(np.arange(len(counts)), counts)
@@ -96,5 +95,6 @@ def pack_plan(cluster: Cluster, job: JobSpec, usable: list[Host], baselines: dic
     if off_rail:
         notes.append("inter-host groups on hosts of different sizes cannot keep every edge on one rail")
     rm = RankMap.from_hosts(job, cluster, list(ours.hosts), max(counts), nprocs=counts)
-    return with_summary(PlanResult(job, rm, ours, base, 0.0, "none (hosts of different sizes)", "PACKED",
+    return with_summary(PlanResult(job, rm, ours, base, 0.0, "none (hosts of different sizes)",
+                                   SolverStatus.PACKED,
                                    tuple(notes)))

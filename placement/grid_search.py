@@ -1,0 +1,149 @@
+"""Search for the best grid placement: constructive starts, bounds, then CP-SAT.
+
+The steps follow the OR-Tools CP-SAT samples: constructive placements (the greedy
+solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_layout` and
+the baselines), the lower bounds (:mod:`rankmap.placement.lower_bounds`), then the CP-SAT
+model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the
+starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
+comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
+objectives break ties among the candidates.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from rankmap.placement.band_layout import band_cells
+from rankmap.placement.cpsat_model import solve_grid
+from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
+from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
+from rankmap.placement.objectives import ranking
+from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.status import SolverStatus
+
+__all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
+
+# Above this many (stage, ToR group) pairs the CP-SAT models run only when pins require
+# them: the band layouts and the analytic bound already close the gap, and the models
+# grow slow.
+CP_SAT_MAX_PAIRS = 1500
+
+
+def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
+    """Greedy, the row snake and band layouts of 2-4 rows (each also leaving the rest of cut
+    groups unused where spare hosts allow); rows pinned to a ToR group are laid first and
+    the rest of the grid is laid around them.
+
+    Parameters
+    ----------
+    problem : GridProblem
+    greedy : ndarray
+        ``greedy[R, C]``: the topology-greedy baseline as cells (dropped when rows are pinned).
+    row_pins : dict of int to int
+        ``{row: group}`` (:attr:`GridPins.rows`).
+
+    Returns
+    -------
+    list of ndarray
+        Placements ``cells[R, C]``, not checked against capacities or cell pins.
+    """
+    R, C = problem.rows, problem.cols
+    caps = list(problem.free)
+    for g in row_pins.values():
+        caps[g] -= C
+    free_rows = [r for r in range(R) if r not in row_pins]
+    starts = [greedy] if not row_pins else []
+    if min(caps) < 0 or not free_rows:
+        parts = [] if min(caps) < 0 else [np.empty((0, C), dtype=np.int64)]
+    else:
+        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col, problem.w_wrap)
+        sub_key = ranking(sub, ("bytes", "uplink"))
+        # The layouts' own tries use a fixed seed: a plan they prove optimal is the same for every --seed.
+        parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=0)]
+        parts += [band_cells(sub.rows, C, sub.free, s, waste=w) for s in range(2, min(sub.rows, 4) + 1)
+                  for w in (False, True)]
+    for part in parts:
+        if part is None:
+            continue
+        cells = np.empty((R, C), dtype=np.int64)
+        for r, g in row_pins.items():
+            cells[r] = g
+        cells[free_rows] = part
+        starts.append(cells)
+    return starts
+
+
+def _feasible(problem: GridProblem, cells: np.ndarray, pins: GridPins) -> bool:
+    """Within every group's capacity (quotas included) and on every pin."""
+    if (np.bincount(cells.ravel(), minlength=len(problem.free)) > np.asarray(problem.free)).any():
+        return False
+    return pins.holds(cells)
+
+
+def _lower_bound(problem: GridProblem, hint: np.ndarray | None, greedy: np.ndarray, small: bool,
+                 time_limit_s: float, seed: int, workers: int) -> tuple[int, str]:
+    """The larger of the analytic and (for small models whose hint misses the analytic
+    bound) the relaxation bound, in cost units, and which it was."""
+    R, C, free = problem.rows, problem.cols, problem.free
+    bound, method = analytic_lower_bound(R, C, free, problem.w_row, problem.w_col, problem.w_wrap), "analytic"
+    if small and (hint is None or grid_cost(problem, hint) > bound):
+        relaxed, _ = relaxation_lower_bound(problem, max(1.0, time_limit_s / 4), seed, workers,
+                                            hint if hint is not None else greedy)
+        if relaxed > bound:
+            bound, method = relaxed, "relaxation"
+    return bound, method
+
+
+def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("bytes", "uplink"),
+           pins: GridPins | None = None, moved: Callable | None = None, time_limit_s: float = 20.0, seed: int = 0,
+           workers: int = 1, others: tuple = ()) -> tuple[GridSolution | None, int, str]:
+    """Best placement found, a lower bound on its ``bytes`` cost, and how the bound was found.
+
+    Parameters
+    ----------
+    problem : GridProblem
+    greedy : ndarray
+        ``greedy[R, C]``: the topology-greedy baseline as cells (always feasible without pins).
+    objectives : tuple
+        From :data:`rankmap.placement.objectives.OBJECTIVES`, most important first, or
+        ``(name, weight)`` pairs.
+    pins : GridPins, optional
+        Rows and cells that must lie in given ToR groups.
+    moved : callable, optional
+        ``moved(cells) -> int`` for the "moved" objective.
+    time_limit_s : float
+        CP-SAT deterministic time budget; the relaxation bound gets a quarter (at least 1).
+    seed, workers : int
+        CP-SAT's random seed and worker count.
+    others : tuple of ndarray
+        More placements to consider (e.g. every baseline's), so the result is never worse
+        than any of them on the objectives.
+
+    Returns
+    -------
+    (GridSolution or None, int, str)
+        None when pins cannot be met within the budget. The bound is in cost units and
+        holds for every placement of the problem (pins only remove placements).
+    """
+    pins = pins or GridPins()
+    key = ranking(problem, objectives, moved)
+    starts = constructive_starts(problem, greedy, pins.rows) + list(others)
+    candidates = [c for c in starts if _feasible(problem, c, pins)]
+    hint = min(candidates, key=key) if candidates else None
+    small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
+    bound, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
+    first = objectives[0] if objectives else "bytes"
+    primary = first if first in ("bytes", "spread") else "bytes"  # weighted: CP-SAT minimises bytes
+    if hint is not None and primary == "bytes" and grid_cost(problem, hint) <= bound:
+        return GridSolution(hint, grid_cost(problem, hint), SolverStatus.OPTIMAL, 0.0), bound, method
+    if not small and hint is not None and primary == "bytes":
+        return GridSolution(hint, grid_cost(problem, hint), SolverStatus.HEURISTIC, 0.0), bound, method
+    sol = solve_grid(problem, hint, time_limit_s, seed, workers, pins=pins, primary=primary)
+    if sol is None:
+        return None, bound, method
+    if hint is not None and key(hint) <= key(sol.cells):  # ties go to the deterministic layouts
+        status = sol.status if key(hint) == key(sol.cells) else SolverStatus.HEURISTIC
+        return GridSolution(hint, grid_cost(problem, hint), status, sol.solve_time_s), bound, method
+    return sol, bound, method

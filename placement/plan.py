@@ -213,8 +213,8 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
         candidate = problem.measure(cluster, "rankmap", hosts_of(spanned.cells), time.perf_counter() - t0)
         if candidate.metrics.cross_tor_bytes < ours.metrics.cross_tor_bytes:
             ours, sol = candidate, spanned
-        notes.append(f"CP/EP groups span hosts: spans of {problem.cp_ep_span} hosts (one CP x EP group) kept whole under one ToR group "
-                     f"where that was cheaper")
+        notes.append(f"CP/EP groups span hosts: spans of {problem.cp_ep_span} hosts (one CP x EP group) kept whole "
+                     f"under one ToR group where that was cheaper")
     rm = RankMap.from_hosts(problem.job, cluster, list(ours.hosts), problem.gpn)
     notes += _tradeoffs(ours, baselines, problem.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None

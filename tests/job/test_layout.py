@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 import pytest
 
-from rankmap.job.layout import ParallelLayout
+from rankmap.job.layout import COORD, ParallelLayout
 
 
 def layout(order="tp-cp-ep-dp-pp", **sizes):
@@ -52,7 +52,8 @@ def test_every_order_is_a_bijection_with_partitioning_groups(order):
     lay = layout(order, tp=2, cp=3, dp=2, pp=2)
     table = lay.coord_table
     assert len({tuple(row) for row in table.tolist()}) == lay.world_size == 24
-    for kind, dim in (("tp", 0), ("cp", 1), ("pp", 4)):
+    for kind in ("tp", "cp", "pp"):
+        dim = COORD[kind]
         groups = lay.groups(kind)
         assert sorted(groups.ravel().tolist()) == list(range(24))
         for g in groups:

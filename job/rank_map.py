@@ -108,7 +108,7 @@ class RankMap:
         local = rank - int(self.offsets[node])
         rec = {"rank": rank, "host": self.hosts[node], "node_rank": node, "local_rank": local,
                "tor_group": self.tor_groups[node], "rail": self.rails[node][local]}
-        rec.update(zip(DIMS, self.layout.coord_table[rank].tolist()))
+        rec.update(self.layout.coords(rank))
         return rec
 
     @classmethod
@@ -255,7 +255,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     seen_rank: set = set()
     seen_gpu: set = set()
     node_of_host: dict = {}
-    coords = ParallelLayout.of(job).coord_table
+    layout = ParallelLayout.of(job)
     for i, rec in enumerate(ranks):
         key = f"ranks[{i}]"
         if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):
@@ -285,7 +285,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
             raise RankMapFileError(f"ranks on host {host!r} name ToR groups {tors[node]!r} and {rec['tor_group']!r}",
                                source=source, key=f"{key}.tor_group")
         hosts[node], tors[node], rails[node][local] = host, rec["tor_group"], rec["rail"]
-        want = dict(zip(DIMS, coords[r].tolist()))
+        want = layout.coords(r)
         got = {d: rec[d] for d in DIMS}
         if got != want:
             raise RankMapFileError(f"rank {r} has coordinates {got}, the job's order {job.order!r} gives {want}",

@@ -1,32 +1,13 @@
-"""Traffic of one training iteration, per communication group.
+"""Traffic of one training iteration per kind of group: the planner's view of :mod:`rankmap.job.comm`.
 
-Accounting per micro-batch of ``b`` sequences of length ``s``, hidden size ``h``,
-``a`` bytes per activation element, ``m`` micro-batches per iteration, ``L`` layers
-(``L / pp`` per stage) -- the standard 3D-parallel accounting of Narayanan et al.
-(SC'21, §3) as summarised in ``shared/reference/domain.md``:
-
-- TP (+SP): per layer and micro-batch, 4 all-reduce-sized collectives of
-  ``S = b * (s/cp) * h * a`` (2 forward, 2 backward; with sequence parallelism each
-  all-reduce is an all-gather + reduce-scatter pair of the same total bytes).
-- CP: per layer and micro-batch, an all-gather of K and V forward and a reduce-scatter
-  of their gradients backward, ``S = 2 * b * s * (h/tp) * a`` (Megatron-Core context
-  parallelism; ring attention moves the same bytes point to point).
-- EP: per layer and micro-batch, 4 all-to-alls (dispatch and combine, forward and
-  backward) of ``S = b * (s/(cp*tp)) * h * a * top_k`` per rank.
-- PP: per stage boundary and micro-batch, ``b*(s/cp)*h*a`` forward and the same
-  backward; with sequence parallelism each TP rank carries ``1/tp`` of it. With ``v``
-  virtual stages per rank (interleaved 1F1B), a micro-batch passes the pipeline ``v``
-  times: each boundary carries ``v`` times as much, and the hop from the last stage back
-  to the first carries ``v - 1`` times (Narayanan et al. SC'21, §2.2.2: the interleaved
-  schedule multiplies pipeline communication by v).
-- DP (gradients reduced over DP x CP, n members): ZeRO/FSDP-style reduce-scatter of
-  gradients and all-gather of parameters, each moving ``(n-1)/n`` of the local
-  ``P/(tp*pp)`` parameters (at ``grad_bytes`` and ``param_bytes``); or an all-reduce
-  moving ``2(n-1)/n`` of the gradients.
-
-Ring factors are nccl-tests' (NVIDIA/nccl-tests doc/PERFORMANCE.md): all-reduce
-``2(n-1)/n``, all-gather and reduce-scatter ``(n-1)/n``. Recomputation, embedding
-imbalance and optimizer-state traffic are left out.
+:func:`job_traffic` sums the collectives of :func:`rankmap.job.comm.iteration_comm` per
+group kind into the bytes that cross each rank-level edge: a ring edge
+``r_i -> r_(i+1 mod n)`` carries what one rank sends (nccl-tests' ``busbw / algbw``
+factor times ``S``, NVIDIA/nccl-tests doc/PERFORMANCE.md), an all-to-all pair ``S / n``
+per collective, a pipeline hop every message of its boundary. :func:`group_edges` and
+:func:`weighted_edges` lay those bytes on the edges of every group of a
+:class:`~rankmap.job.layout.ParallelLayout`; :func:`alignment_problems` checks a
+placement against them.
 """
 
 from __future__ import annotations
@@ -35,10 +16,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rankmap.job.comm import CommOp, iteration_comm
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import JobSpec
 
-__all__ = ["GroupTraffic", "job_traffic", "group_edges", "weighted_edges", "alignment_problems"]
+__all__ = ["GroupTraffic", "job_traffic", "group_traffic", "group_edges", "weighted_edges", "alignment_problems"]
 
 
 @dataclass(frozen=True)
@@ -55,9 +37,10 @@ class GroupTraffic:
     group_size : int
         Ranks per group (n).
     op_bytes : int
-        Message size S of one collective (nccl-tests' S), bytes.
+        Message size S of one collective (nccl-tests' S), bytes: of the kind's reducing
+        collective (the gradient message for dp), else of its only one.
     ops : int
-        Collectives of that size per iteration.
+        Collectives per iteration (for pp: messages per stage boundary).
     edge_bytes : float
         Bytes per iteration on one ring edge, one chain hop (both directions) or one
         ordered pair of an all-to-all.
@@ -78,18 +61,46 @@ class GroupTraffic:
     wrap_bytes: float = 0.0
 
 
-def _ring(kind: str, n: int, op_bytes: int, ops: int, factor: float) -> GroupTraffic:
-    per_rank = factor * op_bytes * ops if n > 1 else 0.0
-    return GroupTraffic(kind, "ring", n, op_bytes, ops, per_rank, per_rank)
+def group_traffic(kind: str, n: int, ops: tuple[CommOp, ...]) -> GroupTraffic:
+    """Sum the ops of one kind (all of one pattern) on groups of ``n`` ranks.
+
+    Raises
+    ------
+    ValueError
+        No ops, or ops of different patterns.
+    """
+    patterns = {o.pattern for o in ops}
+    if len(patterns) != 1:
+        raise ValueError(f"{kind}: need ops of one pattern, got {sorted(patterns) or 'none'}")
+    pattern = patterns.pop()
+    ref = next((o for o in ops if o.op in ("allreduce", "reducescatter")), ops[0])
+    count = sum(o.count for o in ops)
+    if pattern == "chain":
+        hop = sum(o.size_bytes * o.count for o in ops) if n > 1 else 0
+        wrap = sum(o.size_bytes * o.wrap_count for o in ops) if n > 1 else 0
+        return GroupTraffic(kind, pattern, n, round(ref.size_bytes), count, hop, hop, wrap)
+    rank = sum(o.rank_bytes(n) for o in ops) if n > 1 else 0.0
+    if pattern == "ring":
+        return GroupTraffic(kind, pattern, n, round(ref.size_bytes), count, rank, rank)
+    pair = sum(o.size_bytes / n * o.count for o in ops) if n > 1 else 0.0
+    return GroupTraffic(kind, pattern, n, round(ref.size_bytes), count, pair, rank)
 
 
 def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
     """Per-iteration traffic of every group kind of a resolved job.
 
+    Derived from :func:`rankmap.job.comm.iteration_comm`, the same description the
+    simulator replays.
+
     Returns
     -------
     dict of str to GroupTraffic
-        Keys tp, cp, ep, dp, pp (kinds of size 1 carry zero bytes).
+        Keys tp, cp, ep, pp, dp (kinds of size 1 carry zero bytes).
+
+    Raises
+    ------
+    ValueError
+        ``job.dp`` is not resolved.
 
     Examples
     --------
@@ -100,34 +111,8 @@ def job_traffic(job: JobSpec) -> dict[str, GroupTraffic]:
     """
     if job.dp is None:
         raise ValueError("job_traffic needs a resolved dp")
-    model = job.model
-    b, s, h, a = job.micro_batch_size, model.seq_len, model.hidden, job.activation_bytes
-    m = job.micro_batches()
-    layers_per_stage = model.layers // job.pp
-    tp, cp, ep, pp = job.tp, job.cp, job.ep, job.pp
-    n_dp = job.dp * cp
-    out: dict[str, GroupTraffic] = {}
-
-    out["tp"] = _ring("tp", tp, b * (s // cp) * h * a, 4 * layers_per_stage * m, 2 * (tp - 1) / tp)
-    out["cp"] = _ring("cp", cp, 2 * b * s * (h // tp) * a, 2 * layers_per_stage * m, (cp - 1) / cp)
-
-    ep_bytes = b * (s // (cp * tp)) * h * a * model.top_k
-    ep_ops = 4 * layers_per_stage * m if ep > 1 else 0
-    out["ep"] = GroupTraffic("ep", "all-to-all", ep, ep_bytes, ep_ops, ep_bytes / ep * ep_ops,
-                             (ep - 1) / ep * ep_bytes * ep_ops)
-
-    act = b * (s // cp) * h * a // (tp if job.sequence_parallel else 1)
-    v = job.virtual_stages
-    hop = 2 * m * act if pp > 1 else 0
-    out["pp"] = GroupTraffic("pp", "chain", pp, act, 2 * m * v, v * hop, v * hop, (v - 1) * hop)
-
-    local_params = model.params / (tp * pp)
-    if job.data_parallel == "zero":
-        per_rank = (n_dp - 1) / n_dp * local_params * (job.grad_bytes + job.param_bytes) if n_dp > 1 else 0.0
-        out["dp"] = GroupTraffic("dp", "ring", n_dp, round(local_params * job.grad_bytes), 2, per_rank, per_rank)
-    else:
-        out["dp"] = _ring("dp", n_dp, round(local_params * job.grad_bytes), 1, 2 * (n_dp - 1) / n_dp)
-    return out
+    comm = iteration_comm(job)
+    return {kind: group_traffic(kind, comm.group_sizes[kind], comm.of_kind(kind)) for kind in comm.kinds()}
 
 
 def group_edges(layout: ParallelLayout, traffic: GroupTraffic) -> tuple[np.ndarray, np.ndarray]:

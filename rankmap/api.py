@@ -267,7 +267,7 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
     host_of = {r: rankmap.hosts[int(rankmap.rank_node[r])] for r in range(rankmap.world_size)}
     node_of = {r: int(rankmap.rank_node[r]) for r in range(rankmap.world_size)}
     tor_of = dict(zip(rankmap.hosts, rankmap.tor_groups))
-    stage = rankmap.layout.coord_table[:, 4]
+    stage = rankmap.layout.column("pp")
     role_of = {r: int(stage[r]) for r in range(rankmap.world_size)}
     d = _diagnose(records, host_of, tor_of, role_of=role_of, z=z, min_ratio=min_ratio, min_excess_s=min_excess_s)
     bad_hosts = sorted({host_of[int(f.who)] for f in d.flags if f.what == "rank"} |

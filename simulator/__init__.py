@@ -10,6 +10,7 @@ completion at max-min fair rates (:mod:`~rankmap.simulator.maxmin`, :mod:`~rankm
 SimAI/AICB workloads, and :mod:`~rankmap.simulator.report` / :mod:`~rankmap.simulator.plot` write the JSON
 result and the PNG figure.
 
-Layering: imports ``topology`` and ``placement``, never ``rankmap``. Submodules are
-imported where used, so importing this package costs nothing.
+Layering: imports ``topology`` and ``job`` (the traffic is :func:`rankmap.job.comm.iteration_comm`),
+never ``placement`` or the command line. Submodules are imported where used, so importing
+this package costs nothing.
 """

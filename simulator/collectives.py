@@ -27,7 +27,7 @@ Times are ``bytes / rate + steps * alpha``, rates max-min fair on links scaled b
 ``efficiency``. ``algbw = S / t`` and ``busbw = algbw * factor`` (nccl-tests: factor
 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for
 send/recv), so on a fabric whose per-rank bottleneck is B a ring all-reduce takes
-``2(n-1)/n * S / B`` (shared/reference/formulas.md).
+``2(n-1)/n * S / B``.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rankmap.job.comm import COLLECTIVES, bus_factor
 from rankmap.simulator.ecmp import EcmpConfig, mix64
 from rankmap.simulator.events import simulate_flows
 from rankmap.simulator.flows import FlowSet, RankPlacement
@@ -45,25 +46,8 @@ from rankmap.simulator.network import Network
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
            "pipeline_flows", "point_to_point_flows", "simulate_collective"]
 
-OPS = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv")
+OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
-
-
-def bus_factor(op: str, n: int) -> float:
-    """nccl-tests' busbw / algbw for ``op`` on ``n`` ranks.
-
-    Examples
-    --------
-    >>> bus_factor("allreduce", 4), bus_factor("allgather", 4), bus_factor("sendrecv", 4)
-    (1.5, 0.75, 1.0)
-    """
-    if op == "allreduce":
-        return 2 * (n - 1) / n
-    if op in ("allgather", "reducescatter", "alltoall"):
-        return (n - 1) / n
-    if op == "sendrecv":
-        return 1.0
-    raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
 
 
 @dataclass(frozen=True, kw_only=True)

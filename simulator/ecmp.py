@@ -11,8 +11,9 @@ connection (``NCCL_IB_QPS_PER_CONNECTION``) give a connection several paths.
 The hash is MurmurHash3's 64-bit finaliser (``fmix64``, Appleby, public domain) chained
 over the fields; a switch mixes its own salt in first. With ``per_switch_salt=False``
 every switch uses the same salt -- the setting that shows hash polarization: a flow that
-took next hop ``p`` at one tier takes index ``p`` again at the next (shared/reference/
-formulas.md, "Hash polarization"). A linear hash (a CRC whose initial value is XORed with
+took next hop ``p`` at one tier takes index ``p`` again at the next, and half the upper
+switches stay idle (hash polarization; per-switch seeds are the remedy, cf. Alibaba HPN,
+SIGCOMM 2024, on dual-plane designs against polarization). A linear hash (a CRC whose initial value is XORed with
 the salt) would stay polarized under salting; the non-linear mixer does not.
 
 Every random choice is a function of ``seed``: the seed sets the queue-pair source ports

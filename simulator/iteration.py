@@ -1,12 +1,13 @@
 """One training iteration of a placed job: its collectives, in the phases the schedule runs them.
 
-The traffic is that of :func:`rankmap.job.traffic.job_traffic` (the planner's accounting)
-or of a SimAI/AICB workload (:mod:`rankmap.simulator.workload`), as a list of :class:`CommOp`.
+The traffic is the job's own description, :func:`rankmap.job.comm.iteration_comm` (the
+same one the planner's edge bytes come from), or a SimAI/AICB workload
+(:mod:`rankmap.simulator.workload`), as a list of :class:`~rankmap.job.comm.CommOp`.
 Every group of a kind runs the same collectives at the same time (SPMD), so each phase
 is simulated as one flow set holding every group's traffic:
 
-1. ``dp-gather``: ZeRO's all-gather of parameters before the forward passes (MegaScale
-   prefetches it beside data loading).
+1. ``dp-gather``: ZeRO's all-gather of parameters before the forward passes (MegaScale,
+   NSDI'24, prefetches it beside data loading).
 2. ``pipeline``: the micro-batches' forward and backward passes (1F1B). Pipeline
    send/recv runs beside compute, and so do the TP (and CP, EP) collectives, which
    MegaScale overlaps with the transformer block; they run concurrently here and contend
@@ -25,60 +26,26 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rankmap.job.layout import ParallelLayout
+from rankmap.job.comm import PHASES, CommOp, iteration_comm
+from rankmap.job.layout import GROUP_KINDS, ParallelLayout
 from rankmap.job.spec import JobSpec
-from rankmap.job.traffic import job_traffic
-from rankmap.simulator.collectives import OPS, CollectiveConfig, collective_flows, pipeline_flows
+from rankmap.simulator.collectives import CollectiveConfig, collective_flows, pipeline_flows
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import FlowResult, simulate_flows
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.network import Network
 
 __all__ = ["PHASES", "KINDS", "CommOp", "PartResult", "PhaseResult", "IterationResult", "job_comm_ops",
-           "group_table", "phase_flows", "simulate_phase", "simulate_iteration"]
+           "phase_flows", "simulate_phase", "simulate_iteration"]
 
-PHASES = ("dp-gather", "pipeline", "dp-reduce")
-KINDS = ("tp", "cp", "ep", "dp", "dp_ep", "pp")
-_COORD = {"tp": 0, "cp": 1, "ep": 2, "dp": 3, "pp": 4}
-
-
-@dataclass(frozen=True, kw_only=True)
-class CommOp:
-    """``count`` collectives of ``size_bytes`` (nccl-tests' S) per iteration in every group of ``kind``.
-
-    ``op`` is one of :data:`rankmap.simulator.collectives.OPS` or ``"p2p"`` (pipeline hops: ``count``
-    messages per stage boundary, half forward and half backward, and ``wrap_count`` on the
-    hop from the last stage back to the first, which interleaved schedules use). ``kind``
-    ``dp_ep`` is the expert data-parallel group (Megatron-Core: DP without the EP ranks).
-    """
-
-    kind: str
-    op: str
-    size_bytes: float
-    count: float
-    phase: str
-    wrap_count: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.kind not in KINDS:
-            raise ValueError(f"kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
-        if self.op not in OPS + ("p2p",):
-            raise ValueError(f"op must be one of {', '.join(OPS + ('p2p',))}, got {self.op!r}")
-        if self.phase not in PHASES:
-            raise ValueError(f"phase must be one of {', '.join(PHASES)}, got {self.phase!r}")
-        if not self.size_bytes >= 0 or not self.count >= 0 or not self.wrap_count >= 0:
-            raise ValueError(f"size_bytes, count and wrap_count must be >= 0, got {self.size_bytes!r}, "
-                             f"{self.count!r}, {self.wrap_count!r}")
-        if self.wrap_count and self.op != "p2p":
-            raise ValueError(f"wrap_count is for pipeline hops (op 'p2p'), not {self.op!r}")
-
-    @property
-    def label(self) -> str:
-        return f"{self.kind} {self.op}"
+KINDS = tuple(GROUP_KINDS)          # group kinds a CommOp may name (rankmap.job.layout)
 
 
 def job_comm_ops(job: JobSpec) -> tuple[CommOp, ...]:
-    """The collectives of one iteration of ``job``, from :func:`rankmap.job.traffic.job_traffic`.
+    """The collectives of one iteration of ``job`` that put bytes on links.
+
+    :meth:`rankmap.job.comm.IterationComm.network_ops` of :func:`rankmap.job.comm.iteration_comm`:
+    the job's description less the groups of one rank and the collectives it does not run.
 
     Examples
     --------
@@ -87,40 +54,7 @@ def job_comm_ops(job: JobSpec) -> tuple[CommOp, ...]:
     [('tp allreduce', 'pipeline', 192), ('pp p2p', 'pipeline', 8), ('dp allgather', 'dp-gather', 1),
      ('dp reducescatter', 'dp-reduce', 1)]
     """
-    traffic = job_traffic(job)
-    ops: list[CommOp] = []
-    tp, cp, ep, pp, dp = (traffic[k] for k in ("tp", "cp", "ep", "pp", "dp"))
-    if tp.group_size > 1:
-        ops.append(CommOp(kind="tp", op="allreduce", size_bytes=tp.op_bytes, count=tp.ops, phase="pipeline"))
-    if cp.group_size > 1:
-        # all-gather of K, V forward and reduce-scatter of their gradients backward: same bytes
-        ops.append(CommOp(kind="cp", op="allgather", size_bytes=cp.op_bytes, count=cp.ops, phase="pipeline"))
-    if ep.group_size > 1 and ep.ops:
-        ops.append(CommOp(kind="ep", op="alltoall", size_bytes=ep.op_bytes, count=ep.ops, phase="pipeline"))
-    if pp.group_size > 1:
-        ops.append(CommOp(kind="pp", op="p2p", size_bytes=pp.op_bytes, count=pp.ops, phase="pipeline",
-                          wrap_count=pp.wrap_bytes / pp.op_bytes if pp.op_bytes else 0.0))
-    if dp.group_size > 1:
-        if job.data_parallel == "zero":
-            params = dp.op_bytes / job.grad_bytes                # local parameters P / (tp * pp)
-            ops.append(CommOp(kind="dp", op="allgather", size_bytes=params * job.param_bytes, count=1,
-                              phase="dp-gather"))
-            ops.append(CommOp(kind="dp", op="reducescatter", size_bytes=dp.op_bytes, count=1, phase="dp-reduce"))
-        else:
-            ops.append(CommOp(kind="dp", op="allreduce", size_bytes=dp.op_bytes, count=1, phase="dp-reduce"))
-    return tuple(ops)
-
-
-def group_table(layout: ParallelLayout, kind: str) -> np.ndarray:
-    """``ranks[n_groups, size]`` of one kind; ``dp_ep`` groups ranks equal in tp, cp, ep and pp."""
-    if kind != "dp_ep":
-        return layout.groups(kind)
-    coords = layout.coord_table                                # (W, 5)
-    key = coords[:, [_COORD["tp"], _COORD["cp"], _COORD["ep"], _COORD["pp"]]]
-    _, group = np.unique(key, axis=0, return_inverse=True)
-    order = np.lexsort((np.arange(coords.shape[0]), group.ravel()))
-    table = order.reshape(-1, coords.shape[0] // (group.max() + 1))
-    return table[np.argsort(table[:, 0], kind="stable")]
+    return iteration_comm(job).network_ops()
 
 
 @dataclass(frozen=True, eq=False)
@@ -210,7 +144,7 @@ def phase_flows(placement: RankPlacement, layout: ParallelLayout, ops, phase: st
             acc[2] += o.size_bytes * o.wrap_count
     sets, tables = [], []
     for (kind, op), (total, count, wrap) in merged.items():
-        table = group_table(layout, kind)
+        table = layout.groups(kind)
         if table.shape[1] < 2:
             continue
         label = f"{kind} {op}"

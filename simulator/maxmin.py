@@ -3,7 +3,7 @@
 Rates are max-min fair when no rate can grow without lowering one that is already equal
 or smaller (Bertsekas and Gallager, *Data Networks*, 2nd ed., §6.5.2). Progressive
 filling (water-filling) computes them: raise every unfrozen rate by the same amount until
-some link is full, freeze the coflows through it, repeat (shared/reference/formulas.md).
+some link is full, freeze the coflows through it, repeat.
 
 Here a coflow ``c`` at rate ``r_c`` loads link ``l`` with ``A[l, c] * r_c``, where
 ``A[l, c]`` counts the coflow's flows on the link (fractions for queue pairs and packet

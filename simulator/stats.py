@@ -13,7 +13,8 @@ the spine:
   the coflows that cross the spine, each rate weighted by the coflow's flows.
 
 :func:`balls_into_bins` gives the closed forms these reproduce for m flows hashed onto
-k uplinks (shared/reference/formulas.md).
+k uplinks: the occupancy of the balls-into-bins model (Mitzenmacher and Upfal,
+*Probability and Computing*, 2005, §5.2).
 """
 
 from __future__ import annotations

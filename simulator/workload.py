@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rankmap.errors import SpecError
-from rankmap.simulator.iteration import CommOp
+from rankmap.job.comm import CommOp
 
 __all__ = ["Workload", "read_aicb_workload", "parse_aicb_workload", "looks_like_aicb", "POLICIES"]
 

@@ -1,4 +1,4 @@
-"""Collectives against the closed forms of shared/reference/formulas.md and nccl-tests' definitions."""
+"""Collectives against the closed forms of nccl-tests' definitions (NVIDIA/nccl-tests doc/PERFORMANCE.md)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankmap.job.layout import ParallelLayout
+from rankmap.job.layout import COORD, ParallelLayout
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import JobSpec, ModelShape
 from rankmap.job.traffic import job_traffic
@@ -13,7 +13,7 @@ from rankmap.placement.metrics import evaluate
 from rankmap.simulator.collectives import CollectiveConfig, bus_factor
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import RankPlacement
-from rankmap.simulator.iteration import CommOp, group_table, job_comm_ops, simulate_iteration
+from rankmap.simulator.iteration import CommOp, job_comm_ops, simulate_iteration
 from rankmap.simulator.network import Network
 from rankmap.simulator.stats import sweep_iteration
 
@@ -137,10 +137,11 @@ def test_expert_data_parallel_groups():
     job = JobSpec(tp=2, pp=1, dp=8, ep=4, num_micro_batches=1,
                   model=ModelShape(layers=2, hidden=256, heads=4, seq_len=64, experts=8))
     layout = ParallelLayout.of(job)
-    table = group_table(layout, "dp_ep")
+    table = layout.groups("dp_ep")
     assert table.shape == (8, 2)
     coords = layout.coord_table[table]                       # (groups, members, 5)
-    for col in (0, 1, 2, 4):                                 # tp, cp, ep, pp equal inside a group
+    for dim in ("tp", "cp", "ep", "pp"):                     # equal inside a group
+        col = COORD[dim]
         assert (coords[:, :, col] == coords[:, :1, col]).all()
     assert sorted(table.ravel().tolist()) == list(range(16))
 

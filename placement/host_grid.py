@@ -74,7 +74,7 @@ def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, Gro
 
 def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
     """Rows are the pipeline stages that span hosts (one row if PP stays in hosts)."""
-    pp_of_node = layout.coord_table[::gpn, 4]
+    pp_of_node = layout.column("pp")[::gpn]
     varies = n_nodes > 1 and (pp_of_node != pp_of_node[0]).any()
     row = pp_of_node if varies else np.zeros(n_nodes, dtype=np.int64)
     rows = int(row.max()) + 1

@@ -19,7 +19,7 @@ from functools import cached_property
 
 from rankmap.errors import TopologyError
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
-from rankmap.topology.tree import find_cycle
+from rankmap.topology.tree import check_block_sizes, check_switch_tree
 
 __all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "Cluster", "HOST_STATES"]
 
@@ -213,49 +213,12 @@ class Cluster:
                 raise TopologyError(f"host {host.name!r} has unknown state {host.state!r}")
         if len(self.hosts) != len(seen):
             raise TopologyError("cluster hosts and ToR group members differ")
-        self._check_switches(set(names))
-        self._check_block_sizes()
+        check_switch_tree(self.switches, set(names), self.block_sizes is not None)
+        check_block_sizes(self.block_sizes)
         if self.tiers is not None:
             if not all(isinstance(t, Tier) for t in self.tiers):
                 raise TopologyError("tiers must be Tier objects")
             check_tiers(self, self.tiers)
-
-    def _check_switches(self, groups: set[str]) -> None:
-        if self.switches is None:
-            return
-        if self.block_sizes is not None:
-            raise TopologyError("a cluster has either a switch tree or block sizes, not both")
-        names = [s.name for s in self.switches]
-        known = groups | set(names)
-        seen: set[str] = set()
-        for sw in self.switches:
-            if sw.name in seen or sw.name in groups:
-                raise TopologyError(f"switch {sw.name!r} is defined twice (or is also a ToR group)")
-            seen.add(sw.name)
-            if not sw.children:
-                raise TopologyError(f"switch {sw.name!r} has no children")
-            if len(set(sw.children)) != len(sw.children):
-                raise TopologyError(f"switch {sw.name!r} lists a child twice")
-            for child in sw.children:
-                if child not in known or child == sw.name:
-                    raise TopologyError(f"switch {sw.name!r} has invalid child {child!r}")
-        cycle = find_cycle({sw.name: sw.children for sw in self.switches})
-        if cycle:
-            raise TopologyError("switch tree has a cycle: " + " -> ".join(cycle))
-
-    def _check_block_sizes(self) -> None:
-        sizes = self.block_sizes
-        if sizes is None:
-            return
-        if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes):
-            raise TopologyError(f"block sizes must be positive integers, got {sizes!r}")
-        for b in sizes:
-            ratio, rest = divmod(b, sizes[0])
-            if rest or ratio & (ratio - 1) or b < sizes[0]:
-                raise TopologyError(f"block size {b} is not the base block size {sizes[0]} "
-                                    "times a power of two")
-        if list(sizes) != sorted(set(sizes)):
-            raise TopologyError(f"block sizes must be ascending and distinct, got {list(sizes)}")
 
     @cached_property
     def _by_name(self) -> dict[str, Host]:

@@ -41,6 +41,7 @@ and the key path.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 import yaml
@@ -87,7 +88,7 @@ def cluster_from_data(data, source: str) -> Cluster:
     groups, hosts = _tor_groups(top, gpus, nics)
     switches = _switches(top, {g.name for g in groups})
     block_sizes = _block_sizes(top)
-    tiers = _tiers(top, links.tor_uplink_gbps)
+    tiers, tier_lines = _tiers(top, links.tor_uplink_gbps)
     states = _availability(top.sub("availability"), {h.name for h in hosts})
     top.done()
     hosts = [Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
@@ -101,8 +102,12 @@ def cluster_from_data(data, source: str) -> Cluster:
         return cluster
     try:  # checked apart, so a tier that does not fit the fabric is reported at tiers:
         return dataclasses.replace(cluster, tiers=tiers)
-    except TopologyError as exc:
-        raise top.error("tiers", str(exc)) from None
+    except TopologyError as exc:  # located at the tier the message names first, else at tiers:
+        named = re.search(r"tier ('[^']*')", str(exc))
+        i = next((i for i, t in enumerate(tiers) if named and repr(t.name) == named.group(1)), None)
+        if i is None:
+            raise top.error("tiers", str(exc)) from None
+        raise SpecError(str(exc), source=source, line=tier_lines[i], key=f"tiers[{i}]") from None
 
 
 def _links(f: Fields) -> Links:
@@ -193,10 +198,10 @@ def _block_sizes(top: Fields) -> tuple[int, ...] | None:
     return tuple(sizes)
 
 
-def _tiers(top: Fields, uplink_gbps: float) -> tuple[Tier, ...] | None:
-    """The optional ``tiers:`` list, lowest tier first (checked against the fabric by the model)."""
+def _tiers(top: Fields, uplink_gbps: float) -> tuple[tuple[Tier, ...] | None, list]:
+    """The optional ``tiers:`` list, lowest tier first, and each entry's line (the model checks the fabric)."""
     if not top.has("tiers"):
-        return None
+        return None, []
     entries = top.seq("tiers")
     tiers: list[Tier] = []
     for i, entry in enumerate(entries):
@@ -210,7 +215,7 @@ def _tiers(top: Fields, uplink_gbps: float) -> tuple[Tier, ...] | None:
                           up_ports=f.int("up_ports", 0, minimum=0), down_gbps=down_gbps,
                           up_gbps=float(f.number("up_gbps", down_gbps)), planes=f.choice("planes", PLANES, "shared")))
         f.done()
-    return tuple(tiers)
+    return tuple(tiers), [getattr(entries, "item_lines", [None] * len(entries))[i] for i in range(len(entries))]
 
 
 def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:

@@ -336,8 +336,8 @@ def _check_node(tier: Tier, node: Node, need: Fraction, speeds: list[float]) -> 
     where = f"tier {tier.name!r} at {node.name!r}"
     if need > have:
         raise TopologyError(f"{where}: {tier.switches} switches x {tier.down_ports} down ports = {have} ports "
-                            f"per plane cannot cable the {len(node.children)} domains below, whose "
-                            f"uplinks need {math.ceil(need)}")
+                            f"per plane cannot cable the {len(node.children)} domain{'s' * (len(node.children) != 1)} "
+                            f"below, whose uplinks need {math.ceil(need)}")
     bad = sorted({s for s in speeds if s != tier.down_gbps})
     if bad:
         raise TopologyError(f"{where}: down ports run at {tier.down_gbps:g} Gb/s but the uplinks below run at "

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from rankmap.errors import SpecError, TopologyError
 from rankmap.topology.hostnames import compress_hostlist
 from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
-from rankmap.topology.tiers import derived_tiers, structure
+from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
 __all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "file_stem", "name_tiers", "tier_note", "TIER_NOTE"]
+           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE"]
 
 TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
              "defaults (spine.switches switches per domain, shared by rails, ports to cable its largest "
@@ -164,8 +164,9 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     group capacity is ``max(options.capacity, hosts in the leaf)``. With a switch tree the
     leaves and switches are put in natural name order (a tree file's line order carries no
     meaning); block files keep their block order. The cluster gets one tier per level
-    above the leaves (:func:`~rankmap.topology.tiers.derived_tiers`: documented defaults,
-    named "tier 1", "tier 2"... or "spine" for one level; :func:`name_tiers` renames them).
+    above the leaves of a tree or block file (:func:`~rankmap.topology.tiers.derived_tiers`:
+    documented defaults, named "tier 1", "tier 2"... or "spine" for one level;
+    :func:`name_tiers` renames them); without either, ``tiers`` stays None (one flat spine).
 
     Raises
     ------
@@ -188,6 +189,8 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     try:
         cluster = Cluster(name=options.name or default_name, tor_groups=tuple(groups), hosts=tuple(hosts),
                           links=links, switches=switches, block_sizes=block_sizes)
+        if switches is None and block_sizes is None:
+            return cluster  # nothing read about switches: today's flat spine (tiers None)
         return dataclasses.replace(cluster, tiers=derived_tiers(cluster))
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
@@ -211,11 +214,10 @@ def name_tiers(cluster: Cluster, names) -> Cluster:
     return dataclasses.replace(cluster, tiers=tiers)
 
 
-def tier_note(cluster: Cluster) -> str | None:
-    """The import note saying which tiers got default sizes (None without tiers)."""
-    if not cluster.tiers or not structure(cluster):
-        return None
-    return TIER_NOTE.format(names=", ".join(t.name for t in cluster.tiers))
+def note_tiers(cluster: Cluster, diags: Diagnostics) -> None:
+    """Note which tiers got default sizes (nothing when the cluster has no tier)."""
+    if cluster.tiers:
+        diags.note(TIER_NOTE.format(names=", ".join(t.name for t in cluster.tiers)))
 
 
 def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnostics, source: str,

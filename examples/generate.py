@@ -22,7 +22,6 @@ the case where knowing the tiers matters most.
 from __future__ import annotations
 
 import dataclasses
-
 from pathlib import Path
 
 import numpy as np

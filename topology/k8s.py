@@ -33,7 +33,16 @@ from bisect import bisect_left
 from rankmap.errors import SpecError
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster, Switch
-from rankmap.topology.sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
+from rankmap.topology.sources import (
+    Diagnostics,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    file_stem,
+    name_tiers,
+    note_tiers,
+)
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
 
@@ -69,8 +78,12 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
             raise SpecError(f"node {name} is listed twice (first on line {seen[name]})", source=source,
                             line=line, key=f"metadata.name={name}")
         seen[name] = line
-    leaves, switches = _domains(nodes, _levels(nodes, options, diags, source), options, diags, source)
+    levels = _levels(nodes, options, diags, source)
+    leaves, switches = _domains(nodes, levels, options, diags, source)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
+    keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
+    cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)
+    note_tiers(cluster, diags)
     if len(cluster.islands()) > 1:
         diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands")
     return ImportResult(cluster=cluster, format="k8s-labels", source=source, warnings=tuple(diags.warnings),
@@ -214,6 +227,13 @@ def _levels(nodes, options: ImportOptions, diags: Diagnostics, source: str) -> t
     if dropped:
         diags.note(f"level {', '.join(dropped)} names the host itself, not a switch: not used")
     return tuple(lv for lv in levels if lv not in HOST_LEVELS)
+
+
+def _aws_keys(nodes) -> tuple[str, ...]:
+    """AWS layer label keys 1..N, N the deepest layer any node has."""
+    depth = max((int(k[len(AWS_LAYER):]) for _, labels, _, _ in nodes for k in labels
+                 if k.startswith(AWS_LAYER) and k[len(AWS_LAYER):].isdigit()), default=0)
+    return tuple(f"{AWS_LAYER}{i}" for i in range(1, depth + 1))
 
 
 def _path(name: str, labels: dict, levels, source: str, line: int) -> list[str]:

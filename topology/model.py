@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from rankmap.errors import TopologyError
-from rankmap.topology.tree import find_cycle
+from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
+from rankmap.topology.tree import check_block_sizes, check_switch_tree
 
-__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Cluster", "HOST_STATES"]
+__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "Cluster", "HOST_STATES"]
 
 HOST_STATES = ("free", "busy", "failed")
 
@@ -169,6 +170,11 @@ class Cluster:
     block_sizes : tuple of int or None
         Slurm topology/block aggregation sizes in hosts (``BlockSizes``); the ToR groups
         are the base blocks, in block order. None when the cluster is not a block topology.
+    tiers : tuple of Tier or None
+        The switch tiers above the rail ToRs, lowest first, one per level of the fabric's
+        structure (switch tree levels, block levels, or the one spine); see
+        :mod:`rankmap.topology.tiers`. None (the default) derives them: a non-blocking
+        fabric sized from ``links`` and ``spine`` (:attr:`fabric_tiers`).
 
     Raises
     ------
@@ -184,6 +190,7 @@ class Cluster:
     spine: Spine = field(default_factory=Spine)
     switches: tuple[Switch, ...] | None = None
     block_sizes: tuple[int, ...] | None = None
+    tiers: tuple[Tier, ...] | None = None
 
     def __post_init__(self) -> None:
         names = [g.name for g in self.tor_groups]
@@ -206,45 +213,12 @@ class Cluster:
                 raise TopologyError(f"host {host.name!r} has unknown state {host.state!r}")
         if len(self.hosts) != len(seen):
             raise TopologyError("cluster hosts and ToR group members differ")
-        self._check_switches(set(names))
-        self._check_block_sizes()
-
-    def _check_switches(self, groups: set[str]) -> None:
-        if self.switches is None:
-            return
-        if self.block_sizes is not None:
-            raise TopologyError("a cluster has either a switch tree or block sizes, not both")
-        names = [s.name for s in self.switches]
-        known = groups | set(names)
-        seen: set[str] = set()
-        for sw in self.switches:
-            if sw.name in seen or sw.name in groups:
-                raise TopologyError(f"switch {sw.name!r} is defined twice (or is also a ToR group)")
-            seen.add(sw.name)
-            if not sw.children:
-                raise TopologyError(f"switch {sw.name!r} has no children")
-            if len(set(sw.children)) != len(sw.children):
-                raise TopologyError(f"switch {sw.name!r} lists a child twice")
-            for child in sw.children:
-                if child not in known or child == sw.name:
-                    raise TopologyError(f"switch {sw.name!r} has invalid child {child!r}")
-        cycle = find_cycle({sw.name: sw.children for sw in self.switches})
-        if cycle:
-            raise TopologyError("switch tree has a cycle: " + " -> ".join(cycle))
-
-    def _check_block_sizes(self) -> None:
-        sizes = self.block_sizes
-        if sizes is None:
-            return
-        if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes):
-            raise TopologyError(f"block sizes must be positive integers, got {sizes!r}")
-        for b in sizes:
-            ratio, rest = divmod(b, sizes[0])
-            if rest or ratio & (ratio - 1) or b < sizes[0]:
-                raise TopologyError(f"block size {b} is not the base block size {sizes[0]} "
-                                    "times a power of two")
-        if list(sizes) != sorted(set(sizes)):
-            raise TopologyError(f"block sizes must be ascending and distinct, got {list(sizes)}")
+        check_switch_tree(self.switches, set(names), self.block_sizes is not None)
+        check_block_sizes(self.block_sizes)
+        if self.tiers is not None:
+            if not all(isinstance(t, Tier) for t in self.tiers):
+                raise TopologyError("tiers must be Tier objects")
+            check_tiers(self, self.tiers)
 
     @cached_property
     def _by_name(self) -> dict[str, Host]:
@@ -267,25 +241,9 @@ class Cluster:
 
     @cached_property
     def _islands(self) -> tuple[tuple[str, ...], ...]:
-        names = [g.name for g in self.tor_groups]
-        if self.switches is None:
-            return (tuple(names),) if names else ()
-        root = {n: n for n in names}
-        root.update((s.name, s.name) for s in self.switches)
-
-        def find(x: str) -> str:
-            while root[x] != x:
-                root[x] = root[root[x]]
-                x = root[x]
-            return x
-
-        for sw in self.switches:
-            for child in sw.children:
-                root[find(child)] = find(sw.name)
-        parts: dict[str, list[str]] = {}
-        for n in names:
-            parts.setdefault(find(n), []).append(n)
-        return tuple(tuple(p) for p in parts.values())
+        index = {g.name: g.index for g in self.tor_groups}
+        parts = [sorted(p, key=index.__getitem__) for p in partition(self, len(structure(self)))]
+        return tuple(tuple(p) for p in sorted(parts, key=lambda p: index[p[0]]))
 
     def islands(self) -> tuple[tuple[str, ...], ...]:
         """ToR group names per island (a part of the fabric no job may leave), in group order.
@@ -304,6 +262,56 @@ class Cluster:
         (('a',), ('b',))
         """
         return self._islands
+
+    @cached_property
+    def fabric_tiers(self) -> tuple[Tier, ...]:
+        """The tiers in force: ``tiers`` when given, else derived (one flat "spine" without a tree)."""
+        return self.tiers if self.tiers is not None else derived_tiers(self)
+
+    @property
+    def depth(self) -> int:
+        """Levels above the ToR groups (the top level's domains are the islands)."""
+        return len(self.fabric_tiers)
+
+    def tier_domains(self, level: int) -> tuple[tuple[str, ...], ...]:
+        """ToR group names per domain at ``level`` (0: each group; :attr:`depth`: the islands).
+
+        Groups in natural name order inside a domain, domains by their first group:
+        independent of the order the spec listed switches or hosts.
+
+        Examples
+        --------
+        >>> from rankmap.topology.spec import parse_cluster
+        >>> c = parse_cluster("tor_groups: [{name: l1, hosts: a1}, {name: l2, hosts: a2}, {name: l3, hosts: a3}]\\n"
+        ...                   "switches: [{name: p2, children: [l3]}, {name: p1, children: [l1, l2]},\\n"
+        ...                   "           {name: core, children: [p1, p2]}]")
+        >>> c.tier_domains(1), c.tier_domains(2)
+        ((('l1', 'l2'), ('l3',)), (('l1', 'l2', 'l3'),))
+        >>> c.domain_index(1)
+        (0, 0, 1)
+        """
+        return partition(self, level)
+
+    def domain_index(self, level: int) -> tuple[int, ...]:
+        """Per ToR group (in ``tor_groups`` order), the index of its domain in ``tier_domains(level)``."""
+        where = {g: i for i, dom in enumerate(self.tier_domains(level)) for g in dom}
+        return tuple(where[g.name] for g in self.tor_groups)
+
+    def tier_figures(self) -> tuple[TierFigures, ...]:
+        """Per level, rail ToRs first: domains, switches, per-domain down/up Gb/s and their ratio.
+
+        The ratio (oversubscription) and ``up_gbps`` (what one domain can send out) say how
+        scarce each tier's bandwidth is.
+
+        Examples
+        --------
+        >>> from rankmap.topology.spec import parse_cluster
+        >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-4]'}]\\nlinks: {tor_uplinks: 16}\\n"
+        ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
+        >>> [(f.name, f.domains, f.switches, f.down_gbps, f.up_gbps, f.ratio) for f in c.tier_figures()]
+        [('ToR', 1, 8, 102400.0, 51200.0, 2.0), ('spine', 1, 4, 51200.0, 0.0, None)]
+        """
+        return tier_figures(self, self.fabric_tiers)
 
     @property
     def rails(self) -> int:
@@ -347,6 +355,9 @@ class Cluster:
             doc["switches"] = [[s.name, list(s.children), s.link_speed] for s in self.switches]
         if self.block_sizes is not None:
             doc["block_sizes"] = list(self.block_sizes)
+        if self.tiers is not None:
+            doc["tiers"] = [[t.name, t.switches, t.down_ports, t.up_ports, t.down_gbps, t.up_gbps, t.planes]
+                            for t in self.tiers]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
 

@@ -46,6 +46,7 @@ from rankmap.topology.sources import (
     build_cluster,
     check_known_hosts,
     file_stem,
+    note_tiers,
 )
 from rankmap.topology.tree import find_cycle, name_key
 
@@ -78,7 +79,10 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     Returns
     -------
     ImportResult
-        Leaves as ToR groups in file order; switches above them in file order.
+        Leaves as ToR groups and the switches above them, each in natural name order (the
+        order of lines does not matter); one tier per switch level ("spine" for one level,
+        else "tier 1", "tier 2"... as ``scontrol show topology`` numbers levels), with
+        default sizes that the cluster YAML can override.
 
     Raises
     ------
@@ -110,6 +114,7 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
                             link_speed=ln.link_speed) for ln in lines if ln.children is not None)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     _note_islands(cluster, diags)
+    note_tiers(cluster, diags)
     return ImportResult(cluster=cluster, format="slurm", source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
 

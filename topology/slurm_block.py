@@ -35,6 +35,8 @@ from rankmap.topology.sources import (
     build_cluster,
     check_known_hosts,
     file_stem,
+    name_tiers,
+    note_tiers,
 )
 
 __all__ = ["parse_slurm_block", "export_slurm_block"]
@@ -49,7 +51,9 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     Returns
     -------
     ImportResult
-        One ToR group per base block, in file order; ``cluster.block_sizes`` in hosts.
+        One ToR group per base block, in file order; ``cluster.block_sizes`` in hosts; one
+        tier per aggregated block level ("block 128" ...) and a "spine" above when several
+        top-level blocks remain, with default sizes the cluster YAML can override.
 
     Raises
     ------
@@ -73,6 +77,8 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     leaves = check_known_hosts(blocks, options, diags, source, ("block", "blocks"))
     sizes = _block_sizes(sizes_token, leaves, source, diags)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
+    cluster = name_tiers(cluster, lambda level: f"block {sizes[level]}" if level < len(sizes) else "spine")
+    note_tiers(cluster, diags)
     return ImportResult(cluster=cluster, format="slurm-block", source=source,
                         warnings=tuple(diags.warnings), notes=tuple(diags.notes))
 

@@ -11,15 +11,21 @@ warning into an error.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
 from rankmap.topology.hostnames import compress_hostlist
 from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
+from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
 __all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "file_stem"]
+           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE"]
+
+TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
+             "defaults (spine.switches switches per domain, shared by rails, ports to cable its largest "
+             "domain non-blocking at the ToR uplink speed): edit tiers: in the cluster YAML to give the real ones")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,7 +161,12 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     """Assemble a Cluster: each leaf becomes a ToR group (hosts in natural name order).
 
     Host NICs are ``min(rails, gpus)`` with ``rails`` defaulting to ``options.gpus``;
-    group capacity is ``max(options.capacity, hosts in the leaf)``.
+    group capacity is ``max(options.capacity, hosts in the leaf)``. With a switch tree the
+    leaves and switches are put in natural name order (a tree file's line order carries no
+    meaning); block files keep their block order. The cluster gets one tier per level
+    above the leaves of a tree or block file (:func:`~rankmap.topology.tiers.derived_tiers`:
+    documented defaults, named "tier 1", "tier 2"... or "spine" for one level;
+    :func:`name_tiers` renames them); without either, ``tiers`` stays None (one flat spine).
 
     Raises
     ------
@@ -165,6 +176,9 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     if not any(leaf.hosts for leaf in leaves):
         raise SpecError("no hosts found", source=source, line=1)
     rails = options.rails or options.gpus
+    if switches is not None:
+        leaves = sorted(leaves, key=lambda leaf: name_key(leaf.name))
+        switches = tuple(sorted(switches, key=lambda s: name_key(s.name)))
     groups, hosts = [], []
     for i, leaf in enumerate(leaves):
         members = sorted(leaf.hosts, key=lambda m: name_key(m[0]))
@@ -173,10 +187,37 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
         hosts.extend(Host(name=h, gpus=g, nics=min(rails, g), tor_group=leaf.name) for h, g in members)
     links = options.links()
     try:
-        return Cluster(name=options.name or default_name, tor_groups=tuple(groups), hosts=tuple(hosts),
-                       links=links, switches=switches, block_sizes=block_sizes)
+        cluster = Cluster(name=options.name or default_name, tor_groups=tuple(groups), hosts=tuple(hosts),
+                          links=links, switches=switches, block_sizes=block_sizes)
+        if switches is None and block_sizes is None:
+            return cluster  # nothing read about switches: today's flat spine (tiers None)
+        return dataclasses.replace(cluster, tiers=derived_tiers(cluster))
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
+
+
+def name_tiers(cluster: Cluster, names) -> Cluster:
+    """``cluster`` with its tiers renamed, lowest first, by ``names(level)`` (a function of the
+    1-based level returning a name or None to keep the default); kept as they are if two
+    would share a name.
+
+    Examples
+    --------
+    >>> from rankmap.topology.slurm import parse_slurm_tree
+    >>> c = parse_slurm_tree("SwitchName=s Switches=l1\\nSwitchName=l1 Nodes=n1", "t.conf").cluster
+    >>> [t.name for t in name_tiers(c, lambda level: f"layer-{level}").tiers]
+    ['layer-1']
+    """
+    tiers = tuple(dataclasses.replace(t, name=names(lv) or t.name) for lv, t in enumerate(cluster.tiers or (), 1))
+    if len({t.name for t in tiers}) < len(tiers):
+        return cluster
+    return dataclasses.replace(cluster, tiers=tiers)
+
+
+def note_tiers(cluster: Cluster, diags: Diagnostics) -> None:
+    """Note which tiers got default sizes (nothing when the cluster has no tier)."""
+    if cluster.tiers:
+        diags.note(TIER_NOTE.format(names=", ".join(t.name for t in cluster.tiers)))
 
 
 def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnostics, source: str,

@@ -22,6 +22,14 @@ Format (every key but ``tor_groups`` is optional; defaults shown)::
         children: [tg00, tg01]         # ToR groups or switches
         link_speed: 100                # optional
     block_sizes: [64, 128]             # optional: Slurm topology/block BlockSizes (hosts)
+    tiers:                             # optional: switch tiers above the rail ToRs, lowest first,
+      - name: spine                    # one per level of the switch tree (or block levels, or
+        switches: 32                   # the one spine); switches per domain (per rail plane)
+        down_ports: 32                 # ports per switch facing the tier below
+        up_ports: 32                   # ports per switch facing the tier above (default 0: top)
+        down_gbps: 400                 # default links.tor_uplink_gbps
+        up_gbps: 400                   # default down_gbps
+        planes: shared                 # shared (rails share the switches) or rail (one plane per rail)
     availability:
       busy: "node[003,017]"            # hostlists
       failed: "node042"
@@ -32,6 +40,8 @@ and the key path.
 
 from __future__ import annotations
 
+import dataclasses
+import re
 from pathlib import Path
 
 import yaml
@@ -39,6 +49,7 @@ import yaml
 from rankmap.errors import SpecError, TopologyError
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
+from rankmap.topology.tiers import PLANES, Tier
 from rankmap.topology.tree import find_cycle, name_key
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
@@ -64,7 +75,7 @@ def parse_cluster(text: str, source: str = "<string>") -> Cluster:
 def cluster_from_data(data, source: str) -> Cluster:
     """Build a Cluster from parsed YAML (``LocMap``) or a plain dict."""
     top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "switches",
-                                    "block_sizes", "availability")
+                                    "block_sizes", "tiers", "availability")
     name = top.str("name", "cluster")
     defaults = top.sub("hosts")
     gpus = defaults.int("gpus", 8, minimum=1, maximum=1024)
@@ -77,15 +88,26 @@ def cluster_from_data(data, source: str) -> Cluster:
     groups, hosts = _tor_groups(top, gpus, nics)
     switches = _switches(top, {g.name for g in groups})
     block_sizes = _block_sizes(top)
+    tiers, tier_lines = _tiers(top, links.tor_uplink_gbps)
     states = _availability(top.sub("availability"), {h.name for h in hosts})
     top.done()
     hosts = [Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                   state=states.get(h.name, "free")) for h in hosts]
     try:
-        return Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
-                       switches=switches, block_sizes=block_sizes)
+        cluster = Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
+                          switches=switches, block_sizes=block_sizes)
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
+    if tiers is None:
+        return cluster
+    try:  # checked apart, so a tier that does not fit the fabric is reported at tiers:
+        return dataclasses.replace(cluster, tiers=tiers)
+    except TopologyError as exc:  # located at the tier the message names first, else at tiers:
+        named = re.search(r"tier ('[^']*')", str(exc))
+        i = next((i for i, t in enumerate(tiers) if named and repr(t.name) == named.group(1)), None)
+        if i is None:
+            raise top.error("tiers", str(exc)) from None
+        raise SpecError(str(exc), source=source, line=tier_lines[i], key=f"tiers[{i}]") from None
 
 
 def _links(f: Fields) -> Links:
@@ -176,6 +198,26 @@ def _block_sizes(top: Fields) -> tuple[int, ...] | None:
     return tuple(sizes)
 
 
+def _tiers(top: Fields, uplink_gbps: float) -> tuple[tuple[Tier, ...] | None, list]:
+    """The optional ``tiers:`` list, lowest tier first, and each entry's line (the model checks the fabric)."""
+    if not top.has("tiers"):
+        return None, []
+    entries = top.seq("tiers")
+    tiers: list[Tier] = []
+    for i, entry in enumerate(entries):
+        f = Fields(entry, top.source, f"tiers[{i}]", entries.item_lines[i] if hasattr(entries, "item_lines")
+                   else None).only("name", "switches", "down_ports", "up_ports", "down_gbps", "up_gbps", "planes")
+        name = f.str("name")
+        if name in {t.name for t in tiers}:
+            raise f.error("name", f"tier {name!r} is listed twice")
+        down_gbps = float(f.number("down_gbps", uplink_gbps))
+        tiers.append(Tier(name=name, switches=f.int("switches", minimum=1), down_ports=f.int("down_ports", minimum=1),
+                          up_ports=f.int("up_ports", 0, minimum=0), down_gbps=down_gbps,
+                          up_gbps=float(f.number("up_gbps", down_gbps)), planes=f.choice("planes", PLANES, "shared")))
+        f.done()
+    return tuple(tiers), [getattr(entries, "item_lines", [None] * len(entries))[i] for i in range(len(entries))]
+
+
 def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
     value = f.raw("hosts")
     items = value if isinstance(value, list) else [value]
@@ -227,7 +269,7 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     doc: dict = {
         "name": cluster.name,
         "hosts": {"gpus": common_gpus, "nics": common_nics},
-        "links": {k: (int(v) if float(v).is_integer() else v) for k, v in vars(cluster.links).items()},
+        "links": {k: _num(v) for k, v in vars(cluster.links).items()},
         "spine": vars(cluster.spine),
         "tor_groups": [],
     }
@@ -243,6 +285,10 @@ def cluster_to_yaml(cluster: Cluster) -> str:
                            for s in cluster.switches]
     if cluster.block_sizes is not None:
         doc["block_sizes"] = list(cluster.block_sizes)
+    if cluster.tiers is not None:
+        doc["tiers"] = [{"name": t.name, "switches": t.switches, "down_ports": t.down_ports, "up_ports": t.up_ports,
+                         "down_gbps": _num(t.down_gbps), "up_gbps": _num(t.up_gbps), "planes": t.planes}
+                        for t in cluster.tiers]
     avail = {}
     for state in ("busy", "failed"):
         names = [h.name for h in cluster.hosts if h.state == state]
@@ -251,6 +297,10 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     if avail:
         doc["availability"] = avail
     return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def _num(value: float) -> int | float:
+    return int(value) if float(value).is_integer() else value
 
 
 def _hosts_entry(cluster: Cluster, names: tuple[str, ...], gpus: int, nics: int):

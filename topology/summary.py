@@ -12,7 +12,7 @@ from rankmap.topology.model import Cluster
 from rankmap.topology.sources import ImportResult
 from rankmap.topology.tree import block_levels, parents, tiers
 
-__all__ = ["summarize", "island_names"]
+__all__ = ["summarize", "island_names", "tier_lines"]
 
 _FORMAT_WORDS = {
     "slurm": "Slurm topology/tree", "slurm-block": "Slurm topology/block", "k8s-labels": "Kubernetes node labels",
@@ -42,6 +42,8 @@ def summarize(result: ImportResult) -> list[str]:
            f"hosts: {len(c.hosts)}, {c.gpus} GPUs ({_per_host(c)})",
            f"ToR groups: {len(c.tor_groups)}: {_groups(c)}",
            f"tiers: {_tiers(c)}"]
+    if c.tiers:
+        out.extend(tier_lines(c))
     islands = c.islands()
     names = island_names(c)
     out.append(f"islands: {len(islands)}: " + ", ".join(
@@ -78,11 +80,49 @@ def _groups(c: Cluster) -> str:
 def _tiers(c: Cluster) -> str:
     if c.switches is None:
         return f"2 (ToR groups joined by one spine layer of {c.spine.switches} switches)"
+    if c.tiers:
+        return (f"{1 + len(c.tiers)} (rail ToRs and {len(c.tiers)} tier{'s' * (len(c.tiers) != 1)} above: "
+                + ", ".join(t.name for t in c.tiers) + ")")
     n = tiers(c)
     if n == 1:
         return "1 (leaf switches only, no switch above them)"
     k = len(c.switches)
     return f"{n} (leaf switches and {n - 1} level{'s' * (n > 2)} above, {k} switch{'es' * (k != 1)})"
+
+
+def tier_lines(c: Cluster) -> list[str]:
+    """One line per level, rail ToRs first: domains, switches, down vs up bandwidth per domain,
+    the ratio (oversubscription) and whether rails share the tier's switches.
+
+    Examples
+    --------
+    >>> from rankmap.topology.spec import parse_cluster
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-4]'}]\\nlinks: {tor_uplinks: 16}\\n"
+    ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
+    >>> print("\\n".join(tier_lines(c)))
+    tier 0 ToR: 1 ToR group, 8 switches (one per rail), per domain down 102.4 Tb/s, up 51.2 Tb/s, 2:1
+    tier 1 spine: 1 domain, 4 switches (rails share them), per domain down 51.2 Tb/s, top tier (no uplinks)
+    """
+    out = []
+    for f in c.tier_figures():
+        what = f"{f.domains} ToR group{'s' * (f.domains != 1)}" if f.level == 0 else \
+            f"{f.domains} domain{'s' * (f.domains != 1)}"
+        planes = "one per rail" if f.level == 0 else ("rails share them" if f.planes == "shared" else "a plane per rail")
+        bw = f"per domain down {_tbps(f.down_gbps)}" + (f", up {_tbps(f.up_gbps)}, {_ratio(f.ratio)}"
+                                                        if f.ratio is not None else ", top tier (no uplinks)")
+        out.append(f"tier {f.level} {f.name}: {what}, {f.switches} switch{'es' * (f.switches != 1)} ({planes}), {bw}")
+    return out
+
+
+def _tbps(gbps: float) -> str:
+    return f"{gbps / 1000:g} Tb/s" if gbps >= 1000 else f"{gbps:g} Gb/s"
+
+
+def _ratio(ratio: float) -> str:
+    """``3:1``, ``1:1``, ``1:2`` (more up than down), or ``1.5:1``."""
+    if ratio >= 1:
+        return f"{round(ratio, 2):g}:1"
+    return f"1:{round(1 / ratio, 2):g}"
 
 
 def island_names(c: Cluster) -> list[str]:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from rankmap.errors import TopologyError
 from rankmap.topology.hostnames import natural_key
 
 if TYPE_CHECKING:  # the model imports find_cycle from here
     from rankmap.topology.model import Cluster
 
-__all__ = ["name_key", "find_cycle", "parents", "roots", "switch_levels", "tiers", "hosts_under",
+__all__ = ["name_key", "find_cycle", "check_switch_tree", "check_block_sizes", "parents", "roots", "switch_levels", "tiers", "hosts_under",
            "path_to", "block_levels"]
 
 
@@ -181,3 +182,45 @@ def block_levels(cluster: Cluster) -> list[tuple[int, list[tuple[str, ...]]]]:
         out.append((size, runs))
         prev = n
     return out
+
+
+def check_switch_tree(switches, groups: set[str], has_blocks: bool) -> None:
+    """Raise TopologyError unless ``switches`` (or None) is a valid tree over the ToR ``groups``:
+    unique names, known children listed once, no cycle, and no block sizes beside it."""
+    if switches is None:
+        return
+    if has_blocks:
+        raise TopologyError("a cluster has either a switch tree or block sizes, not both")
+    names = [s.name for s in switches]
+    known = groups | set(names)
+    seen: set[str] = set()
+    for sw in switches:
+        if sw.name in seen or sw.name in groups:
+            raise TopologyError(f"switch {sw.name!r} is defined twice (or is also a ToR group)")
+        seen.add(sw.name)
+        if not sw.children:
+            raise TopologyError(f"switch {sw.name!r} has no children")
+        if len(set(sw.children)) != len(sw.children):
+            raise TopologyError(f"switch {sw.name!r} lists a child twice")
+        for child in sw.children:
+            if child not in known or child == sw.name:
+                raise TopologyError(f"switch {sw.name!r} has invalid child {child!r}")
+    cycle = find_cycle({sw.name: sw.children for sw in switches})
+    if cycle:
+        raise TopologyError("switch tree has a cycle: " + " -> ".join(cycle))
+
+
+def check_block_sizes(sizes) -> None:
+    """Raise TopologyError unless ``sizes`` (or None) are Slurm BlockSizes: ascending, distinct,
+    the base size times powers of two."""
+    if sizes is None:
+        return
+    if not sizes or any(not isinstance(b, int) or b < 1 for b in sizes):
+        raise TopologyError(f"block sizes must be positive integers, got {sizes!r}")
+    for b in sizes:
+        ratio, rest = divmod(b, sizes[0])
+        if rest or ratio & (ratio - 1) or b < sizes[0]:
+            raise TopologyError(f"block size {b} is not the base block size {sizes[0]} "
+                                "times a power of two")
+    if list(sizes) != sorted(set(sizes)):
+        raise TopologyError(f"block sizes must be ascending and distinct, got {list(sizes)}")

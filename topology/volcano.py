@@ -41,7 +41,10 @@ from rankmap.topology.sources import (
     build_cluster,
     check_known_hosts,
     file_stem,
+    name_tiers,
+    note_tiers,
 )
+from rankmap.topology.tiers import structure
 from rankmap.topology.tree import find_cycle, name_key
 from rankmap.yamlio import Fields, parse_yaml_documents
 
@@ -85,10 +88,21 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
     switches = tuple(Switch(name=hn.name, children=tuple(sorted(hn.children, key=name_key)))
                      for hn in hypernodes if hn.children)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
+    cluster = name_tiers(cluster, _tier_names(cluster, by_name))
     if len(cluster.islands()) > 1:
         diags.note(f"{len(cluster.islands())} top HyperNodes: kept as separate islands")
+    note_tiers(cluster, diags)
     return ImportResult(cluster=cluster, format="volcano", source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
+
+
+def _tier_names(cluster, by_name: dict):
+    """Name each level by its HyperNodes' ``tierName`` (or "tier N" from ``spec.tier``) when
+    all HyperNodes of that level agree; None keeps the default name."""
+    def name(level: int) -> str | None:
+        found = {by_name[n.name].tier_name or f"tier {by_name[n.name].tier}" for n in structure(cluster)[level - 1]}
+        return found.pop() if len(found) == 1 else None
+    return name
 
 
 def _documents(text: str, source: str) -> list:
@@ -109,6 +123,7 @@ class _HyperNode:
     name: str
     tier: int
     line: int
+    tier_name: str | None = None
     nodes: list[str] = field(default_factory=list)
     regex: list[tuple[re.Pattern, str, int]] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
@@ -122,7 +137,8 @@ def _hypernode(doc, source: str) -> _HyperNode:
     meta = top.sub("metadata", required=True)
     name = meta.str("name")  # labels, annotations... of the object are not ours to check
     spec = top.sub("spec", required=True).only("tier", "tierName", "members")
-    hn = _HyperNode(name=name, tier=spec.int("tier", minimum=1), line=meta.line_of("name"))
+    hn = _HyperNode(name=name, tier=spec.int("tier", minimum=1), line=meta.line_of("name"),
+                    tier_name=spec.str("tierName", None))
     members = spec.seq("members")
     if not members:
         raise spec.error("members", f"HyperNode {name} has no members")

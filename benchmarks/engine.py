@@ -32,7 +32,7 @@ REPO = HERE.parent
 from rankmap.job.rank_map import RankMap, write_plan_files
 from rankmap.job.spec import JobSpec, ModelShape
 
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PYTHONPATH": str(REPO)}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
 
 
 def write_map(folder: Path, pp: int, dp: int, tp: int) -> Path:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -56,8 +57,7 @@ def median_step(folder: Path, timing: bool, steps: int) -> float:
     run = folder / f"run-{timing}"
     out = subprocess.run([sys.executable, "-m", "rankmap", "launch", "--rankmap", folder / "rankmap.json", "--local",
                           "--config", cfg, "--out", run], capture_output=True, text=True, timeout=600,
-                         env={"OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PATH": "/usr/bin:/bin",
-                              "PYTHONPATH": str(HERE.parent)})
+                         env={**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"})
     if out.returncode:
         raise SystemExit(out.stdout + out.stderr)
     log = [json.loads(line) for line in (run / "train-log.jsonl").read_text().splitlines()]

@@ -223,6 +223,8 @@ def read_run(run_dir: str | Path) -> RunRecords:
             rec = json.loads(path.read_text(encoding="utf-8"))
             hangs.append(Hang(**{**rec, "peers": tuple(rec["peers"])}))
             ranks.add(rec["rank"])
+        except OSError as exc:
+            raise RankmapError(f"{path}: cannot read hang record: {exc.strerror}") from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RankmapError(f"{path}: bad hang record: {exc}") from None
     return RunRecords(tuple(events), tuple(hangs), tuple(sorted(ranks)))

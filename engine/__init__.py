@@ -21,7 +21,7 @@ Modules, one topic each:
 The launch files that start it are :mod:`rankmap.launch`'s; the diagnosis of its records is
 :mod:`rankmap.diagnose`'s.
 
-PyTorch is an optional dependency (``pip install 'rankmap[engine]'``): importing ``engine``,
+PyTorch is an optional dependency (``pip install 'rankmap[engine]'``): importing ``rankmap.engine``,
 ``rankmap.engine.ranks``, ``rankmap.engine.runspec`` or ``rankmap.engine.data`` does not import
 torch. The engine never imports ortools or networkx.
 """

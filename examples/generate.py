@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rankmap.fileio import atomic_write_files
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, Tier, TorGroup
 from rankmap.topology.spec import cluster_to_yaml
@@ -139,10 +140,7 @@ def main() -> None:
                 ("oversubscribed-core", three_tier("oversubscribed-core", 6, 48, 16), _job("oversubscribed-core"),
                  OVERSUBSCRIBED_NOTE))
     for folder, cluster, job, note in examples:
-        out = HERE / folder
-        out.mkdir(exist_ok=True)
-        (out / "cluster.yaml").write_text(head + note + cluster_to_yaml(cluster))
-        (out / "job.yaml").write_text(job)
+        atomic_write_files(HERE / folder, {"cluster.yaml": head + note + cluster_to_yaml(cluster), "job.yaml": job})
 
 
 if __name__ == "__main__":

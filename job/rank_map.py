@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from rankmap.errors import RankMapFileError, SpecError
-from rankmap.fileio import atomic_write_files
+from rankmap.fileio import atomic_write_files, read_text
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
 from rankmap.topology.hostnames import check_hostname
@@ -199,11 +199,9 @@ def read_rankmap(path: str | Path) -> RankMap:
     """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RankMapFileError(f"cannot read file: {exc.strerror}", source=source) from None
-    except UnicodeDecodeError as exc:
-        raise RankMapFileError(f"not a JSON rank map: {exc}", source=source) from None
+        text = read_text(path)
+    except SpecError as exc:
+        raise RankMapFileError(exc.message, source=exc.source, line=exc.line) from None
     return parse_rankmap(text, source)
 
 

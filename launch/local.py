@@ -110,14 +110,12 @@ def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = N
         raise LaunchError("rankmap launch --local needs PyTorch: pip install 'rankmap[engine]' "
                           "(CPU build: pip install torch==2.13.0)")
     order = start_order if start_order is not None else list(range(len(agents)))
-    engine_root = str(Path(__file__).resolve().parents[1])
-    path = os.pathsep.join(p for p in (engine_root, os.environ.get("PYTHONPATH", "")) if p)
     procs: dict = {}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     try:
         for i, node in enumerate(order):
             agent = agents[node]
-            env = {**os.environ, **agent.env, "PYTHONPATH": path}
+            env = {**os.environ, **agent.env}   # the agents find rankmap where this process found it
             procs[node] = subprocess.Popen(list(agent.argv), cwd=cwd, env=env, start_new_session=True)
             if start_gap_s and i < len(order) - 1:
                 time.sleep(start_gap_s)

@@ -7,8 +7,8 @@
     write_plan_files(result.rankmap, "plan/")
 
 Functions: :func:`plan`, :func:`replan`, :func:`verify`, :func:`simulate`, :func:`diagnose`,
-:func:`launch_files`, :func:`launch_local`. Each takes data (or paths) and returns data;
-only the ``write_*`` helpers and :func:`launch_local` touch the file system or start processes.
+:func:`launch_files`, :func:`launch_local`, :func:`topo_import`, :func:`topo_show`, :func:`topo_export`. Each takes data (or paths) and returns data;
+only :func:`write_plan_files` and :func:`launch_local` touch the file system or start processes.
 Heavy modules (the CP-SAT solver, the simulator, matplotlib) are imported when first used.
 Errors are :class:`rankmap.errors.RankmapError` subclasses, with the exit code the CLI uses.
 """
@@ -31,7 +31,7 @@ __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "load_cluster", "parse_cluster", "load_job", "parse_job", "load_constraints", "read_rankmap",
            "write_plan_files", "combine_constraints",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
-           "launch_files", "launch_local", "check_engine_run"]
+           "launch_files", "launch_local", "check_engine_run", "topo_import", "topo_show", "topo_export"]
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
@@ -68,8 +68,18 @@ def plan(cluster: Cluster, job: JobSpec, **kwargs):
 
     Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
     writes ``rankmap.json`` and ``hostfile``.
+
+    Raises
+    ------
+    RankMapFileError
+        ``previous`` (an earlier plan to stay close to) was made for another cluster.
+    PlacementError, InfeasibleError
+        The job cannot be placed as asked.
     """
     from rankmap.placement.plan import plan as _plan
+
+    if kwargs.get("previous") is not None:
+        kwargs["previous"].verify_cluster(cluster)
     return _plan(cluster, job, **kwargs)
 
 
@@ -120,8 +130,8 @@ class SimulationRun:
 
 
 def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap | None = None,
-             rankmap_name: str = "given rank map", workload=None, traffic_source: str = "job spec", compare: bool = False, seeds: int = 4,
-             seed: int = 0, routing: str = "ecmp", qps: int = 1, same_hash: bool = False, alpha_us: float = 5.0,
+             rankmap_name: str = "given rank map", workload=None, traffic_source: str = "job spec",
+             compare: bool = False, seeds: int = 4, seed: int = 0, routing: str = "ecmp", qps: int = 1, same_hash: bool = False, alpha_us: float = 5.0,
              efficiency: float = 1.0, algorithm: str = "ring", time_limit_s: float = 20.0) -> SimulationRun:
     """Simulate one iteration of a placed job (planning it first when no rank map is given).
 
@@ -340,6 +350,7 @@ def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: 
     SpecError
         Bad rank map or config.
     """
+    from rankmap.fileio import read_text
     from rankmap.launch.local import free_port, local_agents, run_agents
 
     rankmap_path = Path(rankmap_path).resolve()
@@ -359,6 +370,66 @@ def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: 
     except LaunchError:
         error = run_dir / "error.txt"
         if error.is_file():
-            raise LaunchError(f"the job stopped: {error.read_text().strip()}") from None
+            raise LaunchError(f"the job stopped: {read_text(error).strip()}") from None
         raise
     return run_dir
+
+
+def topo_import(path: str | Path, fmt: str, options=None) -> tuple:
+    """Import a topology file (Slurm tree/block, k8s labels, Volcano, hostfile) as a cluster spec.
+
+    Parameters
+    ----------
+    path : path
+        The file.
+    fmt : str
+        One of :data:`rankmap.topology.importers.IMPORT_FORMATS`.
+    options : ImportOptions, optional
+        GPUs, rails, speeds, known hosts, label levels, strictness.
+
+    Returns
+    -------
+    (ImportResult, str, list of str)
+        The import (cluster, warnings, notes), the cluster spec YAML to write, and the summary lines.
+
+    Raises
+    ------
+    SpecError
+        The file is malformed (FILE:LINE, key and value named), or warnings with ``strict``.
+    """
+    from rankmap.topology.importers import import_file
+    from rankmap.topology.spec import cluster_to_yaml
+    from rankmap.topology.summary import summarize
+
+    result = import_file(fmt, path, options)
+    text = f"# Imported by rankmap topo import --from {fmt} from {Path(path).name}\n" + cluster_to_yaml(result.cluster)
+    if parse_cluster(text, "<import>") != result.cluster:  # the spec must carry everything imported
+        raise RuntimeError("cluster spec does not read back as the imported cluster")
+    return result, text, summarize(result)
+
+
+def topo_show(path: str | Path, fmt: str | None = None, options=None) -> tuple:
+    """Read a cluster spec or topology file (format guessed when ``fmt`` is None) and summarise it.
+
+    Returns ``(ImportResult, summary lines)``; raises :class:`SpecError` for a malformed file.
+    """
+    from rankmap.topology.importers import load_any
+    from rankmap.topology.summary import summarize
+
+    result = load_any(path, fmt, options)
+    return result, summarize(result)
+
+
+def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
+    """A cluster's topology as a scheduler reads it: Slurm topology.conf (tree or block) or k8s node labels.
+
+    Raises
+    ------
+    RankmapError
+        ``levels`` given for a format other than ``k8s-labels``.
+    """
+    from rankmap.topology.importers import export_cluster
+
+    if levels and fmt != "k8s-labels":
+        raise RankmapError("--levels applies to --to k8s-labels only")
+    return export_cluster(fmt, cluster, **({"levels": levels} if levels else {}))

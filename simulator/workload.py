@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rankmap.errors import SpecError
+from rankmap.fileio import read_text
 from rankmap.job.comm import CommOp
 
 __all__ = ["Workload", "read_aicb_workload", "parse_aicb_workload", "looks_like_aicb", "POLICIES"]
@@ -95,13 +96,7 @@ def read_aicb_workload(path: str | Path) -> Workload:
         Unreadable file, unknown policy or collective, missing header key, bad number or
         wrong field count (FILE:LINE and the field in the message).
     """
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError(f"cannot read file: {exc.strerror}", source=str(path)) from None
-    except UnicodeDecodeError:
-        raise SpecError("not a text file", source=str(path)) from None
-    return parse_aicb_workload(text, str(path))
+    return parse_aicb_workload(read_text(path), str(path))
 
 
 def _number(text: str, source: str, line: int, key: str) -> float:

@@ -44,8 +44,7 @@ LAUNCH = ["-m", "rankmap", "launch"]
 REPO = Path(__file__).resolve().parents[1]
 # Every multi-process run: one OpenMP thread per process, gloo on the loopback interface,
 # tracebacks of stuck processes on SIGABRT/timeouts (faulthandler).
-ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PYTHONFAULTHANDLER": "1",
-       "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo", "PYTHONFAULTHANDLER": "1"}
 
 
 def make_rankmap(folder: Path, *, tp=1, pp=1, dp=1, hosts=("h1",), nprocs=None, vpp=1, micro_batches=4,
@@ -62,7 +61,7 @@ def make_rankmap(folder: Path, *, tp=1, pp=1, dp=1, hosts=("h1",), nprocs=None, 
 
 
 def launch_cli(*args, timeout=170, cwd=None):
-    """``rankmap launch ...`` in a subprocess (the command module, so it runs before cli.py wires it)."""
+    """``rankmap launch ...`` in a subprocess, as a user runs it."""
     return subprocess.run([sys.executable, *LAUNCH, *map(str, args)],
                           capture_output=True, text=True, env=ENV, cwd=cwd or REPO, timeout=timeout)
 

@@ -122,7 +122,7 @@ def add_constraint_args(p: argparse.ArgumentParser) -> None:
 
 
 def constraints_from_args(args: argparse.Namespace, cluster):
-    """Constraints from --constraints, --exclude and --reserve, combined (see :func:`rankmap.api.combine_constraints`)."""
+    """Constraints from --constraints, --exclude and --reserve, combined (:func:`rankmap.api.combine_constraints`)."""
     from rankmap.api import combine_constraints, load_constraints
 
     base = load_constraints(args.constraints, cluster) if args.constraints else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from rankmap.cli.common import non_negative_float, positive_float
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_diagnose"]
@@ -24,9 +25,10 @@ def add_parser(sub) -> None:
     p.add_argument("run_dir", type=Path, help="run folder holding events/ (written by the engine)")
     p.add_argument("--rankmap", type=Path, required=True, help="the run's rankmap.json")
     p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/diagnosis)")
-    p.add_argument("--z", type=float, default=5.0, help="robust z-score to flag (default 5)")
-    p.add_argument("--min-ratio", type=float, default=1.5, help="flag only at this many times the median (1.5)")
-    p.add_argument("--min-excess", type=float, default=0.05, help="and this many seconds above it (0.05)")
+    p.add_argument("--z", type=positive_float, default=5.0, help="robust z-score to flag (default 5)")
+    p.add_argument("--min-ratio", type=positive_float, default=1.5,
+                   help="flag only at this many times the median (1.5)")
+    p.add_argument("--min-excess", type=non_negative_float, default=0.05, help="and this many seconds above it (0.05)")
     p.set_defaults(func=run_diagnose)
 
 

@@ -82,6 +82,8 @@ def _files(args: argparse.Namespace, rm) -> int:
 
 def _local(args: argparse.Namespace, rm) -> int:
     from rankmap import api
+    from rankmap.errors import LaunchError
+    from rankmap.fileio import read_text
 
     run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
     print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
@@ -90,7 +92,10 @@ def _local(args: argparse.Namespace, rm) -> int:
                      master_port=args.master_port, timeout_s=args.timeout)
     log = run_dir / "train-log.jsonl"
     if log.is_file():
-        records = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+        try:
+            records = [json.loads(line) for line in read_text(log).splitlines() if line.strip()]
+        except ValueError as exc:
+            raise LaunchError(f"{log}: the run finished but its log is unreadable: {exc}") from None
         if records:
             first, last = records[0], records[-1]
             print(f"rankmap launch --local: {len(records)} steps, loss {first['loss']:.4f} -> {last['loss']:.4f}, "

@@ -81,8 +81,6 @@ def run_plan(args: argparse.Namespace) -> int:
     job = api.load_job(job_path, overrides)
     goals = objectives(args.objective)
     previous = api.read_rankmap(args.previous) if args.previous else None
-    if previous is not None:
-        previous.verify_cluster(cluster)
     result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                       constraints=constraints_from_args(args, cluster), objectives=goals, previous=previous)
     written = api.write_plan_files(result.rankmap, args.out)

@@ -21,6 +21,7 @@ from rankmap.cli.common import (
     fraction,
     non_negative_float,
     non_negative_int,
+    positive_float,
     positive_int,
 )
 from rankmap.errors import EXIT_OK, SpecError
@@ -47,18 +48,18 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
-    p.add_argument("--time-limit", type=float, default=20.0, help="planner budget, deterministic seconds (default 20)")
+    p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
     p.set_defaults(func=run_simulate)
     return p
 
 
 def _is_workload(path: Path) -> bool:
+    from rankmap.fileio import read_text
     from rankmap.simulator.workload import looks_like_aicb
     try:
-        with open(path, encoding="utf-8") as handle:
-            return looks_like_aicb(handle.read(4096))
-    except (OSError, UnicodeDecodeError):
+        return looks_like_aicb(read_text(path)[:4096])
+    except SpecError:
         return False  # load_job reports the problem with the file's name
 
 

@@ -116,42 +116,30 @@ def _options(args: argparse.Namespace):
 
 
 def _import(args: argparse.Namespace) -> int:
+    from rankmap.api import topo_import
     from rankmap.cli.report import print_import_summary
-    from rankmap.topology.importers import import_file
-    from rankmap.topology.spec import cluster_to_yaml, parse_cluster
-    from rankmap.topology.summary import summarize
 
     if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
         raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
-    result = import_file(args.source_format, args.file, _options(args))
-    text = (f"# Imported by rankmap topo import --from {args.source_format} from {args.file.name}\n"
-            + cluster_to_yaml(result.cluster))
-    if parse_cluster(text, str(args.out)) != result.cluster:  # the spec must carry everything imported
-        raise RuntimeError("cluster spec does not read back as the imported cluster")
-    print_import_summary(result, summarize(result))
+    result, text, lines = topo_import(args.file, args.source_format, _options(args))
+    print_import_summary(result, lines)
     _write(args.out, text)
     return 0
 
 
 def _show(args: argparse.Namespace) -> int:
+    from rankmap.api import topo_show
     from rankmap.cli.report import print_import_summary
-    from rankmap.topology.importers import load_any
-    from rankmap.topology.summary import summarize
 
-    result = load_any(args.file, args.source_format, _options(args))
-    print_import_summary(result, summarize(result))
+    print_import_summary(*topo_show(args.file, args.source_format, _options(args)))
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
-    from rankmap.topology.importers import export_cluster
-    from rankmap.topology.spec import load_cluster
+    from rankmap.api import load_cluster, topo_export
 
     cluster = load_cluster(args.cluster)
-    kwargs = {"levels": args.levels} if args.target_format == "k8s-labels" and args.levels else {}
-    if args.levels and args.target_format != "k8s-labels":
-        raise RankmapError("--levels applies to --to k8s-labels only")
-    text = export_cluster(args.target_format, cluster, **kwargs)
+    text = topo_export(cluster, args.target_format, args.levels)
     _write(args.out, text)
     if str(args.out) != "-":
         islands = len(cluster.islands())

@@ -3,7 +3,6 @@ no traceback, and ``topo import`` writes nothing."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -62,10 +61,9 @@ def test_malformed_file_gives_one_located_line(name, fmt, line, fragment, tmp_pa
                                       ("volcano-cycle.yaml", "volcano")])
 def test_real_command_line_never_shows_a_traceback(name, fmt, tmp_path):
     out = tmp_path / "cluster.yaml"
-    env = dict(os.environ, PYTHONPATH=str(REPO))
     proc = subprocess.run([sys.executable, "-m", "rankmap", "topo", "import", "--from", fmt,
                            str(CORPUS / name), "--out", str(out)], capture_output=True, text=True,
-                          timeout=60, env=env, cwd=tmp_path)
+                          timeout=60, cwd=tmp_path)
     assert proc.returncode == 3 and proc.stdout == ""
     assert re.fullmatch(rf"rankmap: error: {re.escape(str(CORPUS / name))}:\d+: .+\n", proc.stderr), proc.stderr
     assert not out.exists()

@@ -12,7 +12,7 @@ from rankmap.simulator.events import simulate_flows
 from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.maxmin import max_min_rates
 from rankmap.simulator.network import Network
-from rankmap.simulator.stats import balls_into_bins
+from rankmap.simulator.stats import balls_into_bins, ecmp_stats
 from rankmap.topology.spec import load_cluster, parse_cluster
 
 
@@ -179,3 +179,17 @@ def test_port_counts_and_speeds_come_from_the_tiers():
         assert len(bundle) == pods and net.capacity_bps[bundle.start] == 32 * up * 400e9 / 8
         assert net.depth == 2 and "tier2-up" not in net.link_kinds
     assert net.describe(cables.start + 32 * 32 + 33) == "tier1-up spine domain 1/plane0/spine1/uplink1 -> core33"
+
+
+def test_ecmp_stats_per_tier_show_polarisation():
+    """ecmp_stats keeps idle uplinks per tier: 7/8 at the spines under one salt (see above),
+    about (1 - 1/64)^64 salted per switch; the ToR tier alike in both."""
+    net = tiered(**POLAR)
+    flows = pod_to_pod(net)
+    same = ecmp_stats(net, flows, range(40), EcmpConfig(per_switch_salt=False)).tier_summary()
+    salted = ecmp_stats(net, flows, range(40)).tier_summary()
+    assert [t["idle_uplink_fraction"]["mean"] for t in same][1] == pytest.approx(7 / 8)
+    assert salted[1]["idle_uplink_fraction"]["mean"] == pytest.approx((1 - 1 / 64) ** 64, abs=0.03)
+    assert same[0]["idle_uplink_fraction"]["mean"] == pytest.approx(salted[0]["idle_uplink_fraction"]["mean"],
+                                                                     abs=0.01)
+    assert same[1]["bandwidth_lost"]["mean"] > salted[1]["bandwidth_lost"]["mean"] + 0.3

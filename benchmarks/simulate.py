@@ -8,6 +8,9 @@
 2. One iteration of the default job (GPT-3 175B, tp=8 pp=8 dp=144: 9,216 ranks) on the
    default example's 12,288-GPU cluster, placed by the planner and by the worst baseline,
    then the same with every host free (dp=192: all 12,288 GPUs) (target: under 10 s).
+3. The same job on megascale-3tier (MegaScale's three-layer Clos, 6 pods, 12,288 GPUs, every
+   host free): time per ECMP seed with per-switch salts and with one salt everywhere, and
+   under packet spraying (target: under 5 s per seed); bytes on the core (spine uplinks).
 
 Prints wall times, flows simulated per second, and the process's peak resident memory
 (ru_maxrss; target under 4 GB). Planning is not timed.
@@ -28,6 +31,7 @@ from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import load_job
 from rankmap.placement.plan import plan
 from rankmap.simulator.collectives import simulate_collective
+from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration
 from rankmap.simulator.network import Network
@@ -81,6 +85,30 @@ def bench_iteration(all_free: bool = False) -> None:
               f"{it.n_flows} flows, {it.n_flows / dt:,.0f} flows/s; simulated {it.comm_time_s:.3f} s: {phases}")
 
 
+def bench_three_tier() -> None:
+    cluster = load_cluster(example_path("megascale-3tier", "cluster.yaml"))
+    cluster = cluster.with_states({h.name: "free" for h in cluster.hosts})
+    result = plan(cluster, load_job(example_path("megascale-3tier", "job.yaml")))
+    network = Network(cluster)
+    ops = job_comm_ops(result.job)
+    worst = max(result.baselines, key=lambda c: c.metrics.cross_tor_bytes)
+    maps = [("rankmap plan", result.rankmap),
+            (worst.name, RankMap.from_hosts(result.job, cluster, list(worst.hosts), result.rankmap.nproc_per_node))]
+    core = [network.link_range("tier1-up"), network.link_range("tier1-up-all")]   # hashed cables, sprayed bundles
+    for name, rm in maps:
+        placement = RankPlacement.from_rankmap(rm, network)
+        for label, routing in (("per-switch salts", EcmpConfig(seed=1)),
+                               ("one salt", EcmpConfig(seed=1, per_switch_salt=False)),
+                               ("spraying", EcmpConfig(mode="spray"))):
+            t0 = time.perf_counter()
+            it = simulate_iteration(network, placement, rm.layout, ops, routing=routing)
+            dt = time.perf_counter() - t0
+            core_gb = sum(float(p.link_bytes[r.start:r.stop].sum()) for p in it.phases for r in core) / 1e9
+            print(f"3-tier iteration ({result.job.world_size} GPUs, dp={result.job.dp}), {name}, {label}: "
+                  f"{dt:.3f} s per seed, {it.n_flows} flows; simulated {it.comm_time_s:.3f} s, "
+                  f"{core_gb:.1f} GB up spine uplinks")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
@@ -89,6 +117,7 @@ def main() -> None:
         bench_allreduce()
         bench_iteration()
         bench_iteration(all_free=True)
+        bench_three_tier()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak_mib:.0f} MiB")
 

@@ -16,8 +16,20 @@ ToR it turns there (NIC -> rail ToR -> NIC), otherwise it climbs to the spine: t
 ToR hashes it onto one of its uplinks (ECMP, :mod:`rankmap.simulator.ecmp`), the spine switch
 reached hashes it onto one of its cables down to the destination's rail ToR, which
 delivers it to the NIC. With packet spraying a flow splits evenly over every uplink and
-every down cable instead. A switch tree above the ToR groups (``Cluster.switches``) is
-modelled as this one spine layer.
+every down cable instead.
+
+Above the spine, the fabric's tiers (``Cluster.fabric_tiers``, :mod:`rankmap.simulator.fabric`)
+add, for every level ``t`` below the top:
+
+- ``tier{t}-up`` / ``tier{t}-down``: up cable ``j`` of switch ``s`` of level ``t`` (in one
+  domain and plane) to the level above and back, at the tier's ``up_gbps``, so ports have
+  their real counts and speeds;
+- ``tier{t}-up-all`` / ``tier{t}-down-all``: one bundle per domain plane and direction
+  holding all its up cables, used only by packet spraying (:mod:`rankmap.simulator.paths`).
+
+A flow climbs only to the lowest level joining its two rail ToRs and hashes at every
+switch on the way up and down. A one-level fabric (every spec without tiers or switch
+tree) has none of these links and routes exactly as the one-spine model.
 """
 
 from __future__ import annotations
@@ -28,13 +40,16 @@ from functools import cached_property
 import numpy as np
 from scipy import sparse
 
-from rankmap.simulator.ecmp import EcmpConfig, choose, flow_hash, mix64, roce_source_port, switch_salt
+from rankmap.simulator.ecmp import EcmpConfig, mix64, roce_source_port
+from rankmap.simulator.fabric import Fabric
 from rankmap.simulator.flows import FlowSet
+from rankmap.simulator.paths import hash_paths, spray_paths
 from rankmap.topology.model import Cluster
 
-__all__ = ["Network", "Routing", "LINK_KINDS"]
+__all__ = ["Network", "Routing", "LINK_KINDS", "TIER_KINDS"]
 
 LINK_KINDS = ("nic-up", "nic-down", "tor-up", "tor-down", "nvlink-out", "nvlink-in")
+TIER_KINDS = ("up", "down", "up-all", "down-all")   # per level t below the top: f"tier{t}-{kind}"
 
 
 @dataclass(frozen=True, eq=False)
@@ -51,11 +66,19 @@ class Routing:
         the spine; empty under spraying.
     uplink_coflow : ndarray
         ``uplink_coflow[Q]``: its coflow.
+    tier_uplinks : tuple of (ndarray, ndarray)
+        Per level ``t = 1..depth-1``: ``(links[Q_t], coflows[Q_t])``, the ``tier{t}-up``
+        cable and coflow of every hashed sub-flow that climbs above level ``t``.
+    coflow_level : ndarray
+        ``coflow_level[C]``: the highest level any flow of the coflow climbs to (0: none
+        leaves its rail ToR).
     """
 
     matrix: sparse.csr_array
     uplink: np.ndarray
     uplink_coflow: np.ndarray
+    tier_uplinks: tuple = ()
+    coflow_level: np.ndarray | None = None
 
 
 class Network:
@@ -86,11 +109,12 @@ class Network:
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
         links = cluster.links
+        self.fabric = Fabric(cluster)
         self.n_hosts = len(cluster.hosts)
         self.rails = max(cluster.rails, 1)
         self.n_groups = len(cluster.tor_groups)
         self.uplinks = links.tor_uplinks
-        self.spines = max(cluster.spine.switches, 1)
+        self.spines = self.fabric.levels[0].switches
         self.gpus = max((h.gpus for h in cluster.hosts), default=1)
         self.host_index = {h.name: i for i, h in enumerate(cluster.hosts)}
         group_index = {g.name: g.index for g in cluster.tor_groups}
@@ -99,12 +123,24 @@ class Network:
         self.host_nics = np.array([h.nics for h in cluster.hosts], dtype=np.int64)
         h, r, t, g = self.n_hosts, self.rails, self.n_groups * self.rails * self.uplinks, self.n_hosts * self.gpus
         sizes = [h * r, h * r, t, t, g, g]
-        self._offset = dict(zip(LINK_KINDS, np.cumsum([0] + sizes[:-1]).tolist()))
-        self.n_links = int(sum(sizes))
         nic_bps = min(links.nic_gbps, links.tor_downlink_gbps) * 1e9 / 8
         speeds = [nic_bps, nic_bps, links.tor_uplink_gbps * 1e9 / 8, links.tor_uplink_gbps * 1e9 / 8,
                   links.nvlink_gbps * 1e9 / 8, links.nvlink_gbps * 1e9 / 8]
+        kinds = list(LINK_KINDS)
+        for lv_t, lv in enumerate(self.fabric.levels[:-1], 1):
+            cable_bps, bundles = lv.up_gbps * 1e9 / 8, lv.domains * lv.planes
+            kinds += [f"tier{lv_t}-{k}" for k in TIER_KINDS]
+            sizes += [lv.n_cables, lv.n_cables, bundles, bundles]
+            speeds += [cable_bps, cable_bps, cable_bps * lv.cables_per_plane, cable_bps * lv.cables_per_plane]
+        self.link_kinds = tuple(kinds)
+        self._offset = dict(zip(kinds, np.cumsum([0] + sizes[:-1]).tolist()))
+        self.n_links = int(sum(sizes))
         self.capacity_bps = np.repeat(np.array(speeds, dtype=float), sizes)
+
+    @property
+    def depth(self) -> int:
+        """Switch levels above the rail ToRs (1: the one-spine model)."""
+        return self.fabric.depth
 
     # -- link index arithmetic (all vectorised) --------------------------------------------
     def nic_up(self, host, nic):
@@ -129,17 +165,31 @@ class Network:
     def nvlink_in(self, host, gpu):
         return self._offset["nvlink-in"] + np.asarray(host) * self.gpus + gpu
 
+    def tier_up(self, level: int, cable):
+        """``tier{level}-up`` link of up cable ``cable`` (``domain_plane * cables_per_plane + k``)."""
+        return self._offset[f"tier{level}-up"] + np.asarray(cable)
+
+    def tier_down(self, level: int, cable):
+        return self._offset[f"tier{level}-down"] + np.asarray(cable)
+
+    def tier_up_all(self, level: int, domain_plane):
+        """Spraying bundle of all up cables of ``domain_plane`` at ``level``."""
+        return self._offset[f"tier{level}-up-all"] + np.asarray(domain_plane)
+
+    def tier_down_all(self, level: int, domain_plane):
+        return self._offset[f"tier{level}-down-all"] + np.asarray(domain_plane)
+
     def link_range(self, kind: str) -> range:
-        """Link indices of one kind (see ``LINK_KINDS``)."""
-        start = self._offset[kind]
-        stop = self._offset[LINK_KINDS[LINK_KINDS.index(kind) + 1]] if kind != LINK_KINDS[-1] else self.n_links
-        return range(start, stop)
+        """Link indices of one kind (``link_kinds``: ``LINK_KINDS``, then the tiers' kinds)."""
+        i = self.link_kinds.index(kind)
+        stop = self._offset[self.link_kinds[i + 1]] if i + 1 < len(self.link_kinds) else self.n_links
+        return range(self._offset[kind], stop)
 
     @cached_property
     def link_kind(self) -> np.ndarray:
-        """``link_kind[L]``: index into ``LINK_KINDS``."""
+        """``link_kind[L]``: index into ``link_kinds``."""
         out = np.empty(self.n_links, dtype=np.int8)
-        for i, kind in enumerate(LINK_KINDS):
+        for i, kind in enumerate(self.link_kinds):
             r = self.link_range(kind)
             out[r.start:r.stop] = i
         return out
@@ -151,8 +201,10 @@ class Network:
 
     def describe(self, link: int) -> str:
         """A link in words, e.g. ``'tor-up tg03/rail2/uplink17 -> spine17'``."""
-        kind = LINK_KINDS[int(self.link_kind[link])]
+        kind = self.link_kinds[int(self.link_kind[link])]
         i = int(link) - self._offset[kind]
+        if kind.startswith("tier"):
+            return self._describe_tier(kind, i)
         if kind in ("nic-up", "nic-down"):
             host, nic = divmod(i, self.rails)
             return f"{kind} {self.cluster.hosts[host].name}/nic{nic}"
@@ -164,6 +216,18 @@ class Network:
         arrow = "->" if kind == "tor-up" else "<-"
         return (f"{kind} {self.cluster.tor_groups[group].name}/rail{rail}/uplink{cable} {arrow} "
                 f"spine{cable % self.spines}")
+
+    def _describe_tier(self, kind: str, i: int) -> str:
+        t = int(kind[4:kind.index("-")])
+        lv, above = self.fabric.levels[t - 1], self.fabric.levels[t]
+        if kind.endswith("-all"):
+            domain, plane = divmod(i, lv.planes)
+            return f"{kind} {lv.name} domain {domain}/plane{plane} ({lv.cables_per_plane} cables)"
+        dp, k = divmod(i, lv.cables_per_plane)
+        (domain, plane), (switch, port) = divmod(dp, lv.planes), divmod(k, lv.up_ports)
+        arrow = "->" if kind.endswith("-up") else "<-"
+        return (f"{kind} {lv.name} domain {domain}/plane{plane}/{lv.name}{switch}/uplink{port} {arrow} "
+                f"{above.name}{k % above.switches}")
 
     def nic_address(self, host, nic) -> np.ndarray:
         """An address per NIC (10.0.0.0/8 plus the NIC's index), for hashing."""
@@ -177,6 +241,11 @@ class Network:
         -------
         Routing
             ``matrix[L, C]`` sums flows per link and coflow (duplicates add up).
+
+        Raises
+        ------
+        RankmapError
+            Two rail ToRs that a flow joins share no switch (see :meth:`Fabric.climb`).
         """
         sh, dh = flows.src_host, flows.dst_host
         intra = (sh == dh) & (flows.src_gpu != flows.dst_gpu)
@@ -188,47 +257,57 @@ class Network:
         cols = [flows.coflow[intra], flows.coflow[intra], flows.coflow[inter], flows.coflow[inter]]
         vals = [np.ones(int(intra.sum()) * 2 + int(inter.sum()) * 2)]
         idx = np.flatnonzero(cross)
+        level = self.fabric.climb(sg[idx], flows.src_nic[idx], dg[idx], flows.dst_nic[idx])   # (X,)
+        coflow_level = np.zeros(flows.n_coflows, dtype=np.int64)
+        np.maximum.at(coflow_level, flows.coflow[idx], level)
         if config.mode == "spray":
-            up, down, col, w = self._spray(flows, idx, sg, dg)
-            uplink, uplink_coflow = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+            got_rows, got_cols, got_vals = self._spray(flows, idx, sg, dg, level)
+            uplink, uplink_coflow, tiers = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), ()
         else:
-            up, down, col, w = self._hash(flows, idx, sg, dg, config)
-            uplink, uplink_coflow = up, col
-        rows += [up, down]
-        cols += [col, col]
-        vals += [w, w]
-        matrix = sparse.coo_array((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+            got_rows, got_cols, got_vals, tiers = self._hash(flows, idx, sg, dg, level, config)
+            uplink, uplink_coflow = got_rows[0], got_cols[0]
+        matrix = sparse.coo_array((np.concatenate(vals + got_vals),
+                                   (np.concatenate(rows + got_rows), np.concatenate(cols + got_cols))),
                                   shape=(self.n_links, flows.n_coflows)).tocsr()
         matrix.sum_duplicates()
-        return Routing(matrix, uplink, uplink_coflow)
+        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level)
 
-    def _spray(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray):
+    def _spray(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, level: np.ndarray):
         u = self.uplinks
         rep = np.repeat(idx, u)                                  # (Q,) = (n_cross * U,)
         cable = np.tile(np.arange(u), idx.size)
         up = self.tor_up(sg[rep], flows.src_nic[rep], cable)
         # Each ToR's cable c lands on spine c % S, so down cable c carries 1/U too.
         down = self.tor_down(dg[rep], flows.dst_nic[rep], cable)
-        return up, down, flows.coflow[rep], np.full(rep.size, 1.0 / u)
+        col, w = flows.coflow[rep], np.full(rep.size, 1.0 / u)
+        rows, cols, vals = [up, down], [col, col], [w, w]
+        bundles, picks = spray_paths(self, self.fabric, sg[idx], dg[idx], flows.src_nic[idx], flows.dst_nic[idx],
+                                     level)
+        for row, pick in zip(bundles, picks):
+            rows.append(row)
+            cols.append(flows.coflow[idx[pick]])
+            vals.append(np.ones(pick.size))
+        return rows, cols, vals
 
-    def _hash(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, config: EcmpConfig):
+    def _hash(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, level: np.ndarray,
+              config: EcmpConfig):
         q = config.qps_per_connection
         sub = np.repeat(idx, q)                                  # (Q,) one entry per queue pair
         qp = np.tile(np.arange(q), idx.size)
         sh, dh = flows.src_host[sub], flows.dst_host[sub]
         snic, dnic = flows.src_nic[sub], flows.dst_nic[sub]
-        src_addr, dst_addr = self.nic_address(sh, snic), self.nic_address(dh, dnic)
         ends = mix64((sh * self.gpus + flows.src_gpu[sub]).astype(np.uint64) << np.uint64(32)
                      | (dh * self.gpus + flows.dst_gpu[sub]).astype(np.uint64))
-        sport = roce_source_port(flows.conn[sub] ^ ends, qp, config.seed)
-        tor = self.tor_switch(sg[sub], snic)
-        salt = switch_salt(config.seed, tor, config.per_switch_salt)
-        cable_up = choose(flow_hash(src_addr, dst_addr, sport, salt), self.uplinks)
-        spine = cable_up % self.spines
-        # Cables from spine s down to one rail ToR: c = s, s + S, ... below U.
-        n_down = (self.uplinks - 1 - spine) // self.spines + 1
-        salt = switch_salt(config.seed, self.n_groups * self.rails + spine, config.per_switch_salt)
-        cable_down = spine + self.spines * choose(flow_hash(src_addr, dst_addr, sport, salt), n_down)
-        up = self.tor_up(sg[sub], snic, cable_up)
-        down = self.tor_down(dg[sub], dnic, cable_down)
-        return up, down, flows.coflow[sub], np.full(sub.size, 1.0 / q)
+        ends = {"sg": sg[sub], "dg": dg[sub], "snic": snic, "dnic": dnic,
+                "src_addr": self.nic_address(sh, snic), "dst_addr": self.nic_address(dh, dnic),
+                "sport": roce_source_port(flows.conn[sub] ^ ends, qp, config.seed)}
+        up, down, masks = hash_paths(self, self.fabric, ends, np.repeat(level, q), config)
+        col, w = flows.coflow[sub], np.full(sub.size, 1.0 / q)
+        rows, cols, vals = [up[0], down[0]], [col, col], [w, w]
+        for t in range(1, self.depth):
+            m = masks[t]
+            rows += [up[t], down[t]]
+            cols += [col[m], col[m]]
+            vals += [w[m], w[m]]
+        tiers = tuple((up[t], col[masks[t]]) for t in range(1, self.depth))
+        return rows, cols, vals, tiers

@@ -5,6 +5,9 @@ per placement -- where the spine traffic lands. Bottom: the completion time of e
 group of the collective the slowest phase waits for (e.g. each DP group's
 reduce-scatter), sorted slowest first, one line per placement -- how far stragglers lag.
 
+On a fabric of several tiers the top panel's legend also gives, per placement, the bytes
+up each switch tier's uplinks (e.g. "spine 2201 GB": what left the pods for the core).
+
 Rendered with matplotlib's Agg backend at a fixed size and DPI with the PNG's
 ``Software`` metadata removed, so the same inputs give the same bytes.
 """
@@ -30,6 +33,16 @@ def _focus(results: list[IterationResult]) -> tuple[str, str] | None:
     return None
 
 
+def _tier_label(network: Network, name: str, result: IterationResult) -> str:
+    """``name``, plus bytes up each switch tier's uplinks (cables and sprayed bundles) when there are some."""
+    parts = []
+    for t in range(1, network.depth):
+        ranges = [network.link_range(f"tier{t}-up"), network.link_range(f"tier{t}-up-all")]
+        total = sum(float(p.link_bytes[r.start:r.stop].sum()) for p in result.phases for r in ranges)
+        parts.append(f"{network.fabric.levels[t - 1].name} {total / 1e9:.0f} GB")
+    return f"{name} (up: {', '.join(parts)})" if parts else name
+
+
 def render_png(network: Network, named: list[tuple[str, IterationResult]], title: str = "") -> bytes:
     """PNG bytes of the figure for placements ``[(name, iteration result)]``.
 
@@ -51,12 +64,14 @@ def render_png(network: Network, named: list[tuple[str, IterationResult]], title
     used = np.flatnonzero(loads.sum(axis=0) > 0)
     width = 0.8 / max(len(named), 1)
     x = np.arange(used.size)
-    for i, (name, _) in enumerate(named):
-        top.bar(x + i * width - 0.4 + width / 2, loads[i, used] / 1e9, width, label=name)
+    for i, (name, result) in enumerate(named):
+        top.bar(x + i * width - 0.4 + width / 2, loads[i, used] / 1e9, width,
+                label=_tier_label(network, name, result))
     top.set_xticks(x, [network.cluster.tor_groups[k].name for k in used], rotation=90, fontsize=7)
     top.set_yscale("log")
     top.set_ylabel("GB per iteration (log)")
-    top.set_title("bytes through each ToR group's uplinks", fontsize=10)
+    top.set_title("bytes through each ToR group's uplinks" + (" (ToR tier)" if network.depth > 1 else ""),
+                  fontsize=10)
     if used.size:
         top.set_ylim(top=loads[:, used].max() / 1e9 * 8)          # headroom for the legend (log axis)
     top.legend(fontsize=8, ncols=max(len(named), 1), loc="upper center")

@@ -9,6 +9,12 @@ Schema ``rankmap-simulation/v1``::
      count, phase}], "config": {...}, "placements": [{"name", "comm_time_s": {mean, p50, p95,
      max}, "ideal_comm_time_s", "slowdown_vs_ideal", "phases": [...], "slowest_group": {...},
      "uplink_bytes_per_tor_group": {...}, "max_uplink_bytes", "flows"}]}
+
+On a fabric of several tiers each placement also gets ``"tiers"``: per tier of uplinks
+(rail ToRs, then each switch tier below the top) its name, bytes up its cables (first
+seed; spraying's bundles count for the ideal), the most on one cable, and its ECMP figures
+in the longest phase (idle uplinks, most flows on one, bandwidth lost over the coflows
+that climb above it). One-tier fabrics keep the document exactly as it was.
 """
 
 from __future__ import annotations
@@ -72,6 +78,24 @@ def _slowest(network: Network, placement: RankPlacement, result: IterationResult
     return info
 
 
+def _tier_loads(network: Network, sweep: IterationSweep) -> list[dict]:
+    """Per tier of uplinks: bytes, most on one cable, and ECMP figures of the longest phase."""
+    first = sweep.first
+    longest = max(first.phases, key=lambda p: float(sweep.phase_time_s[p.name].mean()), default=None)
+    ecmp = sweep.ecmp[longest.name].tier_summary() if longest is not None else []
+    out = []
+    for t in range(network.depth):
+        r = network.link_range("tor-up" if t == 0 else f"tier{t}-up")
+        up = sum((p.link_bytes[r.start:r.stop] for p in first.phases), np.zeros(len(r)))
+        name = "ToR" if t == 0 else network.fabric.levels[t - 1].name
+        entry = {"level": t, "name": name, "uplinks": len(r), "uplink_bytes": float(up.sum()),
+                 "max_uplink_bytes": float(up.max(initial=0.0))}
+        if t < len(ecmp):
+            entry["ecmp"] = ecmp[t]
+        out.append(entry)
+    return out
+
+
 def placement_summary(network: Network, name: str, placement: RankPlacement, sweep: IterationSweep) -> dict:
     """One placement's entry of the document."""
     first, ideal = sweep.first, sweep.ideal
@@ -98,6 +122,7 @@ def placement_summary(network: Network, name: str, placement: RankPlacement, swe
                                        for k in np.flatnonzero(per_group)},
         "max_uplink_bytes": float(uplinks.max(initial=0.0)),
         "flows": first.n_flows,
+        **({"tiers": _tier_loads(network, sweep)} if network.depth > 1 else {}),
     }
 
 

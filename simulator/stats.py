@@ -15,6 +15,12 @@ the spine:
 :func:`balls_into_bins` gives the closed forms these reproduce for m flows hashed onto
 k uplinks: the occupancy of the balls-into-bins model (Mitzenmacher and Upfal,
 *Probability and Computing*, 2005, §5.2).
+
+On a fabric of several tiers the same figures are also kept per tier of uplinks (rail
+ToR uplinks, then each tier's up cables): idle fraction and most flows on one cable over
+the switches that send traffic up, and the bandwidth lost over the coflows that climb
+above that tier. One salt everywhere shows here as idle uplinks at the second tier
+(hash polarisation) that per-switch salts do not leave.
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from rankmap.simulator.iteration import PHASES, IterationResult, simulate_phase
 from rankmap.simulator.maxmin import FairShare
 from rankmap.simulator.network import Network
 
-__all__ = ["EcmpStats", "IterationSweep", "balls_into_bins", "ecmp_stats", "summarize", "sweep_iteration"]
+TIER_STATS = ("idle_uplink_fraction", "max_flows_per_uplink", "bandwidth_lost")
+
+__all__ = ["TIER_STATS", "EcmpStats", "IterationSweep", "balls_into_bins", "ecmp_stats", "summarize", "sweep_iteration"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -45,6 +53,15 @@ class EcmpStats:
     idle_uplink_fraction: np.ndarray
     slowest_slowdown: np.ndarray
     bandwidth_lost: np.ndarray
+    tiers: np.ndarray | None = None
+
+    def tier_summary(self) -> list[dict]:
+        """Per tier of uplinks (``tiers[S, T, 3]``): summaries of idle fraction, most flows
+        on one uplink, and bandwidth lost; empty on a one-tier fabric."""
+        if self.tiers is None:
+            return []
+        return [{name: summarize(self.tiers[:, t, i]) for i, name in enumerate(TIER_STATS)}
+                for t in range(self.tiers.shape[1])]
 
     def summary(self) -> dict:
         """``{statistic: {"mean", "min", "p50", "p95", "max"}}`` over seeds."""
@@ -102,9 +119,31 @@ def _seed_row(network: Network, route, rate: np.ndarray, ideal: np.ndarray, per_
             float((counts == 0).mean()), float((ideal[cross] / rate[cross]).max()), lost)
 
 
-def _stats(seeds: tuple, rows: list) -> EcmpStats:
+def _tier_row(network: Network, route, rate: np.ndarray, ideal: np.ndarray, per_coflow: np.ndarray) -> list:
+    """Per tier of uplinks ``t = 0..depth-1``: (idle fraction, most flows on one, bandwidth lost)."""
+    out = []
+    for t in range(network.depth):
+        if t == 0:
+            links, coflows, kind, k = route.uplink, route.uplink_coflow, "tor-up", network.uplinks
+        else:
+            (links, coflows), kind = route.tier_uplinks[t - 1], f"tier{t}-up"
+            k = network.fabric.levels[t - 1].up_ports
+        if links.size == 0:
+            out.append((0.0, 0.0, 0.0))
+            continue
+        counts = np.bincount(links - network.link_range(kind).start, minlength=len(network.link_range(kind)))
+        counts = counts.reshape(-1, k)
+        counts = counts[counts.sum(axis=1) > 0]                  # (sending switches, k)
+        cross = np.unique(coflows)
+        weight = per_coflow[cross]
+        lost = 1.0 - float((weight * rate[cross]).sum() / (weight * ideal[cross]).sum())
+        out.append((float((counts == 0).mean()), float(counts.max()), lost))
+    return out
+
+
+def _stats(seeds: tuple, rows: list, tiers: list | None = None) -> EcmpStats:
     cols = np.array(rows, dtype=float).reshape(len(seeds), 6).T
-    return EcmpStats(seeds, *cols)
+    return EcmpStats(seeds, *cols, tiers=np.array(tiers, dtype=float) if tiers else None)
 
 
 def ecmp_stats(network: Network, flows: FlowSet, seeds, routing: EcmpConfig | None = None,
@@ -129,11 +168,14 @@ def ecmp_stats(network: Network, flows: FlowSet, seeds, routing: EcmpConfig | No
     capacity = network.capacity_bps * efficiency
     ideal = FairShare(network.route(flows, dataclasses.replace(routing, mode="spray")).matrix, capacity).rates()
     per_coflow = np.bincount(flows.coflow, minlength=flows.n_coflows)
-    rows = []
+    rows, tiers = [], []
     for seed in seeds:
         route = network.route(flows, dataclasses.replace(routing, mode="ecmp", seed=seed))
-        rows.append(_seed_row(network, route, FairShare(route.matrix, capacity).rates(), ideal, per_coflow))
-    return _stats(seeds, rows)
+        rate = FairShare(route.matrix, capacity).rates()
+        rows.append(_seed_row(network, route, rate, ideal, per_coflow))
+        if network.depth > 1:
+            tiers.append(_tier_row(network, route, rate, ideal, per_coflow))
+    return _stats(seeds, rows, tiers)
 
 
 @dataclass(frozen=True, eq=False)
@@ -194,7 +236,7 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
         ideal_phase, flows, ideal_result = got
         ideal_phases.append(ideal_phase)
         per_coflow = np.bincount(flows.coflow, minlength=flows.n_coflows)
-        rows, phase_times = [], []
+        rows, phase_times, tiers = [], [], []
         for i, seed in enumerate(seeds):
             phase, _, result = simulate_phase(network, placement, layout, ops, name, config,
                                               dataclasses.replace(routing, seed=seed))
@@ -203,8 +245,11 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
             phase_times.append(phase.time_s)
             rows.append(_seed_row(network, result.routing, result.first_rates_bps, ideal_result.first_rates_bps,
                                   per_coflow))
+            if network.depth > 1 and routing.mode == "ecmp":
+                tiers.append(_tier_row(network, result.routing, result.first_rates_bps,
+                                       ideal_result.first_rates_bps, per_coflow))
         times[name] = np.array(phase_times)
-        stats[name] = _stats(seeds, rows)
+        stats[name] = _stats(seeds, rows, tiers)
     total = np.sum([t for t in times.values()], axis=0) if times else np.zeros(len(seeds))
     first = IterationResult(tuple(firsts), float(sum(p.time_s for p in firsts)))
     ideal = IterationResult(tuple(ideal_phases), float(sum(p.time_s for p in ideal_phases)))

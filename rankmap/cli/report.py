@@ -62,6 +62,16 @@ def print_replan(result, written: list[Path], console: Console | None = None) ->
     console.print("wrote " + ", ".join(str(p) for p in written))
 
 
+def _tier_text(t: dict) -> str:
+    """One tier's load and ECMP figures, e.g. 'spine: 2.20 TB up, max 1.1 GB, 36% idle, 4.2% lost'."""
+    text = f"{t['name']}: {human_bytes(t['uplink_bytes'])} up, max {human_bytes(t['max_uplink_bytes'])}"
+    if "ecmp" in t:
+        e = t["ecmp"]
+        text += (f", {100 * e['idle_uplink_fraction']['mean']:.0f}% idle, "
+                 f"{100 * e['bandwidth_lost']['mean']:.1f}% lost")
+    return text
+
+
 def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int,
                      console: Console | None = None) -> None:
     """Print the simulated communication time of every placement, its phases and ECMP losses."""
@@ -90,6 +100,9 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
     console.print(table)
     console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
                   "(1 - ECMP rates / sprayed rates)")
+    for p in doc["placements"]:
+        if p.get("tiers"):
+            console.print(f"{p['name']}, per tier of uplinks: " + "; ".join(_tier_text(t) for t in p["tiers"]))
     first = doc["placements"][0]["comm_time_s"]["mean"]
     for p in doc["placements"][1:]:
         ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")

@@ -25,14 +25,15 @@ from rankmap.placement.baselines import BASELINES, topology_greedy
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.grid_problem import GridSolution, expand_spans, span_problem
 from rankmap.placement.grid_search import search
-from rankmap.placement.host_shapes import fit_hosts
 from rankmap.placement.host_grid import cells_of_hosts, hosts_of_cells
+from rankmap.placement.host_shapes import fit_hosts
 from rankmap.placement.metrics import human_bytes
 from rankmap.placement.mixed_gpu_counts import pack_plan, packable_gpus, tp_shortage
 from rankmap.placement.objectives import OBJECTIVES
 from rankmap.placement.pins import describe_pins
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
+from rankmap.placement.status import final_status
 from rankmap.topology.model import Cluster
 
 __all__ = ["Candidate", "PlanResult", "plan", "candidate_orders", "metrics_row", "OBJECTIVES"]
@@ -242,7 +243,7 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     n_moved = moved(sol.cells) if prev_hosts else None
     result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, sol.status,
                         tuple(notes), n_moved)
-    return with_summary(result)
+    return with_summary(dataclasses.replace(result, solver_status=final_status(sol.status, result.gap)))
 
 
 def _search_grid(cluster: Cluster, problem: PlacementProblem, baselines: tuple, objectives: tuple, moved,

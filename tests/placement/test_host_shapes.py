@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from helpers import job
 from rich.console import Console
 
 from rankmap.errors import InfeasibleError, PlacementError
@@ -18,8 +19,6 @@ from rankmap.placement.mixed_gpu_counts import packable_gpus
 from rankmap.placement.plan import plan
 from rankmap.placement.status import GAP_TOLERANCE, SolverStatus
 from rankmap.topology import parse_cluster
-
-from helpers import job
 
 
 def cluster_of(groups: list[list[int]]):

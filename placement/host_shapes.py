@@ -50,10 +50,9 @@ def ranks_per_host(job: JobSpec, gpus: int) -> int | None:
     Examples
     --------
     >>> from rankmap.job.spec import JobSpec
-    >>> ranks_per_host(JobSpec(tp=4, dp=1), 8), ranks_per_host(JobSpec(tp=2, dp=3), 8)
-    (4, 6)
-    >>> ranks_per_host(JobSpec(tp=4, dp=3), 8), ranks_per_host(JobSpec(tp=8, dp=2), 8)
-    (4, 8)
+    >>> job = lambda tp, dp: JobSpec(tp=tp, dp=dp, num_micro_batches=2)
+    >>> [ranks_per_host(job(tp, dp), 8) for tp, dp in ((4, 1), (2, 3), (4, 3), (8, 2))]
+    [4, 6, 4, 8]
     """
     w = job.world_size
     if w % gpus == 0:

@@ -1,8 +1,8 @@
 """Search for the best grid placement: constructive starts, bounds, then CP-SAT.
 
 The steps follow the OR-Tools CP-SAT samples: constructive placements (the greedy
-solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_layout` and
-the baselines), the lower bounds (:mod:`rankmap.placement.lower_bounds`), then the CP-SAT
+solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_layout`,
+:mod:`rankmap.placement.stage_runs_layout` and the baselines), the lower bounds (:mod:`rankmap.placement.lower_bounds`), then the CP-SAT
 model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the
 starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
@@ -21,6 +21,7 @@ from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, 
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
 from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
@@ -32,8 +33,9 @@ CP_SAT_MAX_PAIRS = 1500
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
-    """Greedy, the row snake and band layouts of 2-4 rows (each also leaving the rest of cut
-    groups unused where spare hosts allow); rows pinned to a ToR group are laid first and
+    """Greedy, the row snake, band layouts of 2-4 rows (each also leaving the rest of cut
+    groups unused where spare hosts allow) and stage runs (:mod:`rankmap.placement.stage_runs_layout`);
+    rows pinned to a ToR group are laid first and
     the rest of the grid is laid around them.
 
     Parameters
@@ -64,6 +66,9 @@ def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict
         parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=0)]
         parts += [band_cells(sub.rows, C, sub.free, s, waste=w) for s in range(2, min(sub.rows, 4) + 1)
                   for w in (False, True)]
+        # Deep pipelines: consecutive stages filling one group after another (after the
+        # others, so that ties keep the earlier layouts' plans).
+        parts += stage_runs_starts(sub.rows, C, sub.free)
     for part in parts:
         if part is None:
             continue

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
-from collections import Counter
 
 import numpy as np
 
@@ -27,12 +26,14 @@ from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.grid_problem import GridSolution, expand_spans, span_problem
 from rankmap.placement.grid_search import search
 from rankmap.placement.host_grid import cells_of_hosts, hosts_of_cells
+from rankmap.placement.host_shapes import fit_hosts
 from rankmap.placement.metrics import human_bytes
 from rankmap.placement.mixed_gpu_counts import pack_plan, packable_gpus, tp_shortage
 from rankmap.placement.objectives import OBJECTIVES
 from rankmap.placement.pins import describe_pins
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
+from rankmap.placement.status import final_status
 from rankmap.topology.model import Cluster
 
 __all__ = ["Candidate", "PlanResult", "plan", "candidate_orders", "metrics_row", "OBJECTIVES"]
@@ -137,25 +138,39 @@ def _plan_auto_order(cluster: Cluster, job: JobSpec, constraints: PlacementConst
     return dataclasses.replace(best, notes=best.notes + (note,))
 
 
+def _island_room(cluster: Cluster, hosts: list, constraints: PlacementConstraints,
+                 tp: int) -> tuple[list[int], list[int]]:
+    """``(hosts[I], gpus[I])``: hosts each island offers and their GPUs in whole TP groups,
+    quotas applied (each ToR group's largest hosts counted first), whatever the hosts' sizes."""
+    caps = dict(zip((g.name for g in cluster.tor_groups), constraints.caps(cluster, hosts)))
+    by_group: dict[str, list[int]] = {}
+    for h in hosts:
+        by_group.setdefault(h.tor_group, []).append(h.gpus // tp * tp)
+    n_hosts = {g: min(len(sizes), caps[g]) for g, sizes in by_group.items()}
+    gpus = {g: sum(sorted(sizes, reverse=True)[:n_hosts[g]]) for g, sizes in by_group.items()}
+    return ([sum(n_hosts.get(g, 0) for g in island) for island in cluster.islands()],
+            [sum(gpus.get(g, 0) for g in island) for island in cluster.islands()])
+
+
 def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
                   options: dict) -> PlanResult:
     """A job never spans islands (parts of the fabric no switch joins): plan it in each island
-    that can hold it and keep the best; with dp auto, fill the island with the most room."""
+    whose hosts hold enough GPUs in whole TP groups, and keep the best; with dp auto, fill the
+    island with the most room."""
     from rankmap.topology.summary import island_names
 
-    pool.require(cluster, job)
-    caps = dict(zip((g.name for g in cluster.tor_groups), constraints.caps(cluster, list(pool.usable))))
+    if len({h.gpus for h in pool.free}) < 2:
+        pool.require(cluster, job)  # no free hosts, or one host size that tp does not divide
     names = island_names(cluster)
-    room = [sum(caps[g] for g in island) for island in cluster.islands()]
-    gpn = Counter(h.gpus for h in cluster.free_hosts()).most_common(1)[0][0] if pool.usable else 1
-    need = -(-(job.world_size if job.dp is not None else job.model_parallel * job.ep) // gpn)
+    hosts, room = _island_room(cluster, list(pool.free), constraints, job.tp)
+    need = job.world_size if job.dp is not None else job.model_parallel * job.ep
     fits = [i for i, r in enumerate(room) if r >= need]
     if job.dp is None and fits:
         fits = [max(fits, key=lambda i: (room[i], -i))]
     if not fits:
-        listing = ", ".join(f"{names[i]} ({room[i]} usable hosts: {', '.join(isl)})"
-                            for i, isl in enumerate(cluster.islands()))
-        raise InfeasibleError(f"the job needs {need} hosts in one island, and no island has them: {listing}; "
+        listing = ", ".join(f"{names[i]} ({hosts[i]} usable hosts, {room[i]} GPUs in whole TP groups: "
+                            f"{', '.join(isl)})" for i, isl in enumerate(cluster.islands()))
+        raise InfeasibleError(f"the job needs {need} GPUs in one island, and no island has them: {listing}; "
                               f"no switch joins the islands, so a job cannot span them",
                               source=job.source, key="parallel.dp")
     results = []
@@ -165,29 +180,37 @@ def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     return min(results, key=lambda r: (r.ours.metrics.cross_tor_bytes, r.ours.metrics.max_uplink_bytes))
 
 
-def _plan_mixed_sizes(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
-                      seed: int) -> PlanResult | None:
-    """The plan on hosts of different GPU counts when the job needs hosts of more than the
-    most common size (whole TP groups per host); None when it does not."""
+def _fit_or_pack(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
+                 seed: int) -> tuple[JobSpec, HostPool] | PlanResult:
+    """The job (dp resolved) and the hosts of the one shape that fits it best
+    (:func:`rankmap.placement.host_shapes.fit_hosts`); when no shape alone fits and the free
+    hosts have several GPU counts, the plan packing whole TP groups on all of them.
+
+    Raises
+    ------
+    InfeasibleError
+        Whole TP groups do not fit the free hosts of several sizes (names them).
+    """
+    fit = fit_hosts(cluster, job, constraints, pool)
+    if fit is not None:
+        return fit
     free = list(pool.free)
-    sizes = Counter(h.gpus for h in free)
-    if len(sizes) < 2 or job.dp is None:
-        return None
-    gpn = max(sizes, key=lambda g: (sizes[g], g))
-    if job.world_size <= gpn * sum(1 for h in free if h.gpus >= gpn):
-        return None
+    if len({h.gpus for h in free}) < 2:
+        return job, pool  # one host size: building the problem says why it does not fit
     constraints.check_names(cluster)
-    if packable_gpus(free, job.tp) < job.world_size:
-        raise tp_shortage(free, job, job.world_size)
-    return pack_plan(cluster, job.resolved(packable_gpus(free, job.tp)), free, BASELINES, seed)
+    world = job.world_size if job.dp is not None else packable_gpus(free, job.tp)
+    if packable_gpus(free, job.tp) < max(world, job.model_parallel * job.ep):
+        raise tp_shortage(free, job, max(world, job.model_parallel * job.ep))
+    return pack_plan(cluster, job.resolved(world), free, BASELINES, seed)
 
 
 def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool, *,
               time_limit_s: float, seed: int, workers: int, objectives: tuple, previous: RankMap | None) -> PlanResult:
     """Plan within one island (or a cluster without islands)."""
-    mixed = _plan_mixed_sizes(cluster, job, constraints, pool, seed)
-    if mixed is not None:
-        return mixed
+    fit = _fit_or_pack(cluster, job, constraints, pool, seed)
+    if isinstance(fit, PlanResult):
+        return fit
+    job, pool = fit
     problem = build_problem(cluster, job, constraints, pool)
     notes = list(problem.notes)
     baselines = tuple(problem.measure(cluster, name, fn(cluster, list(problem.usable), problem.grid.row.size, seed))
@@ -220,7 +243,7 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     n_moved = moved(sol.cells) if prev_hosts else None
     result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, sol.status,
                         tuple(notes), n_moved)
-    return with_summary(result)
+    return with_summary(dataclasses.replace(result, solver_status=final_status(sol.status, result.gap)))
 
 
 def _search_grid(cluster: Cluster, problem: PlacementProblem, baselines: tuple, objectives: tuple, moved,

@@ -46,6 +46,9 @@ class HostPool:
     odd : tuple of Host
         Free hosts of another shape, in name order (exclusions not applied: the note
         names every such host of the cluster).
+    ranks_per_host : int
+        Ranks each host runs (0: all its ``gpus_per_host`` GPUs); fewer for a job smaller
+        than a host or not a multiple of it (:mod:`rankmap.placement.host_shapes`).
     """
 
     free: tuple
@@ -53,12 +56,18 @@ class HostPool:
     gpus_per_host: int
     nics: int
     odd: tuple
+    ranks_per_host: int = 0
+
+    @property
+    def nproc(self) -> int:
+        """Ranks per host: ``ranks_per_host``, else ``gpus_per_host``."""
+        return self.ranks_per_host or self.gpus_per_host
 
     def within(self, tor_groups: set) -> HostPool:
         """The pool restricted to hosts under ``tor_groups`` (one island)."""
         return HostPool(tuple(h for h in self.free if h.tor_group in tor_groups),
                         tuple(h for h in self.usable if h.tor_group in tor_groups),
-                        self.gpus_per_host, self.nics, self.odd)
+                        self.gpus_per_host, self.nics, self.odd, self.ranks_per_host)
 
     def require(self, cluster: Cluster, job: JobSpec) -> None:
         """Raise unless some host is free and a TP group fits inside one host.
@@ -73,7 +82,7 @@ class HostPool:
         if not self.gpus_per_host:
             raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", key="availability")
         gpn = self.gpus_per_host
-        if gpn % job.tp:
+        if self.nproc % job.tp:
             raise PlacementError(f"tp={job.tp} does not fit the hosts: a TP group must sit inside one host, "
                                  f"and the free hosts have {gpn} GPUs (tp must divide {gpn})",
                                  source=job.source, key="parallel.tp")
@@ -111,7 +120,7 @@ class PlacementProblem:
     job : JobSpec
         With dp resolved.
     gpn : int
-        GPUs (ranks) per host.
+        Ranks per host (all its GPUs, or fewer: :attr:`HostPool.ranks_per_host`).
     usable : tuple of Host
         Hosts the job may use.
     caps : tuple of int
@@ -173,9 +182,14 @@ def build_problem(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     constraints.check_names(cluster)
     pool = pool if pool is not None else host_pool(cluster, constraints)
     pool.require(cluster, job)
-    gpn, usable = pool.gpus_per_host, pool.usable
+    gpn, usable = pool.nproc, pool.usable
     caps = constraints.caps(cluster, list(usable))
     job = _resolved(cluster, job, gpn, caps)
+    if job.world_size % gpn:
+        raise PlacementError(f"the job's {job.world_size} ranks (tp*cp*pp*dp) do not fill whole {gpn}-GPU hosts, "
+                             f"and no smaller count of ranks per host divides {job.world_size}, holds whole TP "
+                             f"groups, keeps every inter-host group rail-aligned and fits the "
+                             f"{sum(caps)} usable hosts", source=job.source, key="parallel.dp")
     layout, traffic = ParallelLayout.of(job), job_traffic(job)
     span = check_alignment(job, layout, traffic, gpn,
                            lambda message, key: PlacementError(message, source=job.source, key=key))
@@ -184,8 +198,12 @@ def build_problem(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     fixed = node_pins(cluster, job, gpn, usable, constraints)
     pins = grid_pins(cluster, job, grid, caps, tor_index, constraints, fixed)
     problem, unit = scaled_problem(caps, grid.rows, grid.cols, traffic, gpn)
+    notes = pool.odd_note()
+    if gpn < pool.gpus_per_host:
+        notes.append(f"each host runs {gpn} of its {pool.gpus_per_host} GPUs: the job's {job.world_size} ranks "
+                     f"in whole TP groups, rail-aligned (the hostfile lists slots={gpn})")
     return PlacementProblem(job, gpn, usable, caps, layout, traffic, grid, tor_index, span, fixed, pins, problem,
-                            unit, tuple(pool.odd_note()))
+                            unit, tuple(notes))
 
 
 def _resolved(cluster: Cluster, job: JobSpec, gpn: int, caps: tuple) -> JobSpec:

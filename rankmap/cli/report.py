@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rankmap.placement.metrics import human_bytes
 from rankmap.placement.result import PlanResult, metrics_row
+from rankmap.placement.status import status_meaning
 from rankmap.topology.model import Cluster
 
 __all__ = ["print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
@@ -45,7 +46,8 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
             f"{100 * row['gap_to_bound']:.2f}%")
     console.print(table)
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
-                  f"{result.bound_method}); solver status {result.solver_status}")
+                  f"{result.bound_method}); solver status {result.solver_status}: "
+                  f"{status_meaning(result.solver_status, result.gap)}")
     for note in result.notes:
         console.print(f"note: {note}")
     console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")

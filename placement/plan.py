@@ -258,7 +258,7 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     notes += _tradeoffs(ours, baselines, problem.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
     result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, status,
-                        tuple(notes), n_moved)
+                        tuple(notes), n_moved, tuple(weights))
     return with_summary(result)
 
 

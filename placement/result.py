@@ -40,6 +40,7 @@ class PlanResult:
     solver_status: str
     notes: tuple = field(default_factory=tuple)
     moved_hosts: int | None = None
+    tier_weights: tuple = ()
 
     @property
     def gap(self) -> float:
@@ -104,6 +105,7 @@ def with_summary(result: PlanResult) -> PlanResult:
         "lower_bound_bytes": bound,
         "bound_method": result.bound_method,
         "solver_status": result.solver_status,
+        "tier_weights": list(result.tier_weights),
         "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
     }
     if result.moved_hosts is not None:

@@ -178,7 +178,9 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
     bound = tier_bound(problem, bound0)
     method += " + band, per tier" if problem.domains else " + band"
-    if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small):
+    # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
+    level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
+    if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
         status = SolverStatus.OPTIMAL if tier_cost(problem, hint) <= bound + 1e-9 else SolverStatus.HEURISTIC
         return GridSolution(hint, grid_cost(problem, hint), status, 0.0), bound, method
     sol = solve_grid(problem, hint, time_limit_s, seed, workers, pins=pins, primary="bytes")

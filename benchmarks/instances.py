@@ -11,7 +11,7 @@ import numpy as np
 from rankmap.job.spec import MODEL_PRESETS, JobSpec
 from rankmap.topology.model import Cluster, Host, Links, Spine, TorGroup
 
-__all__ = ["make_cluster", "make_job", "SIZES"]
+__all__ = ["make_cluster", "make_tiered_cluster", "make_job", "SIZES"]
 
 # GPUs -> pipeline stages of the benchmark job (GPT-3 175B shape, tp=8, dp filling the hosts)
 SIZES = {1024: 4, 12288: 8, 100000: 16}
@@ -40,3 +40,23 @@ def make_job(n_gpus: int, cluster: Cluster, spare: float = 0.02) -> JobSpec:
     dp = int(len(cluster.free_hosts()) * (1 - spare)) // pp
     return JobSpec(name=f"gpt3-175b-pp{pp}", tp=8, pp=pp, dp=dp, model=MODEL_PRESETS["gpt3-175b"],
                    num_micro_batches=2 * pp, source="benchmark")
+
+
+def make_tiered_cluster(n_gpus: int, busy_fraction: float, failed_fraction: float = 0.0, seed: int = 1,
+                        per_group: int = 64, groups_per_pod: int = 4) -> Cluster:
+    """:func:`make_cluster` under a three-tier Clos (MegaScale, NSDI 2024: pods of
+    ``groups_per_pod`` ToR groups joined by a core), ``failed_fraction`` of the hosts down."""
+    import dataclasses
+
+    from rankmap.topology.model import Switch
+
+    flat = make_cluster(n_gpus, busy_fraction, seed, per_group)
+    rng = np.random.default_rng(seed + 1)
+    down = set(rng.choice(len(flat.hosts), size=int(failed_fraction * len(flat.hosts)), replace=False).tolist())
+    hosts = tuple(dataclasses.replace(h, state="failed") if i in down else h for i, h in enumerate(flat.hosts))
+    names = [g.name for g in flat.tor_groups]
+    pods = [tuple(names[i:i + groups_per_pod]) for i in range(0, len(names), groups_per_pod)]
+    switches = tuple(Switch(name=f"pod{i:02d}", children=p) for i, p in enumerate(pods))
+    switches += (Switch(name="core", children=tuple(s.name for s in switches)),)
+    return dataclasses.replace(flat, name=f"bench3-{n_gpus}-{busy_fraction}-{failed_fraction}", hosts=hosts,
+                               switches=switches)

@@ -1,4 +1,4 @@
-"""Example clusters and jobs, installed as ``rankmap.examples`` (the embedded default is megascale-12k).
+"""Example clusters and jobs, installed as ``rankmap.examples`` (the embedded default is megascale-3tier).
 
 ``python examples/generate.py`` regenerates them.
 """
@@ -12,7 +12,7 @@ from rankmap.errors import SpecError
 
 __all__ = ["DEFAULT_EXAMPLE", "example_names", "example_path", "example_inputs"]
 
-DEFAULT_EXAMPLE = "megascale-12k"
+DEFAULT_EXAMPLE = "megascale-3tier"
 
 
 def example_names() -> list[str]:

@@ -8,6 +8,9 @@
   Kueue's Topology Aware Scheduling ("BestFit": take domains by free capacity, largest
   first, then the smallest domain that still fits the remainder; kueue.sigs.k8s.io,
   concepts/topology_aware_scheduling); inside each group, hosts in hostname order.
+- spread (Arnold): the fewest pods (domains of every tier, top first, best fit), then
+  topology greedy inside them, groups taken pod by pod -- Arnold's scheduler minimises the
+  number of minipods each DP and PP group spans (arXiv 2509.15940).
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ import numpy as np
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster, Host
 
-__all__ = ["hostname_order", "arrival_order", "topology_greedy", "BASELINES"]
+__all__ = ["hostname_order", "arrival_order", "topology_greedy", "spread_min", "BASELINES"]
 
 
 def _sorted(hosts: list[Host]) -> list[Host]:
@@ -65,5 +68,40 @@ def topology_greedy(cluster: Cluster, usable: list[Host], n: int, seed: int = 0)
     return order[:n]
 
 
+def _best_fit(room: dict, need: int) -> list:
+    """Domains by free room, largest first, then the smallest that fits the rest (ties by name)."""
+    order = sorted(room, key=lambda d: (-room[d], d))
+    chosen, left = [], need
+    for d in order:
+        if left <= 0 or not room[d]:
+            break
+        if room[d] >= left:
+            d = min((x for x in order if x not in chosen and room[x] >= left), key=lambda x: (room[x], x))
+        chosen.append(d)
+        left -= room[d]
+    return chosen
+
+
+def spread_min(cluster: Cluster, usable: list[Host], n: int, seed: int = 0) -> list[str]:
+    """Fewest domains at every tier above the ToR groups (top first, best fit), then
+    :func:`topology_greedy` inside them with the chosen groups taken pod by pod."""
+    names = [g.name for g in cluster.tor_groups]
+    allowed = set(names)
+    for level in range(cluster.depth - 1, 0, -1):
+        dom = dict(zip(names, cluster.domain_index(level)))
+        room: dict = {}
+        for h in usable:
+            if h.tor_group in allowed:
+                room[dom[h.tor_group]] = room.get(dom[h.tor_group], 0) + 1
+        keep = set(_best_fit(room, n))
+        allowed = {g for g in allowed if dom[g] in keep}
+    order = topology_greedy(cluster, [h for h in usable if h.tor_group in allowed], n, seed)
+    pod = dict(zip(names, cluster.domain_index(1))) if cluster.depth > 1 else dict.fromkeys(names, 0)
+    first = {}
+    for i, h in enumerate(order):
+        first.setdefault(cluster.host(h).tor_group, i)
+    return sorted(order, key=lambda h: (pod[cluster.host(h).tor_group], first[cluster.host(h).tor_group]))
+
+
 BASELINES = {"hostname order": hostname_order, "arrival order": arrival_order,
-             "topology greedy": topology_greedy}
+             "topology greedy": topology_greedy, "spread (Arnold)": spread_min}

@@ -43,6 +43,12 @@ class GridProblem:
         Cost of one pipeline hop between two hosts of a column in different groups.
     w_wrap : int
         Cost of one hop from the last row back to the first (interleaved 1F1B), 0 without.
+    domains : tuple of tuple of int
+        ``domains[L-1][K]``: per level above the ToR groups that a job can cross (pods,
+        ...), the domain index of each ToR group; empty on a flat fabric.
+    weights : tuple of float
+        ``weights[L]``: tier weights, level 0 (leaving a ToR group) first
+        (:mod:`rankmap.placement.tier_weights`).
     """
 
     rows: int
@@ -51,6 +57,8 @@ class GridProblem:
     w_row: int
     w_col: int
     w_wrap: int = 0
+    domains: tuple = ()
+    weights: tuple = (1.0,)
 
 
 @dataclass(frozen=True)
@@ -172,7 +180,7 @@ def span_problem(problem: GridProblem, span: int) -> GridProblem | None:
     Examples
     --------
     >>> span_problem(GridProblem(2, 4, (5, 4), 10, 1), 2)
-    GridProblem(rows=2, cols=2, free=(2, 2), w_row=10, w_col=2, w_wrap=0)
+    GridProblem(rows=2, cols=2, free=(2, 2), w_row=10, w_col=2, w_wrap=0, domains=(), weights=(1.0,))
     """
     if problem.cols % span:
         return None
@@ -180,7 +188,7 @@ def span_problem(problem: GridProblem, span: int) -> GridProblem | None:
     if sum(caps) * span < problem.rows * problem.cols:
         return None
     return GridProblem(problem.rows, problem.cols // span, caps, problem.w_row, problem.w_col * span,
-                       problem.w_wrap * span)
+                       problem.w_wrap * span, problem.domains, problem.weights)
 
 
 def expand_spans(cells: np.ndarray, span: int) -> np.ndarray:

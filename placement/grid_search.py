@@ -23,6 +23,7 @@ from rankmap.placement.objectives import ranking
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
+from rankmap.placement.tier_search import exhaustive, nested_starts, refine, tier_bound, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -60,8 +61,9 @@ def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict
     if min(caps) < 0 or not free_rows:
         parts = [] if min(caps) < 0 else [np.empty((0, C), dtype=np.int64)]
     else:
-        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col, problem.w_wrap)
-        sub_key = ranking(sub, ("bytes", "uplink"))
+        sub = GridProblem(len(free_rows), C, tuple(caps), problem.w_row, problem.w_col, problem.w_wrap,
+                          problem.domains, problem.weights)
+        sub_key = ranking(sub, ("tiers", "uplink"))
         # The layouts' own tries use a fixed seed: a plan they prove optimal is the same for every --seed.
         parts = [snake_cells(sub.rows, C, sub.free, sub_key, seed=0)]
         parts += [band_cells(sub.rows, C, sub.free, s, waste=w) for s in range(2, min(sub.rows, 4) + 1)
@@ -134,12 +136,15 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
     """
     pins = pins or GridPins()
     key = ranking(problem, objectives, moved)
+    first = objectives[0] if objectives else "tiers"
+    first = first[0] if isinstance(first, tuple) else first
+    if first in ("tiers", "top-first"):
+        return _search_tiers(problem, greedy, key, pins, time_limit_s, seed, workers, others)
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     candidates = [c for c in starts if _feasible(problem, c, pins)]
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
-    first = objectives[0] if objectives else "bytes"
     primary = first if first in ("bytes", "spread") else "bytes"  # weighted: CP-SAT minimises bytes
     if hint is not None and primary == "bytes" and grid_cost(problem, hint) <= bound:
         return GridSolution(hint, grid_cost(problem, hint), SolverStatus.OPTIMAL, 0.0), bound, method
@@ -152,3 +157,45 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
         status = sol.status if key(hint) == key(sol.cells) else SolverStatus.HEURISTIC
         return GridSolution(hint, grid_cost(problem, hint), status, sol.solve_time_s), bound, method
     return sol, bound, method
+
+
+def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins: GridPins, time_limit_s: float,
+                  seed: int, workers: int, others: tuple) -> tuple[GridSolution | None, float, str]:
+    """The search for the tier objectives: starts (also in the fewest pods), refined
+    (:func:`rankmap.placement.tier_search.refine`), exhaustive on tiny grids, CP-SAT on the
+    ToR-level cost otherwise; the bound covers every tier. OPTIMAL only when the tier
+    bound is met or every placement was enumerated."""
+    def feasible(c: np.ndarray) -> bool:
+        return _feasible(problem, c, pins)
+
+    starts = constructive_starts(problem, greedy, pins.rows) + list(others)
+    if problem.domains and not pins:
+        starts += nested_starts(problem)
+    candidates = [c for c in starts if feasible(c)]
+    if candidates:
+        candidates.append(refine(problem, min(candidates, key=key), key, feasible))
+    exact = exhaustive(problem, key) if not pins else None
+    if exact is not None:
+        return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
+                tier_cost(problem, exact), "exhaustive")
+    hint = min(candidates, key=key) if candidates else None
+    small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
+    bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
+    bound = tier_bound(problem, bound0)
+    method += " + band, per tier" if problem.domains else " + band"
+    # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
+    level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
+    if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
+        status = SolverStatus.OPTIMAL if tier_cost(problem, hint) <= bound + 1e-9 else SolverStatus.HEURISTIC
+        return GridSolution(hint, grid_cost(problem, hint), status, 0.0), bound, method
+    sol = solve_grid(problem, hint, time_limit_s, seed, workers, pins=pins, primary="bytes")
+    if sol is None:
+        return None, bound, method
+    solved = refine(problem, sol.cells, key, feasible) if problem.domains else sol.cells
+    best = solved if hint is None or key(solved) < key(hint) else hint
+    proven = tier_cost(problem, best) <= bound + 1e-9 or (
+        not problem.domains and sol.status == SolverStatus.OPTIMAL and key(best) == key(sol.cells))
+    status = SolverStatus.OPTIMAL if proven else SolverStatus.HEURISTIC
+    if not problem.domains and not proven and best is hint and key(hint) == key(sol.cells):
+        status = sol.status
+    return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method

@@ -48,7 +48,7 @@ from ortools.sat.python import cp_model
 from rankmap.placement.cpsat_model import CountVars, solver_params
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["analytic_lower_bound", "relaxation_lower_bound", "build_relaxation", "add_relaxation_hint"]
+__all__ = ["analytic_lower_bound", "band_lower_bound", "relaxation_lower_bound", "build_relaxation", "add_relaxation_hint"]
 
 
 def analytic_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int, w_wrap: int = 0) -> int:
@@ -85,6 +85,63 @@ def analytic_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: i
         extras |= {math.ceil(base / per_extra), math.floor(base / per_extra)}
     by_pieces = min(w_row * max(n_min + e, row_pieces) + max(0.0, base - e * per_extra) for e in extras)
     return int(math.floor(max(base + per_group, by_pieces)))
+
+
+def band_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> int:
+    """Lower bound (units) when the job cannot fit in one group, also when a row fits in one
+    (deep pipelines: consecutive stages filling one group after another).
+
+    Every placement partitions the grid (rows: DP rings; columns: pipeline chains) into
+    the hosts of each group, and each crossing edge lies on the boundary of two parts, so
+    ``cost >= sum_g boundary(a_g) / 2`` with ``a_g`` hosts in group g. A part of
+    ``a < R*C`` hosts either has a full row and an empty row (then at least C hops leave
+    it, 2C unless it holds all of row 0 or of row R-1 -- at most two such parts -- or
+    C + 1 hops plus a partial row 0 or R-1), or every row partial (2 R ring crossings),
+    or, with t partial rows and an empty one, ``2 t`` ring crossings and at least
+    ``ceil(a / t)`` hops (likewise for the complement). With ``rho`` the least boundary per
+    host over part sizes ``1..max free`` (middle parts) and ``b_end`` the least boundary
+    of any part::
+
+        cost >= (rho * max(0, R*C - 2 max free) + 2 b_end) / 2
+
+    Returns 0 when one group holds the whole job.
+
+    Examples
+    --------
+    96 stages of 8 hosts on groups of 64 (8 stages each): 11 boundaries of 8 hops, as
+    consecutive stages filling one group after another give.
+
+    >>> band_lower_bound(96, 8, (64,) * 12, 1000, 10)
+    880
+    """
+    f = [x for x in free if x > 0]
+    n = rows * cols
+    if not f or max(f) >= n:
+        return 0
+    fmax = max(f)
+    end = rho = math.inf
+    for a in range(1, fmax + 1):
+        b_end, b_mid = _part_boundary(rows, cols, a, w_row, w_col)
+        end = min(end, b_end)
+        rho = min(rho, b_mid / a)
+    return int(math.floor((rho * max(0, n - 2 * fmax) + 2 * end) / 2 + 1e-9))
+
+
+def _part_boundary(rows: int, cols: int, a: int, w_row: int, w_col: int) -> tuple[float, float]:
+    """Least boundary (units) of a part of ``a`` hosts: (any part, a part holding neither
+    row 0 nor row R-1 whole); see :func:`band_lower_bound`."""
+    n, partial = rows * cols, []
+    if a >= rows:
+        partial.append(2 * rows * w_row)                          # every row partial
+    if rows > 1:
+        for size in (a, n - a):                                   # t partial rows, another row empty
+            t_min = max(1, -(-size // max(1, cols - 1)))
+            if t_min <= rows:
+                partial.append(min(2 * t * w_row + w_col * -(-size // t) for t in range(t_min, rows + 1)))
+    full_end = [cols * w_col] if rows > 1 and a >= cols else []  # a full row and an empty row
+    full_mid = [min(2 * cols * w_col, (cols + 1) * w_col + 2 * w_row)] if full_end else []
+    b_end = min(partial + full_end, default=2 * w_row)
+    return b_end, min(partial + full_mid, default=b_end)
 
 
 def build_relaxation(problem: GridProblem) -> tuple[cp_model.CpModel, CountVars, list]:

@@ -1,18 +1,22 @@
-"""What a placement costs on the network: bytes and ring edges crossing ToR groups.
+"""What a placement costs on the network: bytes and ring edges crossing each tier.
 
-Every group's traffic is laid on rank-to-rank edges (ring edges in rank order, pipeline
-hops, all-to-all pairs; see :mod:`rankmap.job.traffic`); an edge whose two ranks sit in
-different ToR groups crosses the spine, and its bytes load the uplinks of both groups.
+Every group's traffic (DP, PP, CP, EP, expert-DP) is laid on rank-to-rank edges (ring
+edges in rank order, pipeline hops, all-to-all pairs; see :mod:`rankmap.job.traffic`);
+an edge whose two ranks sit in different ToR groups crosses the spine, and its bytes load
+the uplinks of both groups. On a deeper fabric an edge whose ranks sit in different
+level-``l`` domains (pods, ...) also crosses the tier above level ``l``; the weighted cost
+sums each tier's bytes times its weight (:mod:`rankmap.placement.tier_weights`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.traffic import GroupTraffic, weighted_edges
+from rankmap.placement.tier_weights import default_tier_weights
 from rankmap.topology.model import Cluster
 
 __all__ = ["PlacementMetrics", "evaluate", "measure_order", "human_bytes"]
@@ -33,12 +37,28 @@ class PlacementMetrics:
     uplink_bytes : ndarray
         ``uplink_bytes[K]``: bytes per iteration through each ToR group's uplinks
         (a crossing edge counts at both ends).
+    tier_bytes : tuple of float
+        ``tier_bytes[L]``: bytes per iteration crossing the tier above level ``l`` (level 0:
+        leaving ToR groups, equal to ``cross_tor_bytes``; level 1: leaving pods; ...).
+    tier_spread : dict of str to tuple of int
+        Per group kind (dp, pp), ``[L]``: the most level-``l`` domains any one group spans
+        (Arnold's spread, arXiv 2509.15940).
+    weighted_bytes : float or None
+        ``sum_l w[l] * tier_bytes[l]`` with the planner's tier weights.
     """
 
     cross_tor_bytes: float
     cross_edges: dict
     max_spread: dict
     uplink_bytes: np.ndarray
+    tier_bytes: tuple = ()
+    tier_spread: dict = field(default_factory=dict)
+    weighted_bytes: float | None = None
+
+    @property
+    def cost(self) -> float:
+        """The optimised cost: tier-weighted bytes (cross-ToR bytes without tiers)."""
+        return self.cross_tor_bytes if self.weighted_bytes is None else self.weighted_bytes
 
     @property
     def max_uplink_bytes(self) -> float:
@@ -46,7 +66,7 @@ class PlacementMetrics:
 
 
 def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor: np.ndarray,
-             n_tor: int) -> PlacementMetrics:
+             n_tor: int, rank_domains: np.ndarray | None = None, weights: tuple | None = None) -> PlacementMetrics:
     """Cost of a placement.
 
     Parameters
@@ -58,6 +78,11 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
         ``rank_tor[W]``: ToR group index of each global rank.
     n_tor : int
         Number of ToR groups in the cluster (K).
+    rank_domains : ndarray, optional
+        ``rank_domains[L, W]``: domain index of each rank at levels ``0 .. L-1`` (row 0 the
+        ToR group); default: ToR groups only.
+    weights : tuple of float, optional
+        ``w[L]``: tier weights (default all 1).
 
     Returns
     -------
@@ -78,11 +103,30 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
                 total += nbytes * int(cross.sum())
                 ends = np.concatenate([rank_tor[src[cross]], rank_tor[dst[cross]]])
                 uplink += np.bincount(ends, minlength=n_tor) * nbytes
-    return PlacementMetrics(total, cross_edges, spread, uplink)
+    domains = rank_tor[None, :] if rank_domains is None else rank_domains
+    tier_bytes, tier_spread = _tier_figures(layout, traffic, domains)
+    w = weights if weights is not None else (1.0,) * len(tier_bytes)
+    weighted = float(sum(a * b for a, b in zip(w, tier_bytes)))
+    return PlacementMetrics(total, cross_edges, spread, uplink, tier_bytes, tier_spread, weighted)
+
+
+def _tier_figures(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
+                  domains: np.ndarray) -> tuple[tuple, dict]:
+    """Bytes crossing each level (``[L]``) and the DP/PP spread per level (``{kind: [L]}``)."""
+    tier_bytes = np.zeros(domains.shape[0])
+    spread = {}
+    for kind, tr in traffic.items():
+        if kind in ("dp", "pp"):
+            per = np.sort(domains[:, layout.groups(kind)], axis=2)          # (L, groups, n)
+            spread[kind] = tuple(int(((np.diff(d, axis=1) != 0).sum(axis=1) + 1).max()) for d in per)
+        for (src, dst), nbytes in weighted_edges(layout, tr):
+            if nbytes:
+                tier_bytes += nbytes * (domains[:, src] != domains[:, dst]).sum(axis=1)
+    return tuple(float(b) for b in tier_bytes), spread
 
 
 def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, GroupTraffic], hosts: list[str],
-                  nprocs: int | list[int]) -> PlacementMetrics:
+                  nprocs: int | list[int], weights: tuple | None = None) -> PlacementMetrics:
     """Cost of launching a host order: host ``i`` gets node rank ``i`` and the next ``nprocs``
     (or ``nprocs[i]``) global ranks, as launchers number them.
 
@@ -100,6 +144,8 @@ def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, G
         ``hosts[N]``: the host of each node rank.
     nprocs : int or list of int
         Ranks per host, the same for all or ``nprocs[N]``; they sum to the world size W.
+    weights : tuple of float, optional
+        ``w[L]``: tier weights (default :func:`rankmap.placement.tier_weights.default_tier_weights`).
 
     Returns
     -------
@@ -107,7 +153,11 @@ def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, G
     """
     tor_index = {g.name: g.index for g in cluster.tor_groups}
     node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])  # (N,)
-    return evaluate(layout, traffic, np.repeat(node_tor, nprocs), len(tor_index))
+    levels = np.array([cluster.domain_index(level) for level in range(cluster.depth)])  # (L, K)
+    rank_tor = np.repeat(node_tor, nprocs)                                               # (W,)
+    if weights is None:
+        weights = default_tier_weights(cluster)
+    return evaluate(layout, traffic, rank_tor, len(tor_index), levels[:, rank_tor], weights)
 
 
 def human_bytes(n: float) -> str:

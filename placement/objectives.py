@@ -3,6 +3,11 @@
 Objectives, compared lexicographically in the order the user gives them, or summed with
 weights (``("bytes", 1.0), ("uplink", 0.5)``):
 
+- ``tiers`` (the default): bytes crossing each tier, times the tier's weight, summed
+  (:func:`rankmap.placement.tier_search.tier_cost`; weights from
+  :mod:`rankmap.placement.tier_weights`); on a flat fabric the same as ``bytes``;
+- ``top-first``: bytes crossing each tier compared top tier first (lexicographic: the
+  core, then the spine); ``--objective top-first,uplink``;
 - ``bytes``: bytes crossing ToR groups per iteration (:func:`rankmap.placement.grid_problem.grid_cost`);
 - ``spread``: the most ToR groups any DP ring spans (Arnold, arXiv 2509.15940, minimises
   the spread of communication groups);
@@ -19,10 +24,11 @@ from typing import Callable
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem, grid_cost, grid_uplinks
+from rankmap.placement.tier_search import tier_cost, tier_costs
 
 __all__ = ["OBJECTIVES", "ranking"]
 
-OBJECTIVES = ("bytes", "spread", "uplink", "fragmentation", "moved")
+OBJECTIVES = ("tiers", "top-first", "bytes", "spread", "uplink", "fragmentation", "moved")
 
 
 def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = None) -> Callable:
@@ -53,6 +59,10 @@ def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = No
     caps = np.asarray(problem.free)
 
     def value(name: str, cells: np.ndarray) -> float:
+        if name == "tiers":
+            return tier_cost(problem, cells)
+        if name == "top-first":
+            return tier_costs(problem, cells)[::-1]
         if name == "bytes":
             return grid_cost(problem, cells)
         if name == "spread":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -23,25 +24,28 @@ from rankmap.job.spec import DEFAULT_ORDER, JobSpec
 from rankmap.job.traffic import GroupTraffic
 from rankmap.placement.baselines import BASELINES, topology_greedy
 from rankmap.placement.constraints import PlacementConstraints
-from rankmap.placement.grid_problem import GridSolution, expand_spans, span_problem
+from rankmap.placement.grid_problem import GridProblem, GridSolution, expand_spans, span_problem
 from rankmap.placement.grid_search import search
 from rankmap.placement.host_grid import cells_of_hosts, hosts_of_cells
 from rankmap.placement.host_shapes import fit_hosts
-from rankmap.placement.metrics import human_bytes
+from rankmap.placement.metrics import human_bytes, measure_order
 from rankmap.placement.mixed_gpu_counts import pack_plan, packable_gpus, tp_shortage
 from rankmap.placement.objectives import OBJECTIVES
 from rankmap.placement.pins import describe_pins
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
-from rankmap.placement.status import final_status
+from rankmap.placement.status import SolverStatus, final_status
+from rankmap.placement.tier_weights import tier_weights as resolve_weights
+from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster
 
-__all__ = ["Candidate", "PlanResult", "plan", "candidate_orders", "metrics_row", "OBJECTIVES"]
+__all__ = ["Candidate", "PlanResult", "plan", "candidate_orders", "canonical_cluster", "with_tiers", "metrics_row",
+           "OBJECTIVES"]
 
 
 def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: int = 0, workers: int = 1,
-         constraints: PlacementConstraints | None = None, objectives: tuple = ("bytes", "uplink", "fragmentation"),
-         previous: RankMap | None = None) -> PlanResult:
+         constraints: PlacementConstraints | None = None, objectives: tuple = ("tiers", "uplink", "fragmentation"),
+         previous: RankMap | None = None, tier_weights: dict | None = None) -> PlanResult:
     """Place ``job`` on the free hosts of ``cluster``.
 
     Parameters
@@ -63,6 +67,9 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     previous : RankMap, optional
         An earlier plan of this job: hosts are kept where the new plan allows
         (and "moved" can be an objective).
+    tier_weights : dict, optional
+        ``{tier name: weight}`` overriding the default tier weights
+        (:mod:`rankmap.placement.tier_weights`), e.g. ``{"core": 3.0}``.
 
     Returns
     -------
@@ -82,12 +89,32 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     for name in (o[0] if isinstance(o, tuple) else o for o in objectives):
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
-    options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous)
+    weights = resolve_weights(cluster, tier_weights)
+    cluster = canonical_cluster(cluster)
+    options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous,
+                   weights=weights)
     pool = host_pool(cluster, constraints)
     if job.order == "auto":
         return _plan_auto_order(cluster, job, constraints, pool, options)
     return _plan_fixed_order(cluster, job, constraints, pool, options)
 
+
+
+def canonical_cluster(cluster: Cluster) -> Cluster:
+    """``cluster`` with ToR groups and hosts in natural name order, so that a plan never
+    depends on the order in which a spec listed them (only on names and the fabric)."""
+    groups = sorted(cluster.tor_groups, key=lambda g: natural_key(g.name))
+    groups = tuple(dataclasses.replace(g, index=i) for i, g in enumerate(groups))
+    hosts = tuple(sorted(cluster.hosts, key=lambda h: natural_key(h.name)))
+    if groups == cluster.tor_groups and hosts == cluster.hosts:
+        return cluster
+    return dataclasses.replace(cluster, tor_groups=groups, hosts=hosts)
+
+
+def with_tiers(problem: GridProblem, cluster: Cluster, weights: tuple) -> GridProblem:
+    """``problem`` with the domains of the levels a job can cross and the tier weights."""
+    domains = tuple(cluster.domain_index(level) for level in range(1, cluster.depth))
+    return dataclasses.replace(problem, domains=domains, weights=tuple(weights))
 
 
 def _plan_fixed_order(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
@@ -120,7 +147,7 @@ def candidate_orders(job: JobSpec) -> list[str]:
 
 def _plan_auto_order(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
                      options: dict) -> PlanResult:
-    """Plan with every candidate order string and keep the cheapest (cross-ToR bytes, then
+    """Plan with every candidate order string and keep the cheapest (tier-weighted bytes, then
     heaviest uplink, then the order's position in the candidate list)."""
     results, reasons = [], []
     for order in candidate_orders(job):
@@ -132,7 +159,7 @@ def _plan_auto_order(cluster: Cluster, job: JobSpec, constraints: PlacementConst
     if not results:
         raise PlacementError("no order string keeps TP groups inside hosts and every inter-host group "
                              "rail-aligned: " + "; ".join(reasons[:3]), source=job.source, key="parallel.order")
-    best = min(results, key=lambda r: (r.ours.metrics.cross_tor_bytes, r.ours.metrics.max_uplink_bytes))
+    best = min(results, key=lambda r: (r.ours.metrics.cost, r.ours.metrics.max_uplink_bytes))
     note = (f"order auto: chose {best.job.order} ({len(results)} of {len(results) + len(reasons)} orders "
             f"rail-aligned; the rank map records the order)")
     return dataclasses.replace(best, notes=best.notes + (note,))
@@ -177,7 +204,7 @@ def _plan_islands(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     for i in fits:
         result = _plan_one(cluster, job, constraints, pool.within(set(cluster.islands()[i])), **options)
         results.append(dataclasses.replace(result, notes=result.notes + (f"placed in island {names[i]}",)))
-    return min(results, key=lambda r: (r.ours.metrics.cross_tor_bytes, r.ours.metrics.max_uplink_bytes))
+    return min(results, key=lambda r: (r.ours.metrics.cost, r.ours.metrics.max_uplink_bytes))
 
 
 def _fit_or_pack(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,
@@ -205,15 +232,22 @@ def _fit_or_pack(cluster: Cluster, job: JobSpec, constraints: PlacementConstrain
 
 
 def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool, *,
-              time_limit_s: float, seed: int, workers: int, objectives: tuple, previous: RankMap | None) -> PlanResult:
+              time_limit_s: float, seed: int, workers: int, objectives: tuple, previous: RankMap | None,
+              weights: tuple) -> PlanResult:
     """Plan within one island (or a cluster without islands)."""
     fit = _fit_or_pack(cluster, job, constraints, pool, seed)
     if isinstance(fit, PlanResult):
         return fit
     job, pool = fit
     problem = build_problem(cluster, job, constraints, pool)
+    problem = dataclasses.replace(problem, grid_problem=with_tiers(problem.grid_problem, cluster, weights))
     notes = list(problem.notes)
-    baselines = tuple(problem.measure(cluster, name, fn(cluster, list(problem.usable), problem.grid.row.size, seed))
+
+    def measure(name: str, hosts: list[str], solve_time_s: float = 0.0) -> Candidate:
+        metrics = measure_order(cluster, problem.layout, problem.traffic, hosts, problem.gpn, weights)
+        return Candidate(name, tuple(hosts), metrics, solve_time_s)
+
+    baselines = tuple(measure(name, fn(cluster, list(problem.usable), problem.grid.row.size, seed))
                       for name, fn in BASELINES.items())
     prev_hosts = list(previous.hosts) if previous is not None else None
 
@@ -230,20 +264,46 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     if sol is None:
         raise InfeasibleError(f"no placement meets the pins within the time limit ({time_limit_s:g} s); "
                               f"pins: {describe_pins(constraints)}", source=constraints.source, key="pins")
-    ours = problem.measure(cluster, "rankmap", hosts_of(sol.cells), time.perf_counter() - t0)
+    ours, status = measure("rankmap", hosts_of(sol.cells), time.perf_counter() - t0), sol.status
     spanned = _search_spans(problem, objectives, time_limit_s, seed, workers)
     if spanned is not None:
-        candidate = problem.measure(cluster, "rankmap", hosts_of(spanned.cells), time.perf_counter() - t0)
-        if candidate.metrics.cross_tor_bytes < ours.metrics.cross_tor_bytes:
+        candidate = measure("rankmap", hosts_of(spanned.cells), time.perf_counter() - t0)
+        if _better(candidate, ours):
             ours, sol = candidate, spanned
         notes.append(f"CP/EP groups span hosts: spans of {problem.cp_ep_span} hosts (one CP x EP group) kept whole "
                      f"under one ToR group where that was cheaper")
+    if not problem.pins and not prev_hosts:
+        fits = [b for b in baselines if _within_caps(cluster, problem, b.hosts)]
+        ours, status, notes = _never_worse(ours, status, fits, notes, time.perf_counter() - t0)
+    if problem.cp_ep_span > 1 and ours.metrics.cost > bound * problem.unit_bytes * (1 + 1e-9):
+        status = SolverStatus.HEURISTIC  # the grid model leaves CP/EP traffic out: nothing proves the optimum
     rm = RankMap.from_hosts(problem.job, cluster, list(ours.hosts), problem.gpn)
     notes += _tradeoffs(ours, baselines, problem.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
-    result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, sol.status,
-                        tuple(notes), n_moved)
-    return with_summary(dataclasses.replace(result, solver_status=final_status(sol.status, result.gap)))
+    result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, status,
+                        tuple(notes), n_moved, tuple(weights))
+    return with_summary(dataclasses.replace(result, solver_status=final_status(status, result.gap)))
+
+
+def _better(a: Candidate, b: Candidate) -> bool:
+    """Whether ``a`` costs less than ``b`` (tier-weighted bytes, then heaviest uplink)."""
+    return (a.metrics.cost, a.metrics.max_uplink_bytes) < (b.metrics.cost, b.metrics.max_uplink_bytes)
+
+
+def _within_caps(cluster: Cluster, problem: PlacementProblem, hosts: tuple) -> bool:
+    """Whether a host order keeps every ToR group within its quota (``problem.caps``)."""
+    used = Counter(problem.tor_index[cluster.host(h).tor_group] for h in hosts)
+    return all(n <= problem.caps[g] for g, n in used.items())
+
+
+def _never_worse(ours: Candidate, status, baselines: tuple, notes: list, elapsed_s: float) -> tuple:
+    """The plan, or a baseline's host order when it costs less on the optimised objective
+    with every group's traffic counted (CP and EP included), then HEURISTIC."""
+    best = min(baselines, key=lambda b: (b.metrics.cost, b.metrics.max_uplink_bytes), default=None)
+    if best is None or not _better(best, ours):
+        return ours, status, notes
+    note = f"the {best.name} order costs less with every group's traffic counted; the plan takes it"
+    return (Candidate("rankmap", best.hosts, best.metrics, elapsed_s), SolverStatus.HEURISTIC, notes + [note])
 
 
 def _search_grid(cluster: Cluster, problem: PlacementProblem, baselines: tuple, objectives: tuple, moved,
@@ -281,9 +341,9 @@ def _tradeoffs(ours: Candidate, baselines: tuple, traffic: dict[str, GroupTraffi
     for b in baselines:
         for kind in ("dp", "pp"):
             fewer = ours.metrics.cross_edges[kind] - b.metrics.cross_edges[kind]
-            if fewer > 0:
-                extra = b.metrics.cross_tor_bytes - ours.metrics.cross_tor_bytes
+            extra = b.metrics.cost - ours.metrics.cost
+            if fewer > 0 and extra > 0:
                 notes.append(f"{b.name} crosses {fewer} fewer {kind.upper()} edges "
-                             f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but moves "
-                             f"{human_bytes(extra)} more across ToR groups in all; the plan minimises the total")
+                             f"({human_bytes(fewer * traffic[kind].edge_bytes)}) but costs "
+                             f"{human_bytes(extra)} more in tier-weighted bytes; the plan minimises the total")
     return notes

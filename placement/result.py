@@ -26,8 +26,9 @@ class Candidate:
 class PlanResult:
     """Our plan, the baselines, and how good the plan is.
 
-    ``lower_bound_bytes`` bounds the cross-ToR bytes of every placement of this job on
-    these hosts; ``gap = (ours - bound) / ours``.
+    ``lower_bound_bytes`` bounds the optimised cost (tier-weighted bytes,
+    :attr:`rankmap.placement.metrics.PlacementMetrics.cost`) of every placement of this job
+    on these hosts; ``gap = (ours - bound) / ours``.
     """
 
     job: JobSpec
@@ -39,10 +40,11 @@ class PlanResult:
     solver_status: str
     notes: tuple = field(default_factory=tuple)
     moved_hosts: int | None = None
+    tier_weights: tuple = ()
 
     @property
     def gap(self) -> float:
-        cost = self.ours.metrics.cross_tor_bytes
+        cost = self.ours.metrics.cost
         return max(0.0, (cost - self.lower_bound_bytes) / cost) if cost > 0 else 0.0
 
     def candidate_rankmap(self, cluster, candidate: Candidate) -> RankMap:
@@ -76,11 +78,18 @@ class PlanResult:
 def metrics_row(c: Candidate, bound_bytes: float) -> dict:
     """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table.
 
-    Solve time is left out: files must be byte-identical across runs."""
+    Per tier (lowest first, as :func:`rankmap.placement.tier_weights.crossed_tiers` names
+    them): bytes crossing it, and the most domains below it that any DP or PP group spans
+    (Arnold's spread). The gap is on the optimised cost, ``weighted_bytes``. Solve time is
+    left out: files must be byte-identical across runs."""
     m = c.metrics
-    cost = m.cross_tor_bytes
+    cost = m.cost
     return {
-        "cross_tor_bytes": cost,
+        "cross_tor_bytes": m.cross_tor_bytes,
+        "weighted_bytes": cost,
+        "tier_bytes": list(m.tier_bytes),
+        "max_dp_spread_per_tier": list(m.tier_spread.get("dp", ())),
+        "max_pp_spread_per_tier": list(m.tier_spread.get("pp", ())),
         "dp_edges_cross_tor": m.cross_edges["dp"],
         "pp_edges_cross_tor": m.cross_edges["pp"],
         "max_dp_spread_tor_groups": m.max_spread["dp"],
@@ -96,6 +105,7 @@ def with_summary(result: PlanResult) -> PlanResult:
         "lower_bound_bytes": bound,
         "bound_method": result.bound_method,
         "solver_status": result.solver_status,
+        "tier_weights": list(result.tier_weights),
         "baselines": {b.name: metrics_row(b, bound) for b in result.baselines},
     }
     if result.moved_hosts is not None:

@@ -27,7 +27,7 @@ def add_parsers(sub) -> None:
     p = sub.add_parser("plan", help="place a job on a cluster; write rankmap.json and hostfile",
                        description="Place a job on the free hosts of a cluster. With no arguments, plans the "
                                    "embedded default: GPT-3 175B on a MegaScale-shaped 12,288-GPU cluster.")
-    add_example_args(p, cluster_help="cluster spec YAML (default: embedded megascale-12k)",
+    add_example_args(p, cluster_help="cluster spec YAML (default: embedded megascale-3tier)",
                      job_help="job spec YAML (default: embedded gpt3-175b job)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
@@ -40,10 +40,14 @@ def add_parsers(sub) -> None:
                    help="solver budget, deterministic seconds (default 20)")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
-    p.add_argument("--objective", default="bytes,uplink,fragmentation",
-                   help="objectives, most important first, from: bytes, spread, uplink, fragmentation, moved "
-                        "(default bytes,uplink,fragmentation); NAME=WEIGHT terms are summed into one weighted "
-                        "objective, e.g. bytes=1,uplink=4")
+    p.add_argument("--objective", default="tiers,uplink,fragmentation",
+                   help="objectives, most important first, from: tiers (bytes crossing each tier times its "
+                        "weight), top-first (bytes per tier, top tier first), bytes (cross-ToR only), spread, "
+                        "uplink, fragmentation, moved (default tiers,uplink,fragmentation); NAME=WEIGHT terms are "
+                        "summed into one weighted objective, e.g. tiers=1,uplink=4")
+    p.add_argument("--tier-weights", default="",
+                   help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
+                        "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.set_defaults(func=run_plan)
@@ -80,9 +84,12 @@ def run_plan(args: argparse.Namespace) -> int:
     cluster = api.load_cluster(cluster_path)
     job = api.load_job(job_path, overrides)
     goals = objectives(args.objective)
+    from rankmap.placement.tier_weights import parse_tier_weights
+    weights = parse_tier_weights(args.tier_weights) or None
     previous = api.read_rankmap(args.previous) if args.previous else None
     result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                      constraints=constraints_from_args(args, cluster), objectives=goals, previous=previous)
+                      constraints=constraints_from_args(args, cluster), objectives=goals, previous=previous,
+                      tier_weights=weights)
     written = api.write_plan_files(result.rankmap, args.out)
     print_plan(cluster, result, written, time.perf_counter() - t0)
     return EXIT_OK

@@ -5,6 +5,7 @@ Tables are rich tables; warnings go to stderr, one line each.
 
 from __future__ import annotations
 
+import itertools
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from rich.table import Table
 from rankmap.placement.metrics import human_bytes
 from rankmap.placement.result import PlanResult, metrics_row
 from rankmap.placement.status import status_meaning
+from rankmap.placement.tier_weights import crossed_tiers
 from rankmap.topology.model import Cluster
 
 __all__ = ["print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
@@ -22,7 +24,7 @@ __all__ = ["print_plan", "print_replan", "print_simulation", "print_diagnosis", 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
                console: Console | None = None) -> None:
     """Print the cluster and job summary, the comparison table and the output files."""
-    console = console or Console(width=130)
+    console = console or Console(width=170)
     job, rm = result.job, result.rankmap
     free = len(cluster.free_hosts())
     console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
@@ -31,20 +33,28 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     console.print(f"[bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
                   f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts x {rm.nproc_per_node} GPUs, "
                   f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters")
-    table = Table(title="bytes and ring edges crossing ToR groups, per iteration", title_justify="left")
-    for col in ("placement", "cross-ToR bytes", "DP edges x-ToR", "PP edges x-ToR", "max DP spread",
-                "max uplink bytes", "solve time", "gap to bound"):
+    tiers = crossed_tiers(cluster)
+    table = Table(title="bytes crossing each tier per iteration, and the most domains below it any DP/PP group "
+                        "spans (Arnold's spread)", title_justify="left")
+    cols = (["placement", "weighted bytes"] + [f"x-{t} bytes" for t in tiers] + [f"{t} spread" for t in tiers]
+            + ["DP edges x-ToR", "PP edges x-ToR", "max uplink bytes", "solve time", "gap to bound"])
+    for col in cols:
         table.add_column(col, justify="left" if col == "placement" else "right", no_wrap=col == "placement")
     bound = result.lower_bound_bytes
     for cand in (result.ours,) + result.baselines:
         row = metrics_row(cand, bound)
+        spread = [f"{dp}/{pp}" for dp, pp in itertools.zip_longest(row["max_dp_spread_per_tier"],
+                                                                      row["max_pp_spread_per_tier"], fillvalue=1)]
         table.add_row(
-            "[bold]rankmap plan[/]" if cand is result.ours else cand.name,
-            human_bytes(row["cross_tor_bytes"]), str(row["dp_edges_cross_tor"]), str(row["pp_edges_cross_tor"]),
-            f"{row['max_dp_spread_tor_groups']} groups", human_bytes(row["max_uplink_bytes"]),
+            "[bold]rankmap plan[/]" if cand is result.ours else cand.name, human_bytes(row["weighted_bytes"]),
+            *[human_bytes(b) for b in row["tier_bytes"]], *spread,
+            str(row["dp_edges_cross_tor"]), str(row["pp_edges_cross_tor"]), human_bytes(row["max_uplink_bytes"]),
             f"{cand.solve_time_s:.2f} s" if cand is result.ours else "-",
             f"{100 * row['gap_to_bound']:.2f}%")
     console.print(table)
+    weights = ", ".join(f"{t}={w:g}" for t, w in zip(tiers, result.tier_weights)) if result.tier_weights else ""
+    if weights:
+        console.print(f"tier weights {weights}; spread as DP/PP domains")
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
                   f"{result.bound_method}); solver status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}")

@@ -42,7 +42,7 @@ def test_default_example_compare(tmp_path):
         assert name in run.stdout
     doc = json.loads((tmp_path / "simulation.json").read_text())
     times = {p["name"]: p["comm_time_s"]["mean"] for p in doc["placements"]}
-    assert list(times) == ["rankmap plan", "hostname order", "arrival order", "topology greedy"]
+    assert list(times) == ["rankmap plan", "hostname order", "arrival order", "topology greedy", "spread (Arnold)"]
     plan = times["rankmap plan"]
     assert 0.8 < plan < 0.95                       # 0.217 s all-gather + 0.209 s pipeline + 0.434 s reduce-scatter
     assert times["hostname order"] > 2 * plan and times["arrival order"] > 2 * plan

@@ -35,7 +35,8 @@ def _rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, rows: np.nd
     return indices[offsets], data[offsets]
 
 
-def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple[np.ndarray, int]:
+def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0
+                        ) -> tuple[np.ndarray, int]:
     """Max-min fair rates of every coflow (column) of ``matrix``.
 
     Parameters
@@ -44,6 +45,9 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple
         ``A[L, C]``, non-negative; every column has at least one entry.
     capacity : ndarray
         ``capacity[L]`` > 0.
+    level : float
+        Rate every coflow already has: filling starts from ``capacity - level * load``
+        (0 starts from empty links).
 
     Returns
     -------
@@ -57,9 +61,9 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple
     rate = np.zeros(n_coflows)
     frozen = np.zeros(n_coflows, dtype=bool)
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
-    free = np.asarray(capacity, dtype=float).copy()
+    free = np.asarray(capacity, dtype=float) - level * load
     live = np.flatnonzero(load > _WEIGHT_EPS)                  # links still carrying unfrozen coflows
-    level, rounds = 0.0, 0
+    level, rounds = float(level), 0
     while live.size:
         rounds += 1
         share = free[live] / load[live]
@@ -122,13 +126,23 @@ class FairShare:
         _, labels = connected_components(graph, directed=False)
         return labels[n_links:]
 
-    def rates(self, active: np.ndarray | None = None) -> np.ndarray:
+    def rates(self, active: np.ndarray | None = None, kept: np.ndarray | None = None,
+              kept_rates: np.ndarray | None = None) -> np.ndarray:
         """Max-min fair rates of the active coflows.
 
         Parameters
         ----------
         active : ndarray of bool, optional
             ``active[C]``; inactive coflows get rate 0 and load nothing. Default: all.
+        kept : ndarray of bool, optional
+            ``kept[C]``: active coflows whose rates are already known to be ``kept_rates``
+            (a warm start). They must be exactly the coflows that progressive filling
+            freezes first -- every other active coflow's max-min rate is at least
+            ``kept_rates[kept].max()`` -- as after a coflow leaves: the coflows slower than
+            it keep their rates (see :func:`rankmap.simulator.events.complete_coflows`).
+            Filling starts at that level with their load on the links.
+        kept_rates : ndarray, optional
+            ``kept_rates[C]``, read where ``kept``.
 
         Returns
         -------
@@ -137,18 +151,31 @@ class FairShare:
             no link (e.g. a GPU sending to itself).
         """
         active = np.ones(self.n_coflows, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+        kept = np.zeros(self.n_coflows, dtype=bool) if kept is None else active & np.asarray(kept, dtype=bool)
         rate = np.zeros(self.n_coflows)
         rate[active & ~self.has_links] = np.inf
-        cols = np.flatnonzero(active & self.has_links)
+        rate[kept] = np.asarray(kept_rates)[kept] if kept.any() else 0.0
+        cols = np.flatnonzero(active & self.has_links & ~kept)
         if cols.size == 0:
             return rate
         sub = self._csc[:, cols]                                   # (L, k) columns in play
         links, rows = np.unique(sub.indices, return_inverse=True)  # keep only links they cross
         compact = sparse.csc_array((sub.data, rows.ravel(), sub.indptr), shape=(links.size, cols.size)).tocsr()
-        got, rounds = progressive_filling(compact, self.capacity[links])
+        capacity, level = self._residual(links, kept, rate)
+        got, rounds = progressive_filling(compact, capacity, level)
         self.rounds += rounds
         rate[cols] = got
         return rate
+
+    def _residual(self, links: np.ndarray, kept: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, float]:
+        """``capacity[links]`` less the kept coflows' load, and the level filling resumes at."""
+        if not kept.any():
+            return self.capacity[links], 0.0
+        cols = np.flatnonzero(kept & self.has_links)
+        if cols.size == 0:
+            return self.capacity[links], 0.0
+        used = self._csc[:, cols] @ rate[cols]                     # (L,) bytes/s of kept coflows
+        return self.capacity[links] - used[links], float(rate[cols].max())
 
 
 def max_min_rates(matrix, capacity: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:

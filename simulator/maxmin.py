@@ -12,7 +12,8 @@ freezes (vectorised gathers and a bincount); the loop runs once per distinct bot
 level, never once per flow. Coflows that
 share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the
-network that changed.
+network that changed; :meth:`FairShare.rates` also resumes filling from coflows whose
+rates are known (``kept``), the ones progressive filling would freeze first.
 """
 
 from __future__ import annotations
@@ -152,6 +153,8 @@ class FairShare:
         """
         active = np.ones(self.n_coflows, dtype=bool) if active is None else np.asarray(active, dtype=bool)
         kept = np.zeros(self.n_coflows, dtype=bool) if kept is None else active & np.asarray(kept, dtype=bool)
+        if kept.any() and kept_rates is None:
+            raise ValueError("kept coflows need kept_rates")
         rate = np.zeros(self.n_coflows)
         rate[active & ~self.has_links] = np.inf
         rate[kept] = np.asarray(kept_rates)[kept] if kept.any() else 0.0
@@ -169,8 +172,6 @@ class FairShare:
 
     def _residual(self, links: np.ndarray, kept: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, float]:
         """``capacity[links]`` less the kept coflows' load, and the level filling resumes at."""
-        if not kept.any():
-            return self.capacity[links], 0.0
         cols = np.flatnonzero(kept & self.has_links)
         if cols.size == 0:
             return self.capacity[links], 0.0

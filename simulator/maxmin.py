@@ -63,23 +63,29 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     frozen = np.zeros(n_coflows, dtype=bool)
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
     free = np.asarray(capacity, dtype=float) - level * load
-    live = np.flatnonzero(load > _WEIGHT_EPS)                  # links still carrying unfrozen coflows
+    live = np.flatnonzero(load > _WEIGHT_EPS)                  # (K,) links still carrying unfrozen coflows
+    free, load = free[live], load[live]                        # (K,) kept compact, in the order of live
+    slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
+    slot[live] = np.arange(live.size)
     level, rounds = float(level), 0
     while live.size:
         rounds += 1
-        share = free[live] / load[live]
+        share = free / load
         step = max(float(share.min()), 0.0)
         level += step
-        free[live] -= step * load[live]
+        free -= step * load
         is_full = share <= step * (1 + _RTOL)
         coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, live[is_full])
         newly = np.unique(coflows[~frozen[coflows]])           # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
         links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, newly)
-        load -= np.bincount(links, weights, minlength=n_links)
-        live = live[~is_full]
-        live = live[load[live] > _WEIGHT_EPS]
+        at = slot[links]
+        load -= np.bincount(at[at >= 0], weights[at >= 0], minlength=live.size)
+        keep = ~is_full & (load > _WEIGHT_EPS)
+        slot[live[~keep]] = -1
+        live, free, load = live[keep], free[keep], load[keep]
+        slot[live] = np.arange(live.size)
     return rate, rounds
 
 

@@ -1,6 +1,6 @@
 """Benchmark the flow-level simulator.
 
-    python benchmarks/simulate.py [--repeat N]
+    python benchmarks/simulate.py [--repeat N] [--section {1,2,3} ...]
 
 1. A ring all-reduce of 1 GB over 16,384 GPUs on a MegaScale-shaped fabric: 32 ToR groups
    x 64 hosts x 8 GPUs, 8 x 200G rail NICs per host, 32 x 400G uplinks per rail ToR, 32
@@ -112,12 +112,18 @@ def bench_three_tier() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--section", type=int, choices=(1, 2, 3), action="append",
+                        help="run only this section (repeatable; default all)")
     args = parser.parse_args()
+    sections = set(args.section or (1, 2, 3))
     for _ in range(args.repeat):
-        bench_allreduce()
-        bench_iteration()
-        bench_iteration(all_free=True)
-        bench_three_tier()
+        if 1 in sections:
+            bench_allreduce()
+        if 2 in sections:
+            bench_iteration()
+            bench_iteration(all_free=True)
+        if 3 in sections:
+            bench_three_tier()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak memory (max RSS): {peak_mib:.0f} MiB")
 

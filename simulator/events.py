@@ -54,7 +54,7 @@ class FlowResult:
         return float(self.finish_s.max()) if self.finish_s.size else 0.0
 
 
-def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float = 1e-6
+def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float = 1e-6, warm: bool = True
                      ) -> tuple[np.ndarray, np.ndarray, int]:
     """Completion times of coflows that all start at time 0.
 
@@ -66,6 +66,9 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
         ``size_bytes[C]``: bytes each flow of the coflow carries.
     merge_rtol : float
         Completions within this relative gap of the earliest count as one event.
+    warm : bool
+        After an event, keep the rates of the coflows slower than the slowest finished one
+        and fill only the rest (see below); False recomputes every affected coflow.
 
     Returns
     -------
@@ -74,6 +77,16 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
     first_rates : ndarray
         ``first_rates[C]``: rates at time 0.
     events : int
+
+    Notes
+    -----
+    When coflow ``f`` (rate ``r_f``) leaves, progressive filling on the survivors repeats
+    the old one up to level ``r_f``: a link of ``f`` that did not saturate below ``r_f``
+    with ``f`` on it saturates no earlier without it (its saturation level, free capacity
+    over unfrozen load, only rises when an unfrozen coflow leaves), and every other link
+    is untouched. So coflows slower than ``r_f`` keep their rates exactly, and filling
+    resumes from them (:meth:`FairShare.rates` with ``kept``). In a long pipeline the
+    coflow that finishes first is often the fastest, and then nothing is refilled.
 
     Examples
     --------
@@ -107,7 +120,8 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
         # is the union of max-min on the parts).
         redo = active & np.isin(component, np.unique(component[done]))
         if redo.any():
-            rate[redo] = fair.rates(redo)[redo]
+            kept = redo & (rate < rate[done].min()) if warm else None
+            rate[redo] = fair.rates(redo, kept, rate)[redo]
             events += 1
     return finish, first, events
 

@@ -12,7 +12,8 @@ freezes (vectorised gathers and a bincount); the loop runs once per distinct bot
 level, never once per flow. Coflows that
 share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the
-network that changed.
+network that changed; :meth:`FairShare.rates` also resumes filling from coflows whose
+rates are known (``kept``), the ones progressive filling would freeze first.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ def _rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, rows: np.nd
     return indices[offsets], data[offsets]
 
 
-def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple[np.ndarray, int]:
+def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0
+                        ) -> tuple[np.ndarray, int]:
     """Max-min fair rates of every coflow (column) of ``matrix``.
 
     Parameters
@@ -44,6 +46,9 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple
         ``A[L, C]``, non-negative; every column has at least one entry.
     capacity : ndarray
         ``capacity[L]`` > 0.
+    level : float
+        Rate every coflow already has: filling starts from ``capacity - level * load``
+        (0 starts from empty links).
 
     Returns
     -------
@@ -57,24 +62,30 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray) -> tuple
     rate = np.zeros(n_coflows)
     frozen = np.zeros(n_coflows, dtype=bool)
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
-    free = np.asarray(capacity, dtype=float).copy()
-    live = np.flatnonzero(load > _WEIGHT_EPS)                  # links still carrying unfrozen coflows
-    level, rounds = 0.0, 0
+    free = np.asarray(capacity, dtype=float) - level * load
+    live = np.flatnonzero(load > _WEIGHT_EPS)                  # (K,) links still carrying unfrozen coflows
+    free, load = free[live], load[live]                        # (K,) kept compact, in the order of live
+    slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
+    slot[live] = np.arange(live.size)
+    level, rounds = float(level), 0
     while live.size:
         rounds += 1
-        share = free[live] / load[live]
+        share = free / load
         step = max(float(share.min()), 0.0)
         level += step
-        free[live] -= step * load[live]
+        free -= step * load
         is_full = share <= step * (1 + _RTOL)
         coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, live[is_full])
         newly = np.unique(coflows[~frozen[coflows]])           # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
         links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, newly)
-        load -= np.bincount(links, weights, minlength=n_links)
-        live = live[~is_full]
-        live = live[load[live] > _WEIGHT_EPS]
+        at = slot[links]
+        load -= np.bincount(at[at >= 0], weights[at >= 0], minlength=live.size)
+        keep = ~is_full & (load > _WEIGHT_EPS)
+        slot[live[~keep]] = -1
+        live, free, load = live[keep], free[keep], load[keep]
+        slot[live] = np.arange(live.size)
     return rate, rounds
 
 
@@ -122,13 +133,23 @@ class FairShare:
         _, labels = connected_components(graph, directed=False)
         return labels[n_links:]
 
-    def rates(self, active: np.ndarray | None = None) -> np.ndarray:
+    def rates(self, active: np.ndarray | None = None, kept: np.ndarray | None = None,
+              kept_rates: np.ndarray | None = None) -> np.ndarray:
         """Max-min fair rates of the active coflows.
 
         Parameters
         ----------
         active : ndarray of bool, optional
             ``active[C]``; inactive coflows get rate 0 and load nothing. Default: all.
+        kept : ndarray of bool, optional
+            ``kept[C]``: active coflows whose rates are already known to be ``kept_rates``
+            (a warm start). They must be exactly the coflows that progressive filling
+            freezes first -- every other active coflow's max-min rate is at least
+            ``kept_rates[kept].max()`` -- as after a coflow leaves: the coflows slower than
+            it keep their rates (see :func:`rankmap.simulator.events.complete_coflows`).
+            Filling starts at that level with their load on the links.
+        kept_rates : ndarray, optional
+            ``kept_rates[C]``, read where ``kept``.
 
         Returns
         -------
@@ -137,18 +158,31 @@ class FairShare:
             no link (e.g. a GPU sending to itself).
         """
         active = np.ones(self.n_coflows, dtype=bool) if active is None else np.asarray(active, dtype=bool)
+        kept = np.zeros(self.n_coflows, dtype=bool) if kept is None else active & np.asarray(kept, dtype=bool)
+        if kept.any() and kept_rates is None:
+            raise ValueError("kept coflows need kept_rates")
         rate = np.zeros(self.n_coflows)
         rate[active & ~self.has_links] = np.inf
-        cols = np.flatnonzero(active & self.has_links)
+        rate[kept] = np.asarray(kept_rates)[kept] if kept.any() else 0.0
+        cols = np.flatnonzero(active & self.has_links & ~kept)
         if cols.size == 0:
             return rate
         sub = self._csc[:, cols]                                   # (L, k) columns in play
         links, rows = np.unique(sub.indices, return_inverse=True)  # keep only links they cross
         compact = sparse.csc_array((sub.data, rows.ravel(), sub.indptr), shape=(links.size, cols.size)).tocsr()
-        got, rounds = progressive_filling(compact, self.capacity[links])
+        capacity, level = self._residual(links, kept, rate)
+        got, rounds = progressive_filling(compact, capacity, level)
         self.rounds += rounds
         rate[cols] = got
         return rate
+
+    def _residual(self, links: np.ndarray, kept: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, float]:
+        """``capacity[links]`` less the kept coflows' load, and the level filling resumes at."""
+        cols = np.flatnonzero(kept & self.has_links)
+        if cols.size == 0:
+            return self.capacity[links], 0.0
+        used = self._csc[:, cols] @ rate[cols]                     # (L,) bytes/s of kept coflows
+        return self.capacity[links] - used[links], float(rate[cols].max())
 
 
 def max_min_rates(matrix, capacity: np.ndarray, active: np.ndarray | None = None) -> np.ndarray:

@@ -78,3 +78,48 @@ def test_event_loop_conserves_bytes_on_random_instances():
     dense = matrix.toarray()
     alone = np.array([sizes[c] / (cap[dense[:, c] > 0] / dense[dense[:, c] > 0, c]).min() for c in range(sizes.size)])
     assert (finish >= alone * (1 - 1e-9)).all()
+
+
+def test_classic_three_links_by_hand():
+    """Links 0, 1, 2 of 10, 8, 6 B/s; flow a crosses all three, b link 0, c link 1, d links
+    1 and 2. Equal shares: link 0 (a, b) 5, link 1 (a, c, d) 8/3, link 2 (a, d) 3. Link 1
+    saturates first at 8/3 and freezes a, c, d; b takes the rest of link 0, 10 - 8/3."""
+    matrix = sparse.csr_array(np.array([[1.0, 1.0, 0.0, 0.0],
+                                        [1.0, 0.0, 1.0, 1.0],
+                                        [1.0, 0.0, 0.0, 1.0]]))
+    rate = max_min_rates(matrix, np.array([10.0, 8.0, 6.0]))
+    assert rate.tolist() == pytest.approx([8 / 3, 22 / 3, 8 / 3, 8 / 3], rel=1e-12)
+
+
+def test_kept_rates_resume_filling_by_hand():
+    """Three coflows on a 12 B/s link, the third also on a 2 B/s link: 5, 5, 2. Given the
+    third's rate (the level filling froze first), filling the other two gives 5 and 5."""
+    matrix = sparse.csr_array(np.array([[1.0, 1.0, 1.0], [0.0, 0.0, 1.0]]))
+    fair = FairShare(matrix, np.array([12.0, 2.0]))
+    kept = np.array([False, False, True])
+    got = fair.rates(None, kept, np.array([0.0, 0.0, 2.0]))
+    assert got.tolist() == [5.0, 5.0, 2.0] == fair.rates().tolist()
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_kept_rates_equal_a_cold_fill(seed):
+    """Keeping the coflows below any max-min level and refilling the rest is a cold fill."""
+    matrix, cap = random_instance(seed)
+    fair = FairShare(matrix, cap)
+    cold = fair.rates()
+    for level in np.unique(cold)[::7]:
+        kept = cold < level
+        assert np.allclose(fair.rates(None, kept, cold), cold, rtol=1e-12, atol=0)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_warm_event_loop_equals_cold(seed):
+    """Warm starts (survivors slower than the finished coflow keep their rates) change
+    nothing but rounding: same events, finish times within 1e-12."""
+    matrix, cap = random_instance(seed, links=40, coflows=80)
+    sizes = np.random.default_rng(seed).uniform(1, 100, matrix.shape[1])
+    fair_warm, fair_cold = FairShare(matrix, cap), FairShare(matrix, cap)
+    warm = complete_coflows(fair_warm, sizes, warm=True)
+    cold = complete_coflows(fair_cold, sizes, warm=False)
+    assert warm[2] == cold[2] and fair_warm.rounds < fair_cold.rounds
+    assert np.allclose(warm[0], cold[0], rtol=1e-12, atol=0) and (warm[1] == cold[1]).all()

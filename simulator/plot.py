@@ -74,7 +74,7 @@ def render_png(network: Network, named: list[tuple[str, IterationResult]], title
                   fontsize=10)
     if used.size:
         top.set_ylim(top=loads[:, used].max() / 1e9 * 8)          # headroom for the legend (log axis)
-    top.legend(fontsize=8, ncols=max(len(named), 1), loc="upper center")
+    top.legend(fontsize=8, ncols=max(min(len(named), 3), 1), loc="upper center")
     focus = _focus([r for _, r in named])
     if focus is not None:
         phase_name, label = focus

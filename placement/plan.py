@@ -90,13 +90,16 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
     weights = resolve_weights(cluster, tier_weights)
+    spec_hash = cluster.spec_hash()          # the map belongs to the spec as the user wrote it
     cluster = canonical_cluster(cluster)
     options = dict(time_limit_s=time_limit_s, seed=seed, workers=workers, objectives=objectives, previous=previous,
                    weights=weights)
     pool = host_pool(cluster, constraints)
     if job.order == "auto":
-        return _plan_auto_order(cluster, job, constraints, pool, options)
-    return _plan_fixed_order(cluster, job, constraints, pool, options)
+        result = _plan_auto_order(cluster, job, constraints, pool, options)
+    else:
+        result = _plan_fixed_order(cluster, job, constraints, pool, options)
+    return dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, cluster_hash=spec_hash))
 
 
 

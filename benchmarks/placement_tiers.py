@@ -11,10 +11,9 @@ jobs of :func:`instances.make_job` (``gpt3``) and, with ``--kinds``, a deep pipe
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import resource
 import time
-
-import dataclasses
 
 from instances import SIZES, make_job, make_tiered_cluster  # benchmarks/instances.py, beside this script
 

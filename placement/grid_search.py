@@ -11,11 +11,13 @@ objectives break ties among the candidates.
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import numpy as np
 
 from rankmap.placement.band_layout import band_cells
+from rankmap.placement.count_search import count_search
 from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
@@ -23,6 +25,7 @@ from rankmap.placement.objectives import ranking
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
+from rankmap.placement.tier_model import tier_model_solve
 from rankmap.placement.tier_search import exhaustive, nested_starts, refine, tier_bound, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
@@ -162,9 +165,10 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
 def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins: GridPins, time_limit_s: float,
                   seed: int, workers: int, others: tuple) -> tuple[GridSolution | None, float, str]:
     """The search for the tier objectives: starts (also in the fewest pods), refined
-    (:func:`rankmap.placement.tier_search.refine`), exhaustive on tiny grids, CP-SAT on the
-    ToR-level cost otherwise; the bound covers every tier. OPTIMAL only when the tier
-    bound is met or every placement was enumerated."""
+    (:func:`rankmap.placement.tier_search.refine`), exhaustive on tiny grids. Several tiers:
+    count exchanges (:mod:`rankmap.placement.count_search`) and the joint model of every tier
+    (:mod:`rankmap.placement.tier_model`, plan and bound). One tier: CP-SAT's interval
+    model. OPTIMAL only when the tier bound is met or every placement was enumerated."""
     def feasible(c: np.ndarray) -> bool:
         return _feasible(problem, c, pins)
 
@@ -178,6 +182,8 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     if exact is not None:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
+    if problem.domains and not pins:
+        return _search_levels(problem, candidates, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
@@ -199,3 +205,28 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     if not problem.domains and not proven and best is hint and key(hint) == key(sol.cells):
         status = sol.status
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
+
+
+def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasible: Callable, time_limit_s: float,
+                   seed: int, workers: int) -> tuple[GridSolution, float, str]:
+    """Several tiers, no pins: count exchanges from the best start, then (when the
+    analytic bounds leave a gap and the model is small) the joint model of every tier,
+    whose solution is improved the same way and whose proven bound joins the analytic one."""
+    best = min(candidates, key=key)
+    best = min([best, count_search(problem, best, key)], key=key)
+    bound, method = tier_bound(problem, 0), "analytic + band, per tier"
+    cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
+    if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
+        budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)
+        t0 = time.perf_counter()
+        decoded, joint = tier_model_solve(problem, best, budget, seed, workers)
+        solve_time_s = time.perf_counter() - t0
+        options = [c for c in decoded if feasible(c)]
+        options += [count_search(problem, c, key) for c in options[:1]]
+        best = min([best] + options, key=key)
+        if joint > bound:
+            bound, method = joint, "joint tier model (CP-SAT)"
+    else:
+        solve_time_s = 0.0
+    status = SolverStatus.OPTIMAL if tier_cost(problem, best) <= bound + 1e-9 else SolverStatus.HEURISTIC
+    return GridSolution(best, grid_cost(problem, best), status, solve_time_s), bound, method

@@ -75,10 +75,11 @@ def final_status(status: str, gap: float) -> SolverStatus:
 
 _MEANING = {
     SolverStatus.OPTIMAL: "proven: the plan meets the lower bound, no placement of this job on these hosts "
-                          "moves fewer bytes across ToR groups",
+                          "costs less on the optimised objective",
     SolverStatus.FEASIBLE: "CP-SAT's best, not proven optimal",
     SolverStatus.HINT: "CP-SAT found nothing better than the constructive layout it started from",
-    SolverStatus.HEURISTIC: "a constructive layout, kept without CP-SAT (model too large) or better than its result",
+    SolverStatus.HEURISTIC: "the best of the constructive layouts and local searches, not proven by an exact model "
+                            "(too large, or not covering every tier or group kind)",
     SolverStatus.PACKED: "hosts of different GPU counts packed with whole TP groups; no search ran and no bound",
 }
 
@@ -89,7 +90,7 @@ def status_meaning(status: str, gap: float) -> str:
     Examples
     --------
     >>> status_meaning("HEURISTIC", 0.5).split(";")[0]
-    'a constructive layout, kept without CP-SAT (model too large) or better than its result'
+    'the best of the constructive layouts and local searches, not proven by an exact model (too large, or not covering every tier or group kind)'
     """
     text = _MEANING[SolverStatus(status)]
     if gap > 0.01 and status != SolverStatus.PACKED:

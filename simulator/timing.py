@@ -26,11 +26,15 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from rankmap.job.spec import JobSpec
 from rankmap.simulator.compute import ComputeConfig, StageTimes, model_flops, stage_times
 from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleResult, run_schedule
+from rankmap.simulator.stats import summarize
 
-__all__ = ["CommTimes", "IterationTiming", "comm_times", "pipeline_costs", "iteration_timing"]
+__all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "iteration_timing",
+           "timing_summary"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,3 +172,29 @@ def iteration_timing(job: JobSpec, comm: CommTimes, compute: ComputeConfig | Non
                            tflops_per_gpu=executed / (sched.time_s * gpus) / 1e12,
                            bubble_fraction=sched.bubble_fraction, compute_s=float(sched.busy_s.max()),
                            exposed_comm_s=exposed, schedule=sched)
+
+
+def configs_of(job: JobSpec) -> tuple[ComputeConfig, OverlapConfig]:
+    """The compute and overlap settings of ``job.hardware`` (the job YAML's ``hardware`` and ``overlap``)."""
+    hw = job.hardware
+    return (ComputeConfig(gpu=hw.gpu, efficiency_gemm=hw.efficiency_gemm,
+                          efficiency_elementwise=hw.efficiency_elementwise, recompute=hw.recompute,
+                          optimizer_step_s=hw.optimizer_step_s),
+            OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce))
+
+
+def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None) -> dict:
+    """``simulation.json``'s ``"iteration"`` entry of one placement: the prediction under each seed's run.
+
+    ``time_s`` and ``mfu`` are summaries over seeds (mean, min, p50, p95, max); the other
+    figures are the mean over seeds. ``runs`` are ``IterationResult`` s, one per seed.
+    """
+    compute, overlap = configs_of(job)
+    got = [iteration_timing(job, comm_times(r, job), compute, overlap, stages) for r in runs]
+    kinds = list(dict.fromkeys(k for g in got for k in g.exposed_comm_s))
+    out = {"time_s": summarize([g.time_s for g in got]), "mfu": summarize([g.mfu for g in got])}
+    for name in ("tokens_per_s", "tflops_per_gpu", "bubble_fraction", "compute_s"):
+        out[name] = float(np.mean([getattr(g, name) for g in got]))
+    out["exposed_comm_s"] = {k: float(np.mean([g.exposed_comm_s.get(k, 0.0) for g in got])) for k in kinds}
+    out["compute_source"] = stages.source if stages is not None else "flops"
+    return out

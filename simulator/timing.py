@@ -34,7 +34,7 @@ from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleRes
 from rankmap.simulator.stats import summarize
 
 __all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "iteration_timing",
-           "timing_summary"]
+           "timing_summary", "workload_stage_times"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -198,3 +198,18 @@ def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None) -> dict
     out["exposed_comm_s"] = {k: float(np.mean([g.exposed_comm_s.get(k, 0.0) for g in got])) for k in kinds}
     out["compute_source"] = stages.source if stages is not None else "flops"
     return out
+
+
+def workload_stage_times(workload, job: JobSpec, time_unit_s: float = 1e-9) -> StageTimes:
+    """Measured compute per stage from a SimAI/AICB workload's layer lines.
+
+    The lines are one rank's iteration (as :mod:`rankmap.simulator.workload` reads their
+    traffic), so one pass (micro-batch through one chunk) takes the forward or backward
+    total over ``ga * vpp``; every stage gets the same (the file describes one rank). The
+    weight-update total is the optimizer step. ``time_unit_s``: seconds per unit of the
+    file, nanoseconds by default (an assumption: SimAI's simulated clock counts ns).
+    """
+    forward, backward, update = (t * time_unit_s for t in workload.compute_totals)
+    passes = workload.ga * workload.vpp
+    return StageTimes(forward_s=(forward / passes,) * job.pp, backward_s=(backward / passes,) * job.pp,
+                      optimizer_s=update, source="workload")

@@ -116,7 +116,7 @@ class IterationTiming:
         FLOPs executed (recomputation included) per GPU per second, in TFLOP/s: Megatron-LM's figure.
     bubble_fraction : float
     compute_s : float
-        Busiest stage's compute in its passes.
+        Busiest stage's time in its passes: compute, plus the TP/CP/EP collectives not hidden.
     exposed_comm_s : dict of str to float
         ``{kind: s}``: iteration time minus the time with that kind's communication free.
     schedule : ScheduleResult

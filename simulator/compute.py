@@ -31,7 +31,10 @@ datasheets (sparsity figures halved where the datasheet lists only those):
 - H100 SXM: 989 TFLOP/s (datasheet: 1,979 with sparsity), 3.35 TB/s (NVIDIA H100 datasheet).
 - H200 SXM: 989 TFLOP/s, 4.8 TB/s (NVIDIA H200 datasheet; same compute as H100 SXM).
 - B200: 2,250 TFLOP/s (NVIDIA DGX B200 datasheet: 72 PFLOP/s FP8 training per 8 GPUs is
-  9 per GPU, so dense BF16 = 9/4 = 2.25 PFLOP/s), 8 TB/s.
+  9 per GPU with sparsity; dense halves it, BF16 halves FP8: 9/4 = 2.25 PFLOP/s), 8 TB/s.
+
+These figures were taken from the datasheets as the project's domain notes quote them;
+they were not re-read against the PDFs when this module was written.
 
 Efficiency defaults are assumptions, not measurements: ``efficiency_gemm`` 0.65 is the one
 factor fitted to Megatron-LM's GPT 175B point (153 TFLOP/s per A100, Narayanan et al.

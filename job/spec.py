@@ -9,6 +9,17 @@ Job YAML format (every key optional except the model; defaults shown)::
     precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
     data_parallel: zero               # zero (reduce-scatter + all-gather) or allreduce
     sequence_parallel: true
+    hardware: {gpu: a100, efficiency_gemm: 0.65, efficiency_elementwise: 0.7,
+               recompute: false, optimizer_step_s: auto}
+    overlap: {tp: true, dp_gather: true, dp_reduce: true}
+
+``hardware`` and ``overlap`` drive the iteration-time model (rankmap.simulator.compute,
+rankmap.simulator.schedule): GPU preset (a100, h100, h200, b200), achieved fraction of peak
+for GEMM/attention and of HBM bandwidth for elementwise kernels, full activation
+recomputation, the optimizer step in seconds (auto: from HBM bandwidth); which
+communication runs under compute (MegaScale, NSDI'24: TP/SP collectives under the
+transformer block, ZeRO's first all-gather under data loading, the gradient
+reduce-scatter per model chunk under the backwards left).
 
 ``dp: auto`` fills the free GPUs of the cluster the job is planned on.
 """
@@ -22,11 +33,12 @@ from pathlib import Path
 from rankmap.errors import SpecError
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
-__all__ = ["ModelShape", "JobSpec", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
+__all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
            "load_job", "parse_job", "job_from_data", "job_to_dict", "model_params"]
 
 DIMS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+GPU_NAMES = ("a100", "h100", "h200", "b200")   # presets of rankmap.simulator.compute.GPUS
 
 
 def model_params(layers: int, hidden: int, vocab: int, seq_len: int) -> int:
@@ -80,6 +92,25 @@ MODEL_PRESETS: dict[str, ModelShape] = {
 
 
 @dataclass(frozen=True, kw_only=True)
+class Hardware:
+    """Settings of the iteration-time model (defaults documented in the module docstring).
+
+    Attributes: gpu (one of :data:`GPU_NAMES`), efficiency_gemm and efficiency_elementwise
+    (fractions in (0, 1]), recompute (bool), optimizer_step_s (seconds, None = derived),
+    overlap_tp, overlap_dp_gather, overlap_dp_reduce (bool).
+    """
+
+    gpu: str = "a100"
+    efficiency_gemm: float = 0.65
+    efficiency_elementwise: float = 0.7
+    recompute: bool = False
+    optimizer_step_s: float | None = None
+    overlap_tp: bool = True
+    overlap_dp_gather: bool = True
+    overlap_dp_reduce: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
 class JobSpec:
     """A 3D-parallel (plus CP/EP) training job.
 
@@ -109,6 +140,8 @@ class JobSpec:
         Megatron sequence parallelism: pipeline sends carry 1/tp of an activation per rank.
     virtual_stages : int
         Model chunks per pipeline rank (``parallel.vpp``; interleaved 1F1B when > 1).
+    hardware : Hardware
+        GPU, kernel efficiencies, recomputation and overlaps of the iteration-time model.
     """
 
     name: str = "job"
@@ -128,6 +161,7 @@ class JobSpec:
     data_parallel: str = "zero"
     sequence_parallel: bool = True
     virtual_stages: int = 1
+    hardware: Hardware = field(default_factory=Hardware)
     source: str = field(default="<inline>", compare=False)
 
     @property
@@ -228,7 +262,8 @@ _PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "order")
 def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     """Build a JobSpec from parsed YAML; ``overrides`` come from the command line."""
     top = Fields(data if data is not None else {}, source).only(
-        "name", "parallel", "model", "batch", "precision", "data_parallel", "sequence_parallel")
+        "name", "parallel", "model", "batch", "precision", "data_parallel", "sequence_parallel", "hardware",
+        "overlap")
     overrides = dict(overrides or {})
     par = top.sub("parallel").only(*_PARALLEL_KEYS)
     values: dict = {}
@@ -257,6 +292,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
         grad_bytes=prec.int("grad_bytes", 4, minimum=1),
         data_parallel=top.choice("data_parallel", ("zero", "allreduce"), "zero"),
         sequence_parallel=top.bool("sequence_parallel", True),
+        hardware=_hardware(top.sub("hardware"), top.sub("overlap")),
         source=source,
         **values,
     )
@@ -269,6 +305,40 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     top.done()
     _check_shape(job, {"": top, "parallel": par, "batch": batch})
     return job
+
+
+def _fraction(f: Fields, key: str, default: float) -> float:
+    value = f.number(key, default)
+    if value > 1:
+        raise f.error(key, f"must be a fraction in (0, 1], got {value}")
+    return float(value)
+
+
+def _hardware(hw: Fields, ov: Fields) -> Hardware:
+    hw.only("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute", "optimizer_step_s")
+    ov.only("tp", "dp_gather", "dp_reduce")
+    step = hw.raw("optimizer_step_s", "auto")
+    got = Hardware(gpu=hw.choice("gpu", GPU_NAMES, "a100"), efficiency_gemm=_fraction(hw, "efficiency_gemm", 0.65),
+                   efficiency_elementwise=_fraction(hw, "efficiency_elementwise", 0.7),
+                   recompute=hw.bool("recompute", False),
+                   optimizer_step_s=None if step == "auto" else float(hw.number("optimizer_step_s", positive=False)),
+                   overlap_tp=ov.bool("tp", True), overlap_dp_gather=ov.bool("dp_gather", True),
+                   overlap_dp_reduce=ov.bool("dp_reduce", True))
+    if got.optimizer_step_s is not None and got.optimizer_step_s < 0:
+        raise hw.error("optimizer_step_s", f"must be >= 0 or auto, got {got.optimizer_step_s}")
+    hw.done()
+    ov.done()
+    return got
+
+
+def _hardware_dict(hw: Hardware) -> dict:
+    """``{"hardware": ..., "overlap": ...}`` in the YAML layout; empty when every setting is the default."""
+    if hw == Hardware():
+        return {}
+    return {"hardware": {"gpu": hw.gpu, "efficiency_gemm": hw.efficiency_gemm,
+                         "efficiency_elementwise": hw.efficiency_elementwise, "recompute": hw.recompute,
+                         "optimizer_step_s": "auto" if hw.optimizer_step_s is None else hw.optimizer_step_s},
+            "overlap": {"tp": hw.overlap_tp, "dp_gather": hw.overlap_dp_gather, "dp_reduce": hw.overlap_dp_reduce}}
 
 
 def _model(f: Fields) -> ModelShape:
@@ -340,4 +410,5 @@ def job_to_dict(job: JobSpec) -> dict:
                       "grad_bytes": job.grad_bytes},
         "data_parallel": job.data_parallel,
         "sequence_parallel": job.sequence_parallel,
+        **_hardware_dict(job.hardware),
     }

@@ -132,7 +132,8 @@ class SimulationRun:
 def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap | None = None,
              rankmap_name: str = "given rank map", workload=None, traffic_source: str = "job spec",
              compare: bool = False, seeds: int = 4, seed: int = 0, routing: str = "ecmp", qps: int = 1, same_hash: bool = False, alpha_us: float = 5.0,
-             efficiency: float = 1.0, algorithm: str = "ring", time_limit_s: float = 20.0) -> SimulationRun:
+             efficiency: float = 1.0, algorithm: str = "ring", time_limit_s: float = 20.0,
+             hardware: dict | None = None) -> SimulationRun:
     """Simulate one iteration of a placed job (planning it first when no rank map is given).
 
     Parameters
@@ -162,6 +163,9 @@ def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap |
         Latency per algorithm step (us), fraction of line rate, ``"ring"`` or ``"tree"``.
     time_limit_s : float
         Planner budget (deterministic seconds).
+    hardware : dict, optional
+        Fields of :class:`rankmap.job.spec.Hardware` (``gpu``, ``efficiency_gemm``, ``recompute``,
+        ``overlap_tp`` ...) that replace the job's for the iteration-time model.
 
     Returns
     -------
@@ -201,8 +205,14 @@ def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap |
         job = result.job if rankmap is None else job
     config = CollectiveConfig(alpha_s=alpha_us * 1e-6, efficiency=efficiency, algorithm=algorithm)
     ecmp = EcmpConfig(mode=routing, per_switch_salt=not same_hash, qps_per_connection=qps)
+    if hardware:
+        job = dataclasses.replace(job, hardware=dataclasses.replace(job.hardware, **hardware))
+    stages = None
+    if workload is not None and workload.has_compute_times:
+        from rankmap.simulator.timing import workload_stage_times
+        stages = workload_stage_times(workload, job)
     sim = simulate_placements(cluster, job, rows, ops=ops, traffic_source=traffic_source,
-                              seeds=range(seed, seed + seeds), config=config, routing=ecmp)
+                              seeds=range(seed, seed + seeds), config=config, routing=ecmp, stages=stages)
     return SimulationRun(job, sim)
 
 

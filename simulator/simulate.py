@@ -16,8 +16,9 @@ from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import job_comm_ops
 from rankmap.simulator.network import Network
 from rankmap.simulator.plot import render_png
-from rankmap.simulator.report import document_json, placement_summary, simulation_document
+from rankmap.simulator.report import document_json, placement_summary, round_floats, simulation_document
 from rankmap.simulator.stats import IterationSweep, sweep_iteration
+from rankmap.simulator.timing import configs_of, timing_summary
 from rankmap.topology.model import Cluster
 
 __all__ = ["Simulation", "simulate_placements"]
@@ -51,7 +52,8 @@ class Simulation:
 
 def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops: tuple | None = None,
                         traffic_source: str = "job spec", seeds: range = range(0, 4),
-                        config: CollectiveConfig | None = None, routing: EcmpConfig | None = None) -> Simulation:
+                        config: CollectiveConfig | None = None, routing: EcmpConfig | None = None,
+                        stages=None) -> Simulation:
     """Simulate one training iteration of each placement of ``job`` on ``cluster``.
 
     Parameters
@@ -72,6 +74,12 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         Latency per step, efficiency and all-reduce algorithm (default: 5 us, 1.0, ring).
     routing : EcmpConfig, optional
         ECMP per flow, salted per switch, one queue pair (default), or packet spraying.
+    stages : StageTimes, optional
+        Measured compute per stage (a workload's); default: from FLOPs and ``job.hardware``.
+
+    Each placement's entry gets ``"iteration"``: predicted iteration time, MFU, tokens/s,
+    bubble and exposed communication (:func:`rankmap.simulator.timing.timing_summary`), and
+    the document a ``"compute"`` entry with the settings used.
 
     Returns
     -------
@@ -93,9 +101,23 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         placement = RankPlacement.from_rankmap(rm, network)
         sweep: IterationSweep = sweep_iteration(network, placement, rm.layout, ops, seeds, config, routing)
         sweeps.append((name, sweep))
-        summaries.append(placement_summary(network, name, placement, sweep))
+        summary = placement_summary(network, name, placement, sweep)
+        summary["iteration"] = timing_summary(job, sweep.runs, stages)
+        summaries.append(summary)
     doc = simulation_document(network, job, traffic_source, ops, config, routing, summaries)
+    doc["compute"] = round_floats(_compute_entry(job))
     title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {len(seeds)} ECMP seed(s)"
     png = render_png(network, [(name, s.first) for name, s in sweeps], title)
     return Simulation(doc, png, tuple(sweeps), tuple(seeds))
 
+
+
+def _compute_entry(job: JobSpec) -> dict:
+    """The document's ``"compute"``: GPU, peak, efficiencies, recomputation and overlaps used."""
+    compute, overlap = configs_of(job)
+    return {"gpu": compute.spec.name, "peak_tflops": compute.spec.peak_tflops, "hbm_tbps": compute.spec.hbm_tbps,
+            "efficiency_gemm": compute.efficiency_gemm, "efficiency_elementwise": compute.efficiency_elementwise,
+            "recompute": compute.recompute,
+            "optimizer_step_s": "auto" if compute.optimizer_step_s is None else compute.optimizer_step_s,
+            "overlap": {"tp": overlap.tp, "dp_gather": overlap.dp_gather, "dp_reduce": overlap.dp_reduce},
+            "schedule": "interleaved 1F1B" if job.virtual_stages > 1 else "1F1B"}

@@ -195,6 +195,8 @@ class IterationSweep:
         ``{phase: times[S]}``.
     ecmp : dict of str to EcmpStats
         Per phase.
+    runs : tuple of IterationResult
+        The iteration under each seed (``runs[0]`` is ``first``).
     """
 
     seeds: tuple
@@ -203,6 +205,7 @@ class IterationSweep:
     comm_time_s: np.ndarray
     phase_time_s: dict
     ecmp: dict
+    runs: tuple = ()
 
 
 def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, seeds,
@@ -228,7 +231,8 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
     if not seeds:
         raise ValueError("sweep_iteration needs at least one seed")
     spray = dataclasses.replace(routing, mode="spray")
-    ideal_phases, times, stats, firsts = [], {}, {}, []
+    ideal_phases, times, stats = [], {}, {}
+    per_seed: list[list] = [[] for _ in seeds]
     for name in PHASES:
         got = simulate_phase(network, placement, layout, ops, name, config, spray)
         if got is None:
@@ -240,8 +244,7 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
         for i, seed in enumerate(seeds):
             phase, _, result = simulate_phase(network, placement, layout, ops, name, config,
                                               dataclasses.replace(routing, seed=seed))
-            if i == 0:
-                firsts.append(phase)
+            per_seed[i].append(phase)
             phase_times.append(phase.time_s)
             rows.append(_seed_row(network, result.routing, result.first_rates_bps, ideal_result.first_rates_bps,
                                   per_coflow))
@@ -251,6 +254,6 @@ def sweep_iteration(network: Network, placement: RankPlacement, layout, ops, see
         times[name] = np.array(phase_times)
         stats[name] = _stats(seeds, rows, tiers)
     total = np.sum([t for t in times.values()], axis=0) if times else np.zeros(len(seeds))
-    first = IterationResult(tuple(firsts), float(sum(p.time_s for p in firsts)))
+    runs = tuple(IterationResult(tuple(ph), float(sum(p.time_s for p in ph))) for ph in per_seed)
     ideal = IterationResult(tuple(ideal_phases), float(sum(p.time_s for p in ideal_phases)))
-    return IterationSweep(seeds, first, ideal, np.asarray(total, dtype=float), times, stats)
+    return IterationSweep(seeds, runs[0], ideal, np.asarray(total, dtype=float), times, stats, runs)

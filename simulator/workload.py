@@ -22,7 +22,10 @@ group); without a suffix the forward and input-gradient collectives run in the T
 and the weight-gradient ones in the DP group. Sizes are nccl-tests' S in bytes. Forward
 and input-gradient traffic goes to the ``pipeline`` phase; weight-gradient all-gathers to
 ``dp-gather`` and the rest to ``dp-reduce``; ``pp_comm`` becomes ``2 * ga`` pipeline
-messages per stage boundary. Compute times are read and ignored.
+messages per stage boundary. Compute times are kept as totals over the layer lines
+(:attr:`Workload.compute_totals`: forward, backward = input-gradient + weight-gradient,
+weight update), in the file's unit, for the iteration-time model
+(:func:`rankmap.simulator.timing.workload_stage_times`).
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class Workload:
         Layer lines read.
     ops : tuple of CommOp
         The iteration's collectives, merged by kind, collective, size and phase.
+    compute_totals : tuple of float
+        ``(forward, backward, update)``: the layer lines' compute times summed (file units;
+        backward = input gradient + weight gradient).
     """
 
     source: str
@@ -71,6 +77,12 @@ class Workload:
     pp_comm_bytes: float
     layers: int
     ops: tuple
+    compute_totals: tuple = (0.0, 0.0, 0.0)
+
+    @property
+    def has_compute_times(self) -> bool:
+        """True when the layer lines carry any forward or backward compute time."""
+        return self.compute_totals[0] + self.compute_totals[1] > 0
 
     def check_job(self, job) -> None:
         """Raise SpecError (naming this file and the header key) unless ``job``'s shape matches."""
@@ -177,11 +189,14 @@ def parse_aicb_workload(text: str, source: str = "<string>") -> Workload:
         raise SpecError(f"line 2 announces {n_layers} layer lines, the file has {len(body)}",
                         source=source, line=2, key="layers")
     merged: dict[tuple, int] = {}
+    totals = [0.0, 0.0, 0.0]
     for number, ln in body:
         fields = ln.split()
         if len(fields) not in (12, 13):
             raise SpecError(f"expected 12 fields ({' '.join(_FIELDS)}), got {len(fields)}", source=source,
                             line=number, key=fields[0] if fields else "layer")
+        times = [_number(fields[c], source, number, _FIELDS[c]) for c in (2, 5, 8, 11)]
+        totals = [totals[0] + times[0], totals[1] + times[1] + times[2], totals[2] + times[3]]
         for stage, col in (("fwd", 3), ("ig", 6), ("wg", 9)):
             got = _collective(fields[col], stage, source, number)
             size = _number(fields[col + 1], source, number, f"{stage}_bytes")
@@ -195,4 +210,4 @@ def parse_aicb_workload(text: str, source: str = "<string>") -> Workload:
     if head["pp"] > 1 and head["pp_comm"] > 0:
         ops.append(CommOp(kind="pp", op="p2p", size_bytes=head["pp_comm"], count=2 * head["ga"], phase="pipeline"))
     return Workload(source, head["policy"], head["tp"], head["ep"], head["pp"], head["vpp"], head["ga"],
-                    head["all_gpus"], float(head["pp_comm"]), n_layers, tuple(ops))
+                    head["all_gpus"], float(head["pp_comm"]), n_layers, tuple(ops), tuple(totals))

@@ -119,7 +119,33 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
     for p in doc["placements"][1:]:
         ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")
         console.print(f"{p['name']}: {ratio:.2f}x the communication time of {doc['placements'][0]['name']}")
+    if "compute" in doc and all("iteration" in p for p in doc["placements"]):
+        _print_iteration(doc, n_seeds, console)
     console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s")
+
+
+def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
+    """Predicted iteration time and MFU per placement, and what our plan gains end to end."""
+    c = doc["compute"]
+    overlaps = [k for k, on in c["overlap"].items() if on]
+    kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
+    table = Table(title=f"predicted iteration ({c['schedule']}, {c['gpu']} {c['peak_tflops']:g} TFLOP/s x "
+                        f"{c['efficiency_gemm']:g} GEMM efficiency, recompute {'on' if c['recompute'] else 'off'}, "
+                        f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)", title_justify="left")
+    for col in ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed {k}" for k in kinds]:
+        table.add_column(col, justify="left" if col == "placement" else "right", no_wrap=col == "placement")
+    for p in doc["placements"]:
+        it = p["iteration"]
+        table.add_row(p["name"], f"{it['time_s']['mean']:.3f} s", f"{100 * it['mfu']['mean']:.1f}%",
+                      f"{it['tokens_per_s']:,.0f}", f"{100 * it['bubble_fraction']:.1f}%",
+                      *[f"{it['exposed_comm_s'].get(k, 0.0):.4f} s" for k in kinds])
+    console.print(table)
+    ours = doc["placements"][0]
+    mine = ours["iteration"]
+    for p in doc["placements"][1:]:
+        gain = p["iteration"]["time_s"]["mean"] / mine["time_s"]["mean"] - 1
+        console.print(f"{ours['name']}: {100 * mine['mfu']['mean']:.1f}% MFU, {p['name']}: "
+                      f"{100 * p['iteration']['mfu']['mean']:.1f}%, end-to-end {100 * gain:+.1f}%")
 
 
 def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console: Console | None = None) -> None:

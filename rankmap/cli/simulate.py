@@ -25,6 +25,7 @@ from rankmap.cli.common import (
     positive_int,
 )
 from rankmap.errors import EXIT_OK, SpecError
+from rankmap.job.spec import GPU_NAMES
 
 __all__ = ["add_parser", "run_simulate"]
 
@@ -48,6 +49,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
+    g = p.add_argument_group("iteration time (compute model; defaults from the job YAML's hardware/overlap)")
+    g.add_argument("--gpu", choices=GPU_NAMES, help="GPU preset: peak dense BF16 from the vendor datasheet")
+    g.add_argument("--efficiency-gemm", type=fraction, help="achieved fraction of peak in GEMM/attention (0.65)")
+    g.add_argument("--efficiency-elementwise", type=fraction,
+                   help="achieved fraction of HBM bandwidth in elementwise kernels (0.7)")
+    g.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
+                   help="full activation recomputation (default: the job's, off)")
+    g.add_argument("--no-overlap", action="store_true",
+                   help="run TP, ZeRO all-gather and gradient reduction exposed (MegaScale's overlaps off)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
     p.set_defaults(func=run_simulate)
@@ -61,6 +71,15 @@ def _is_workload(path: Path) -> bool:
         return looks_like_aicb(read_text(path)[:4096])
     except SpecError:
         return False  # load_job reports the problem with the file's name
+
+
+def _hardware_overrides(args: argparse.Namespace) -> dict:
+    """``rankmap.job.spec.Hardware`` fields the command line sets."""
+    out = {k: getattr(args, k) for k in ("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute")
+           if getattr(args, k) is not None}
+    if args.no_overlap:
+        out.update(overlap_tp=False, overlap_dp_gather=False, overlap_dp_reduce=False)
+    return out
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -89,7 +108,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                        workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
                        seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
                        alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
-                       time_limit_s=args.time_limit)
+                       time_limit_s=args.time_limit, hardware=_hardware_overrides(args))
     sim = run.simulation
     written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
     print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))

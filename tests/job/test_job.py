@@ -47,6 +47,12 @@ def test_auto_dp_respects_global_batch():
     ("parallel: {ep: 2, dp: 2}\nmodel: {preset: gpt3-175b}\nbatch: {num_micro_batches: 1}\n",
      "job.yaml:1: parallel.ep", "mixture-of-experts"),
     ("data_parallel: ddp\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: data_parallel", "zero, allreduce"),
+    ("model: {preset: gpt3-175b}\nhardware: {gpu: v100}\n", "job.yaml:2: hardware.gpu", "a100, h100, h200, b200"),
+    ("model: {preset: gpt3-175b}\nhardware:\n  efficiency_gemm: 1.5\n", "job.yaml:3: hardware.efficiency_gemm",
+     "fraction in (0, 1]"),
+    ("model: {preset: gpt3-175b}\nhardware: {optimizer_step_s: -1}\n", "job.yaml:2: hardware.optimizer_step_s",
+     ">= 0 or auto"),
+    ("model: {preset: gpt3-175b}\noverlap: {pp: true}\n", "job.yaml:2: overlap.pp", "unknown key"),
 ])
 def test_bad_jobs(text, where, what):
     with pytest.raises(SpecError) as err:
@@ -62,3 +68,11 @@ def test_more_ranks_than_free_gpus_names_file_and_key():
         job.resolved(9216)
     with pytest.raises(SpecError, match="one model replica needs"):
         JobSpec(tp=8, pp=8, num_micro_batches=1, source="j.yaml").resolved(32)
+
+
+def test_hardware_settings_round_trip_and_default_stays_out_of_dicts():
+    from rankmap.job.spec import Hardware, job_from_data, job_to_dict
+    job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: h100, recompute: true}\noverlap: {tp: false}\n")
+    assert job.hardware == Hardware(gpu="h100", recompute=True, overlap_tp=False)
+    assert job_from_data(job_to_dict(job), "again").hardware == job.hardware
+    assert "hardware" not in job_to_dict(parse_job("model: {preset: gpt3-13b}\n"))   # rank maps unchanged

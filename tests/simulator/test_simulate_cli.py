@@ -49,6 +49,11 @@ def test_default_example_compare(tmp_path):
     assert times["topology greedy"] >= plan * (1 - 1e-9)
     assert doc["placements"][0]["slowdown_vs_ideal"] == pytest.approx(1.0, abs=1e-6)
     assert (tmp_path / "simulation.png").read_bytes()[:4] == b"\x89PNG"
+    # iteration time and MFU per placement; the plan is never slower end to end
+    assert "rankmap plan: " in run.stdout and "% MFU, hostname order: " in run.stdout and "end-to-end +" in run.stdout
+    iters = {p["name"]: p["iteration"] for p in doc["placements"]}
+    assert 0.3 < iters["rankmap plan"]["mfu"]["mean"] < 0.7
+    assert all(it["time_s"]["mean"] >= iters["rankmap plan"]["time_s"]["mean"] * (1 - 1e-9) for it in iters.values())
 
 
 def test_rankmap_file_is_simulated_byte_identically(racks_map, tmp_path):
@@ -74,6 +79,11 @@ def test_aicb_workload_as_traffic(racks_map, tmp_path):
     kinds = [(c["kind"], c["op"]) for c in doc["traffic"]["collectives"]]
     assert kinds == [("dp", "allgather"), ("dp", "reducescatter"), ("tp", "reducescatter"), ("tp", "allgather"),
                      ("pp", "p2p")]
+    # the workload's compute times (ns) drive the schedule: 1,750,842 ns forward and 1,750,844 ns backward
+    # per iteration, so a stage is busy at least 3.5 ms (more where its TP collectives outlast compute)
+    it = doc["placements"][0]["iteration"]
+    assert it["compute_source"] == "workload"
+    assert it["compute_s"] >= 3.501686e-3 * (1 - 1e-6) and it["time_s"]["mean"] > it["compute_s"]
 
 
 @pytest.mark.parametrize("make_args, code, message", [
@@ -98,3 +108,21 @@ def test_bad_input_exits_non_zero_and_writes_nothing(racks_map, tmp_path, make_a
     assert run.returncode == code
     assert message in run.stderr and "Traceback" not in run.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_iteration_settings_from_the_command_line(racks_map, tmp_path):
+    """--gpu, --efficiency-gemm, --no-overlap: recorded in the document and moving the prediction."""
+    def run(*extra):
+        out = tmp_path / "-".join(extra).replace("--", "") if extra else tmp_path / "plain"
+        got = simulate("--cluster", RACKS, "--rankmap", racks_map, "--seeds", "1", "--out", out, *extra)
+        assert got.returncode == 0, got.stderr
+        return json.loads((out / "simulation.json").read_text())
+    plain, h100, exposed = run(), run("--gpu", "h100", "--efficiency-gemm", "0.5"), run("--no-overlap")
+    assert plain["compute"]["gpu"] == "A100 SXM" and plain["compute"]["overlap"]["tp"] is True
+    assert h100["compute"] == {**plain["compute"], "gpu": "H100 SXM", "peak_tflops": 989.0, "hbm_tbps": 3.35,
+                               "efficiency_gemm": 0.5}
+    assert exposed["compute"]["overlap"] == {"tp": False, "dp_gather": False, "dp_reduce": False}
+    t = {name: d["placements"][0]["iteration"]["time_s"]["mean"] for name, d in
+         (("plain", plain), ("h100", h100), ("exposed", exposed))}
+    assert t["h100"] < t["plain"] < t["exposed"]
+    assert plain["placements"][0]["comm_time_s"] == exposed["placements"][0]["comm_time_s"]   # comm unchanged

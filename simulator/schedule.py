@@ -1,0 +1,223 @@
+"""1F1B and interleaved 1F1B as a dependency graph: iteration time, bubble and overlap.
+
+Each pipeline stage runs its passes in the order Megatron-LM's schedules give it
+(Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
+Megatron-LM", SC'21, §2.2; Megatron-LM ``forward_backward_pipelining_*``): with ``p``
+stages, ``m`` micro-batches and ``v`` model chunks per stage, stage ``i`` first runs
+``p - i - 1`` forwards (interleaved: ``2 (p - i - 1) + (v - 1) p``), then alternates one
+forward and one backward, then drains the backwards. A pass (stage, micro-batch, chunk)
+starts when its stage is free and its input has arrived:
+
+- forward of chunk ``c`` on stage ``i > 0``: the forward on stage ``i - 1`` plus one
+  pipeline send (``p2p_s``); on stage 0 with ``c > 0``: the forward of chunk ``c - 1`` on
+  the last stage plus the wrap-around send (``wrap_s``);
+- backward: the backward on stage ``i + 1`` plus one send; on the last stage the
+  backward of chunk ``c + 1`` on stage 0 plus the wrap send, or its own forward.
+
+With equal stages and free sends the pipeline takes ``(m + (p - 1)/v) (t_f + t_b)``, so
+the bubble is ``(p - 1)/(m + p - 1)`` of it without interleaving and ``(p - 1)/v`` passes
+of ``m + (p - 1)/v`` with it (Narayanan et al. SC'21, §2.2.1-2.2.2); tests check both.
+
+Around the pipeline (MegaScale, Jiang et al., NSDI'24, §3.2), each a switch in
+:class:`OverlapConfig`: ZeRO's parameter all-gather before the first forward
+(``dp_gather``: hidden behind data loading, else every stage waits for it); TP/SP (and
+CP, EP) collectives of a pass (``tp``: overlapped with the transformer block, so a pass
+takes ``max(compute, comm)``, else ``compute + comm``); the gradient reduction of a stage
+(starts when that stage's last backward ends; ``dp_reduce``: per chunk, each chunk's
+share starting after that chunk's last backward, overlapping the backwards left).
+The optimizer step follows the slowest stage's reduction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["OverlapConfig", "PipelineCosts", "ScheduleResult", "stage_order", "run_schedule"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverlapConfig:
+    """Which communication runs under compute (MegaScale, NSDI'24, §3.2); all on by default."""
+
+    tp: bool = True
+    dp_gather: bool = True
+    dp_reduce: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class PipelineCosts:
+    """Seconds of everything the schedule places; arrays are per stage ``[p]``.
+
+    Attributes
+    ----------
+    forward_s, backward_s : sequence of float
+        ``[p]`` compute of one micro-batch through one chunk.
+    comm_forward_s, comm_backward_s : sequence of float
+        ``[p]`` TP/CP/EP collectives of that pass.
+    p2p_s, wrap_s : float
+        One pipeline message between neighbouring stages; last stage to first (interleaved).
+    dp_gather_s, dp_reduce_s : float
+        The iteration's parameter all-gather and gradient reduction of one stage.
+    optimizer_s : float
+    m, v : int
+        Micro-batches per iteration and model chunks per stage.
+    """
+
+    forward_s: tuple
+    backward_s: tuple
+    comm_forward_s: tuple
+    comm_backward_s: tuple
+    p2p_s: float = 0.0
+    wrap_s: float = 0.0
+    dp_gather_s: float = 0.0
+    dp_reduce_s: float = 0.0
+    optimizer_s: float = 0.0
+    m: int = 1
+    v: int = 1
+
+    @property
+    def p(self) -> int:
+        return len(self.forward_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScheduleResult:
+    """One iteration placed on the clock.
+
+    Attributes
+    ----------
+    time_s : float
+        Iteration time: gather, pipeline, reductions, optimizer step.
+    pipeline_s : float
+        From the first forward's start to the last backward's end.
+    bubble_fraction : float
+        ``1 - busy / pipeline_s`` for the busiest stage.
+    busy_s : ndarray
+        ``busy_s[p]``: time each stage spends in its passes.
+    backward_end_s : ndarray
+        ``backward_end_s[p]``: when each stage's last backward ends.
+    """
+
+    time_s: float
+    pipeline_s: float
+    bubble_fraction: float
+    busy_s: np.ndarray
+    backward_end_s: np.ndarray
+
+
+def stage_order(stage: int, p: int, m: int, v: int = 1) -> list[tuple[bool, int, int]]:
+    """Passes of ``stage`` in order, as ``(is_forward, micro_batch, chunk)`` (Megatron-LM's 1F1B).
+
+    Examples
+    --------
+    >>> [("F" if f else "B") + str(mb) for f, mb, _ in stage_order(0, 2, 3)]
+    ['F0', 'F1', 'B0', 'F2', 'B1', 'B2']
+    """
+    total = m * v
+    if v == 1:
+        warm = min(p - stage - 1, m)
+    else:
+        if m % p:
+            raise ValueError(f"interleaving needs micro-batches ({m}) divisible by stages ({p})")
+        warm = min((p - stage - 1) * 2 + (v - 1) * p, total)
+
+    def at(k: int, forward: bool) -> tuple[bool, int, int]:
+        chunk = (k % (p * v)) // p
+        return forward, (k // (p * v)) * p + k % p, chunk if forward else v - 1 - chunk
+
+    order = [at(k, True) for k in range(warm)]
+    for i in range(total - warm):
+        order += [at(warm + i, True), at(i, False)]
+    order += [at(k, False) for k in range(total - warm, total)]
+    return order
+
+
+def _ready(c: PipelineCosts, fend: np.ndarray, bend: np.ndarray, forward: bool, s: int, mb: int, ch: int) -> float:
+    """When pass (s, mb, ch)'s input is there; NaN while it is not."""
+    p, v = c.p, c.v
+    if forward:
+        if s > 0:
+            return fend[s - 1, mb, ch] + c.p2p_s
+        return fend[p - 1, mb, ch - 1] + c.wrap_s if ch > 0 else 0.0
+    if s < p - 1:
+        return bend[s + 1, mb, ch] + c.p2p_s
+    return bend[0, mb, ch + 1] + c.wrap_s if ch < v - 1 else fend[s, mb, ch]
+
+
+def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool) -> float:
+    compute = c.forward_s[s] if forward else c.backward_s[s]
+    comm = c.comm_forward_s[s] if forward else c.comm_backward_s[s]
+    return max(compute, comm) if overlap.tp else compute + comm
+
+
+def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
+    """Place every pass; returns ``(fend[p, m, v], bend[p, m, v], busy[p], first_start)``."""
+    p, m, v = c.p, c.m, c.v
+    fend, bend = np.full((p, m, v), np.nan), np.full((p, m, v), np.nan)
+    orders = [stage_order(s, p, m, v) for s in range(p)]
+    nxt, free = [0] * p, [start_s] * p
+    busy = np.zeros(p)
+    dur = [(_pass_s(c, overlap, s, True), _pass_s(c, overlap, s, False)) for s in range(p)]
+    left = sum(len(o) for o in orders)
+    while left:
+        moved = 0
+        for s in range(p):
+            while nxt[s] < len(orders[s]):
+                forward, mb, ch = orders[s][nxt[s]]
+                ready = _ready(c, fend, bend, forward, s, mb, ch)
+                if np.isnan(ready):
+                    break
+                d = dur[s][0 if forward else 1]
+                free[s] = max(free[s], ready + (start_s if forward and s == 0 and ch == 0 else 0.0)) + d
+                (fend if forward else bend)[s, mb, ch] = free[s]
+                busy[s] += d
+                nxt[s] += 1
+                moved += 1
+        if not moved:
+            raise RuntimeError("pipeline schedule deadlocked")   # cannot happen for Megatron's orders
+        left -= moved
+    return fend, bend, busy
+
+
+def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> np.ndarray:
+    """``[p]``: when each stage's gradient reduction ends."""
+    last = bend.max(axis=1)                                  # (p, v) last backward of each chunk
+    if not overlap.dp_reduce or c.v == 1:
+        return last.max(axis=1) + c.dp_reduce_s
+    t = np.zeros(c.p)
+    for ch in range(c.v - 1, -1, -1):                        # chunks finish their backwards last-to-first
+        t = np.maximum(t, last[:, ch]) + c.dp_reduce_s / c.v
+    return t
+
+
+def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> ScheduleResult:
+    """Place one iteration's passes, reductions and optimizer step on the clock.
+
+    Parameters
+    ----------
+    costs : PipelineCosts
+    overlap : OverlapConfig, optional
+        Default: every overlap on.
+
+    Returns
+    -------
+    ScheduleResult
+
+    Examples
+    --------
+    >>> c = PipelineCosts(forward_s=(1.0,) * 4, backward_s=(2.0,) * 4, comm_forward_s=(0.0,) * 4,
+    ...                   comm_backward_s=(0.0,) * 4, m=8)
+    >>> r = run_schedule(c)
+    >>> r.pipeline_s, round(r.bubble_fraction, 4), round(3 / 11, 4)
+    (33.0, 0.2727, 0.2727)
+    """
+    overlap = overlap or OverlapConfig()
+    start = 0.0 if overlap.dp_gather else costs.dp_gather_s
+    fend, bend, busy = _run_passes(costs, overlap, start)
+    pipeline = float(bend.max()) - start
+    reduce_end = _reduce_end(costs, overlap, bend)
+    bubble = 1.0 - float(busy.max()) / pipeline if pipeline > 0 else 0.0
+    return ScheduleResult(time_s=float(reduce_end.max()) + costs.optimizer_s, pipeline_s=pipeline,
+                          bubble_fraction=bubble, busy_s=busy, backward_end_s=bend.max(axis=(1, 2)))

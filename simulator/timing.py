@@ -1,0 +1,215 @@
+"""Iteration time, tokens/s and MFU of a placed job: compute, schedule and simulated communication.
+
+The network simulation (:mod:`rankmap.simulator.iteration`) gives each phase's collectives
+as parts with per-group finish times; :func:`comm_times` turns them into what one pass of
+the schedule waits for, taking the slowest group of each part (every group of a kind runs
+the same collectives at once):
+
+- a pipeline message: the ``pp p2p`` part's time over the ``m * v`` messages each
+  boundary sends per direction (both directions run at once); the wrap-around hop of an
+  interleaved pipeline the same;
+- the TP (and CP, EP) collectives of one pass: each such part's time over ``m * v``
+  passes per stage, half forward, half backward (2 of the 4 TP collectives each way);
+- the DP all-gather and reduction: their phases' times.
+
+These are the rates the traffic got while all of the phase's traffic ran together, an
+approximation: in the schedule they run at the moments it places them. Recomputation's
+repeated TP collectives are not added (:mod:`rankmap.job.comm` leaves them out).
+
+MFU is model FLOPs without recomputation over ``time x GPUs x peak``
+(:func:`rankmap.simulator.compute.model_flops`); the exposed communication of a kind is
+how much longer the iteration is than with that kind's communication taking no time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rankmap.job.spec import JobSpec
+from rankmap.simulator.compute import ComputeConfig, StageTimes, model_flops, stage_times
+from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleResult, run_schedule
+from rankmap.simulator.stats import summarize
+
+__all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "iteration_timing",
+           "timing_summary", "workload_stage_times"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommTimes:
+    """Seconds of communication the schedule places.
+
+    Attributes
+    ----------
+    p2p_s, wrap_s : float
+        One pipeline message; one message last stage -> first stage.
+    pass_s : dict of str to float
+        ``{kind: s}``: TP/CP/EP collectives of one micro-batch through one chunk, forward
+        and backward together.
+    dp_gather_s, dp_reduce_s : float
+        The iteration's DP all-gather and gradient reduction (slowest group).
+    """
+
+    p2p_s: float = 0.0
+    wrap_s: float = 0.0
+    pass_s: dict = field(default_factory=dict)
+    dp_gather_s: float = 0.0
+    dp_reduce_s: float = 0.0
+
+    def without(self, kind: str) -> "CommTimes":
+        """These times with ``kind``'s (``"pp"``, ``"dp"`` or a pass kind) set to zero."""
+        if kind == "pp":
+            return dataclasses.replace(self, p2p_s=0.0, wrap_s=0.0)
+        if kind == "dp":
+            return dataclasses.replace(self, dp_gather_s=0.0, dp_reduce_s=0.0)
+        return dataclasses.replace(self, pass_s={k: (0.0 if k == kind else t) for k, t in self.pass_s.items()})
+
+    def kinds(self) -> list[str]:
+        """Kinds that take time, in a fixed order."""
+        out = [k for k, t in self.pass_s.items() if t > 0]
+        out += ["pp"] if self.p2p_s > 0 or self.wrap_s > 0 else []
+        return out + (["dp"] if self.dp_gather_s > 0 or self.dp_reduce_s > 0 else [])
+
+
+def comm_times(result, job: JobSpec) -> CommTimes:
+    """Per-pass communication of one simulated iteration (an ``IterationResult``; see the module)."""
+    passes = job.micro_batches() * job.virtual_stages
+    p2p, pass_s = 0.0, {}
+    pipeline = result.phase("pipeline")
+    for part in (pipeline.parts if pipeline is not None else ()):
+        kind, op = part.label.split(" ", 1)
+        slowest = float(part.group_times_s.max(initial=0.0))
+        if op == "p2p":
+            p2p = slowest / passes
+        else:
+            pass_s[kind] = pass_s.get(kind, 0.0) + slowest / passes
+    gather, reduce = result.phase("dp-gather"), result.phase("dp-reduce")
+    return CommTimes(p2p_s=p2p, wrap_s=p2p if job.virtual_stages > 1 else 0.0, pass_s=pass_s,
+                     dp_gather_s=gather.time_s if gather else 0.0, dp_reduce_s=reduce.time_s if reduce else 0.0)
+
+
+def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes) -> PipelineCosts:
+    """The schedule's inputs from compute per stage and communication per pass."""
+    per_pass = sum(comm.pass_s.values())
+    p = job.pp
+    return PipelineCosts(forward_s=tuple(stages.forward_s), backward_s=tuple(stages.backward_s),
+                         comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(per_pass / 2,) * p,
+                         p2p_s=comm.p2p_s, wrap_s=comm.wrap_s, dp_gather_s=comm.dp_gather_s,
+                         dp_reduce_s=comm.dp_reduce_s, optimizer_s=stages.optimizer_s,
+                         m=job.micro_batches(), v=job.virtual_stages)
+
+
+@dataclass(frozen=True, kw_only=True)
+class IterationTiming:
+    """Predicted iteration of a placed job.
+
+    Attributes
+    ----------
+    time_s : float
+    tokens_per_s : float
+        ``B * s / time_s``.
+    mfu : float
+        Model FLOPs (no recomputation) / (time x GPUs x peak).
+    tflops_per_gpu : float
+        FLOPs executed (recomputation included) per GPU per second, in TFLOP/s: Megatron-LM's figure.
+    bubble_fraction : float
+    compute_s : float
+        Busiest stage's time in its passes: compute, plus the TP/CP/EP collectives not hidden.
+    exposed_comm_s : dict of str to float
+        ``{kind: s}``: iteration time minus the time with that kind's communication free.
+    schedule : ScheduleResult
+    """
+
+    time_s: float
+    tokens_per_s: float
+    mfu: float
+    tflops_per_gpu: float
+    bubble_fraction: float
+    compute_s: float
+    exposed_comm_s: dict
+    schedule: ScheduleResult
+
+    def summary(self) -> dict:
+        """The fields ``simulation.json`` keeps (no arrays)."""
+        return {"time_s": self.time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "tflops_per_gpu": self.tflops_per_gpu, "bubble_fraction": self.bubble_fraction,
+                "compute_s": self.compute_s, "exposed_comm_s": dict(self.exposed_comm_s)}
+
+
+def iteration_timing(job: JobSpec, comm: CommTimes, compute: ComputeConfig | None = None,
+                     overlap: OverlapConfig | None = None, stages: StageTimes | None = None) -> IterationTiming:
+    """Predict one iteration of ``job`` given its communication.
+
+    Parameters
+    ----------
+    job : JobSpec
+        Resolved.
+    comm : CommTimes
+        From :func:`comm_times` (simulated) or built analytically.
+    compute : ComputeConfig, optional
+    overlap : OverlapConfig, optional
+    stages : StageTimes, optional
+        Measured per-stage times (a workload's); default derived from FLOPs.
+
+    Returns
+    -------
+    IterationTiming
+    """
+    compute = compute or ComputeConfig()
+    overlap = overlap or OverlapConfig()
+    stages = stages or stage_times(job, compute)
+    sched = run_schedule(pipeline_costs(job, stages, comm), overlap)
+    exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k)), overlap).time_s
+               for k in comm.kinds()}
+    gpus = job.world_size
+    peak = compute.spec.peak_tflops * 1e12
+    tokens = job.micro_batch_size * job.micro_batches() * job.sizes()["dp"] * job.model.seq_len
+    executed = model_flops(job) * (4 / 3 if compute.recompute else 1.0)
+    return IterationTiming(time_s=sched.time_s, tokens_per_s=tokens / sched.time_s,
+                           mfu=model_flops(job) / (sched.time_s * gpus * peak),
+                           tflops_per_gpu=executed / (sched.time_s * gpus) / 1e12,
+                           bubble_fraction=sched.bubble_fraction, compute_s=float(sched.busy_s.max()),
+                           exposed_comm_s=exposed, schedule=sched)
+
+
+def configs_of(job: JobSpec) -> tuple[ComputeConfig, OverlapConfig]:
+    """The compute and overlap settings of ``job.hardware`` (the job YAML's ``hardware`` and ``overlap``)."""
+    hw = job.hardware
+    return (ComputeConfig(gpu=hw.gpu, efficiency_gemm=hw.efficiency_gemm,
+                          efficiency_elementwise=hw.efficiency_elementwise, recompute=hw.recompute,
+                          optimizer_step_s=hw.optimizer_step_s),
+            OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce))
+
+
+def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None) -> dict:
+    """``simulation.json``'s ``"iteration"`` entry of one placement: the prediction under each seed's run.
+
+    ``time_s`` and ``mfu`` are summaries over seeds (mean, min, p50, p95, max); the other
+    figures are the mean over seeds. ``runs`` are ``IterationResult`` s, one per seed.
+    """
+    compute, overlap = configs_of(job)
+    got = [iteration_timing(job, comm_times(r, job), compute, overlap, stages) for r in runs]
+    kinds = list(dict.fromkeys(k for g in got for k in g.exposed_comm_s))
+    out = {"time_s": summarize([g.time_s for g in got]), "mfu": summarize([g.mfu for g in got])}
+    for name in ("tokens_per_s", "tflops_per_gpu", "bubble_fraction", "compute_s"):
+        out[name] = float(np.mean([getattr(g, name) for g in got]))
+    out["exposed_comm_s"] = {k: float(np.mean([g.exposed_comm_s.get(k, 0.0) for g in got])) for k in kinds}
+    out["compute_source"] = stages.source if stages is not None else "flops"
+    return out
+
+
+def workload_stage_times(workload, job: JobSpec, time_unit_s: float = 1e-9) -> StageTimes:
+    """Measured compute per stage from a SimAI/AICB workload's layer lines.
+
+    The lines are one rank's iteration (as :mod:`rankmap.simulator.workload` reads their
+    traffic), so one pass (micro-batch through one chunk) takes the forward or backward
+    total over ``ga * vpp``; every stage gets the same (the file describes one rank). The
+    weight-update total is the optimizer step. ``time_unit_s``: seconds per unit of the
+    file, nanoseconds by default (an assumption: SimAI's simulated clock counts ns).
+    """
+    forward, backward, update = (t * time_unit_s for t in workload.compute_totals)
+    passes = workload.ga * workload.vpp
+    return StageTimes(forward_s=(forward / passes,) * job.pp, backward_s=(backward / passes,) * job.pp,
+                      optimizer_s=update, source="workload")

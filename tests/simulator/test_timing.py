@@ -1,0 +1,81 @@
+"""Compute model and iteration timing: FLOPs, GPU presets, per-pass communication, MFU."""
+
+import pytest
+
+from rankmap.job.spec import GPU_NAMES, JobSpec, parse_job
+from rankmap.simulator.compute import GPUS, ComputeConfig, iteration_flops, model_flops, stage_times
+from rankmap.simulator.iteration import job_comm_ops, simulate_iteration
+from rankmap.simulator.schedule import OverlapConfig
+from rankmap.simulator.timing import CommTimes, comm_times, configs_of, iteration_timing, workload_stage_times
+from rankmap.simulator.workload import parse_aicb_workload
+
+JOB = JobSpec(tp=8, pp=8, dp=16, global_batch_size=1536)      # GPT-3 175B preset
+
+
+def test_presets_match_the_job_yaml_names_and_datasheets():
+    assert tuple(GPUS) == GPU_NAMES
+    assert {k: g.peak_tflops for k, g in GPUS.items()} == {"a100": 312.0, "h100": 989.0, "h200": 989.0,
+                                                           "b200": 2250.0}
+
+
+def test_flops_formula_and_stage_split():
+    # 72 B s l h^2 (1 + s/6h + V/16lh) (Narayanan et al. SC'21); recomputation 96
+    b, s, l, h, v = 1536, 2048, 96, 12288, 50257
+    assert model_flops(JOB) == pytest.approx(72 * b * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h)))
+    assert iteration_flops(JOB, recompute=True) == pytest.approx(model_flops(JOB) * 4 / 3)
+    # GEMM stage times add up to the formula: over stages, micro-batches, TP ranks (8) and replicas (dp 16)
+    cfg = ComputeConfig(efficiency_gemm=1.0, efficiency_elementwise=1.0)
+    t = stage_times(JOB, cfg)
+    hbm = 34 * s * h + 5 * 96 * s * s                       # elementwise bytes per layer (Korthikanti eq. 1)
+    elementwise = 3 * l * hbm / 8 / 2.039e12 * JOB.micro_batches() * 8
+    gemm_s = (sum(t.forward_s) + sum(t.backward_s)) * JOB.micro_batches() * 8 - elementwise
+    assert gemm_s * 16 * 312e12 == pytest.approx(model_flops(JOB), rel=1e-9)
+    recompute = stage_times(JOB, ComputeConfig(recompute=True))
+    assert recompute.backward_s[0] == pytest.approx(3 * recompute.forward_s[0])
+
+
+def test_comm_times_from_a_simulated_iteration(racks_plan):
+    from rankmap.simulator.flows import RankPlacement
+    from rankmap.simulator.network import Network
+    cluster, plan = racks_plan
+    network = Network(cluster)
+    rm = plan.rankmap
+    result = simulate_iteration(network, RankPlacement.from_rankmap(rm, network), rm.layout, job_comm_ops(rm.job))
+    comm = comm_times(result, rm.job)
+    passes = rm.job.micro_batches()
+    pipeline = result.phase("pipeline")
+    by_label = {p.label: p.group_times_s.max() for p in pipeline.parts}
+    assert comm.p2p_s == pytest.approx(by_label["pp p2p"] / passes)
+    assert comm.pass_s["tp"] == pytest.approx(by_label["tp allreduce"] / passes)
+    assert comm.dp_reduce_s == result.phase("dp-reduce").time_s
+    assert comm.dp_gather_s == result.phase("dp-gather").time_s
+
+
+def test_mfu_and_exposed_comm():
+    job = JobSpec(tp=8, pp=4, dp=2, num_micro_batches=8, model=parse_job("model: {preset: gpt3-13b}").model)
+    free = iteration_timing(job, CommTimes())
+    assert free.exposed_comm_s == {}
+    assert free.mfu == pytest.approx(model_flops(job) / (free.time_s * 64 * 312e12))
+    comm = CommTimes(p2p_s=1e-3, pass_s={"tp": 1.0}, dp_reduce_s=0.5)
+    hidden, exposed = iteration_timing(job, comm), iteration_timing(job, comm, overlap=OverlapConfig(tp=False))
+    assert exposed.exposed_comm_s["tp"] > hidden.exposed_comm_s["tp"] >= 0
+    assert hidden.exposed_comm_s["dp"] == pytest.approx(0.5)          # one chunk: all after the last backward
+    assert hidden.tokens_per_s == pytest.approx(8 * 2 * 2048 / hidden.time_s)
+
+
+def test_configs_of_the_job_yaml():
+    job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: b200, efficiency_gemm: 0.4}\n"
+                    "overlap: {dp_gather: false}\n")
+    compute, overlap = configs_of(job)
+    assert compute.spec.peak_tflops == 2250.0 and compute.efficiency_gemm == 0.4
+    assert overlap == OverlapConfig(dp_gather=False)
+
+
+def test_workload_compute_times():
+    w = parse_aicb_workload(
+        "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 2 vpp: 1 ga: 4 all_gpus: 32\n2\n"
+        "a -1 100 NONE 0 200 NONE 0 300 NONE 0 40\nb -1 100 NONE 0 200 NONE 0 300 NONE 0 40\n")
+    assert w.compute_totals == (200.0, 1000.0, 80.0)
+    t = workload_stage_times(w, JobSpec(tp=8, pp=2, dp=2, num_micro_batches=4))
+    assert t.forward_s == pytest.approx((50e-9, 50e-9)) and t.backward_s == pytest.approx((250e-9, 250e-9))
+    assert t.optimizer_s == pytest.approx(80e-9)

@@ -13,18 +13,32 @@ doc/PERFORMANCE.md; the code is ours):
   ``factor * S / channels`` bytes, ``factor`` = 2(n-1)/n for all-reduce and (n-1)/n for
   all-gather and reduce-scatter; a channel is one coflow (every step waits for its
   slowest edge). Latency: 2(n-1) steps (all-reduce) or n-1 steps, times alpha.
-- **Tree** (all-reduce). NCCL's double binary tree across hosts: tree 0 is a binary heap
-  over the hosts in group order, tree 1 its mirror (so a host is interior in at most
-  about one tree), each carrying ``S/2``: children send to parents (reduce) while
-  parents send to children (broadcast), pipelined; inside a host a chain from the entry
-  rank. Groups inside one host use the ring. Latency: 2 (log2 hosts + k - 1) steps.
+- **Tree** (all-reduce). NCCL's double binary tree over nodes (NCCL ``src/graph/trees.cc``,
+  ``ncclGetBtree``/``ncclGetDtree``): hosts numbered in group order, tree 0 links host
+  ``r`` to ``(r ^ b) | 2b`` (``b`` its lowest set bit; ``r ^ b`` when that is past the
+  end), tree 1 is its mirror (even host count) or its shift by one (odd), so a host is
+  interior in at most one tree and neighbours in rank order are neighbours in the tree
+  (few edges leave a ToR group). Each tree carries ``S/2``: children send to parents
+  (reduce) while parents send to children (broadcast), pipelined; each host has one
+  edge to its parent across the fabric, and inside the host a chain over NVLink from
+  the entry rank. Groups inside one host use the ring. Latency: 2 (depth + k - 1) steps.
 - **All-to-all**: every ordered pair sends ``S/n``; one coflow per pair.
 - **Send/recv** (nccl-tests ``sendrecv``): rank i sends ``S`` to rank i+1 mod n.
 - **Pipeline hops**: each stage boundary sends forward and backward (1F1B); one coflow per
   pipeline, which advances at the pace of its slowest hop.
 
+Channels: NCCL duplicates the channels its topology search finds (``ncclTopoDupChannels``
+in NCCL ``src/graph/search.cc``; nccl-tests logs on 8-NIC hosts show two channels per NIC),
+so by default a group spanning hosts runs ``channels_per_nic`` (2) channels per rank a host
+holds; a single-host group runs one (NVLink has no per-connection cap, so more would not
+change its time). Queue pairs per connection: NCCL's ``NCCL_IB_QPS_PER_CONNECTION``
+defaults to 1 (NCCL environment-variable docs; :class:`~rankmap.simulator.ecmp.EcmpConfig`).
+
 Times are ``bytes / rate + steps * alpha``, rates max-min fair on links scaled by
-``efficiency``. ``algbw = S / t`` and ``busbw = algbw * factor`` (nccl-tests: factor
+``efficiency``; a queue pair moves at most ``qp_rate_fraction`` of its NIC's line rate
+(:func:`run_flows`), so one connection alone on a NIC reaches 0.8 of it and two rings
+sharing a NIC run 1.6x slower, not 2x. Latency per step is ``alpha_s`` when the step
+crosses the network and ``alpha_nvlink_s`` when it stays on NVLink. ``algbw = S / t`` and ``busbw = algbw * factor`` (nccl-tests: factor
 2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for
 send/recv), so on a fabric whose per-rank bottleneck is B a ring all-reduce takes
 ``2(n-1)/n * S / B``.
@@ -36,15 +50,17 @@ import dataclasses
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy import sparse
 
 from rankmap.job.comm import COLLECTIVES, bus_factor
 from rankmap.simulator.ecmp import EcmpConfig, mix64
-from rankmap.simulator.events import simulate_flows
+from rankmap.simulator.events import FlowResult, complete_coflows
 from rankmap.simulator.flows import FlowSet, RankPlacement
+from rankmap.simulator.maxmin import FairShare
 from rankmap.simulator.network import Network
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "run_flows", "btree_parents"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
@@ -57,19 +73,35 @@ class CollectiveConfig:
     Attributes
     ----------
     alpha_s : float
-        Latency per algorithm step, seconds (NCCL's per-hop latency is a few microseconds).
+        Latency of an algorithm step that crosses the network, seconds (NCCL's per-hop
+        network latency is a few microseconds).
+    alpha_nvlink_s : float or None
+        Latency of a step that stays on NVLink; None: ``alpha_s``. NCCL's tuning model
+        (``src/graph/tuning.cc``, ``hwLat``) gives NVLink hops a lower latency than
+        network hops; the default keeps one alpha because we have not checked its table.
     efficiency : float
         Fraction of line rate a transfer reaches (nccl-tests usually measure 0.8-0.95).
     algorithm : str
         All-reduce algorithm, ``"ring"`` or ``"tree"``.
     channels : int or None
-        Ring channels per group; None: one per rank a host holds (one per rail).
+        Channels per group; None: ``channels_per_nic`` per rank a host holds (one per
+        rank for a group inside one host).
+    channels_per_nic : int
+        Channels per rank of a host when ``channels`` is None: 2, as NCCL duplicates its
+        channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``).
+    qp_rate_fraction : float or None
+        Most a single queue pair moves, as a fraction of its NIC's line rate; None: no
+        cap. Assumption: 0.8, the value that makes two rings sharing one NIC 1.6x slower
+        than one ring alone (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
     """
 
     alpha_s: float = 5e-6
+    alpha_nvlink_s: float | None = None
     efficiency: float = 1.0
     algorithm: str = "ring"
     channels: int | None = None
+    channels_per_nic: int = 2
+    qp_rate_fraction: float | None = 0.8
 
     def __post_init__(self) -> None:
         if not self.alpha_s >= 0:
@@ -80,6 +112,17 @@ class CollectiveConfig:
             raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {self.algorithm!r}")
         if self.channels is not None and (not isinstance(self.channels, int) or self.channels < 1):
             raise ValueError(f"channels must be a positive integer or None, got {self.channels!r}")
+        if not isinstance(self.channels_per_nic, int) or self.channels_per_nic < 1:
+            raise ValueError(f"channels_per_nic must be a positive integer, got {self.channels_per_nic!r}")
+        if self.alpha_nvlink_s is not None and not self.alpha_nvlink_s >= 0:
+            raise ValueError(f"alpha_nvlink_s must be >= 0 or None, got {self.alpha_nvlink_s!r}")
+        if self.qp_rate_fraction is not None and not 0 < self.qp_rate_fraction <= 1:
+            raise ValueError(f"qp_rate_fraction must be in (0, 1] or None, got {self.qp_rate_fraction!r}")
+
+    @property
+    def alpha_local_s(self) -> float:
+        """Latency of a step on NVLink."""
+        return self.alpha_s if self.alpha_nvlink_s is None else self.alpha_nvlink_s
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,17 +170,28 @@ def _conn(comm: str, channel) -> np.ndarray:
 
 
 def _flows(pl: RankPlacement, src: np.ndarray, dst: np.ndarray, coflow: np.ndarray, conn: np.ndarray,
-           coflow_bytes, coflow_latency_s, coflow_group, label: str, src_nic: np.ndarray | None = None) -> FlowSet:
-    """Flows from rank ``src[F]`` to rank ``dst[F]``; the sender's NIC is its own unless given."""
+           coflow_bytes, coflow_latency_s, coflow_group, label: str, src_nic: np.ndarray | None = None,
+           local_latency_s=None, conns: int = 1) -> FlowSet:
+    """Flows from rank ``src[F]`` to rank ``dst[F]``; the sender's NIC is its own unless given.
+
+    ``coflow_latency_s`` is the latency of a coflow with a flow between hosts; a coflow
+    all on NVLink gets ``local_latency_s`` instead when given. ``conns``: connections
+    each flow is split over (for the rate cap).
+    """
     conn = np.broadcast_to(conn, np.shape(src)).ravel().astype(np.uint64)
     src, dst = src.ravel(), dst.ravel()
     snic = pl.nic[src] if src_nic is None else src_nic.ravel()
     c = np.asarray(coflow_group).size
-    return FlowSet(pl.host[src], pl.gpu[src], snic, pl.host[dst], pl.gpu[dst], pl.nic[dst], coflow.ravel(),
-                   conn,
-                   np.broadcast_to(np.asarray(coflow_bytes, dtype=float), (c,)).copy(),
-                   np.broadcast_to(np.asarray(coflow_latency_s, dtype=float), (c,)).copy(),
-                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,))
+    coflow = coflow.ravel()
+    latency = np.broadcast_to(np.asarray(coflow_latency_s, dtype=float), (c,)).copy()
+    if local_latency_s is not None:
+        network = np.zeros(c, dtype=bool)
+        network[coflow[pl.host[src] != pl.host[dst]]] = True
+        latency = np.where(network, latency, np.broadcast_to(np.asarray(local_latency_s, dtype=float), (c,)))
+    return FlowSet(pl.host[src], pl.gpu[src], snic, pl.host[dst], pl.gpu[dst], pl.nic[dst], coflow, conn,
+                   np.broadcast_to(np.asarray(coflow_bytes, dtype=float), (c,)).copy(), latency,
+                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,),
+                   None if conns == 1 else np.full(c, conns, dtype=np.int64))
 
 
 def _segments(node: np.ndarray):
@@ -157,7 +211,7 @@ def _ring(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes: floa
     g, n = groups.shape
     seg, start, length, offset = _segments(pl.node[groups])
     multi = seg[:, -1] > 0
-    channels = config.channels or (int(length[multi].min()) if multi.any() else 1)
+    channels = config.channels or (int(length[multi].min()) * config.channels_per_nic if multi.any() else 1)
     rows = np.arange(g)[:, None]
     parts = []
     for c in range(channels):
@@ -171,15 +225,42 @@ def _ring(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes: floa
     src, dst, coflow, src_nic = (np.concatenate([p[i].ravel() for p in parts]) for i in range(4))
     conn = np.concatenate([np.repeat(p[4], p[0].size) for p in parts])
     return _flows(pl, src, dst, coflow, conn, factor * size_bytes / channels, steps * config.alpha_s,
-                  np.repeat(np.arange(g), channels), label, src_nic)
+                  np.repeat(np.arange(g), channels), label, src_nic, steps * config.alpha_local_s)
 
 
-def _heap_parents(k: int, mirrored: bool) -> np.ndarray:
-    """Parent position of each of ``k`` hosts in a binary heap (or its mirror); -1 at the root."""
-    j = np.arange(k)
-    m = k - 1 - j if mirrored else j
-    parent = np.where(m > 0, (m - 1) // 2, -1)
-    return np.where(parent >= 0, k - 1 - parent, -1) if mirrored else parent
+def btree_parents(k: int, tree: int = 0) -> np.ndarray:
+    """Parent of each of ``k`` nodes in tree ``tree`` (0 or 1) of NCCL's double binary tree; -1 at the root.
+
+    Tree 0 is ``ncclGetBtree`` (NCCL ``src/graph/trees.cc``): node ``r > 0`` with lowest set
+    bit ``b`` hangs under ``(r ^ b) | 2b``, or ``r ^ b`` when that is ``>= k``; node 0 is
+    the root. Tree 1 (``ncclGetDtree``) mirrors tree 0 when ``k`` is even and shifts it by
+    one node when ``k`` is odd, so no node is interior in both trees.
+
+    Examples
+    --------
+    >>> btree_parents(5).tolist(), btree_parents(5, 1).tolist()
+    ([-1, 2, 4, 2, 0], [1, -1, 3, 0, 3])
+    >>> btree_parents(4, 1).tolist()
+    [1, 3, 1, -1]
+    """
+    r = np.arange(k)
+    if tree == 1:
+        moved = (r - 1) % k if k % 2 else k - 1 - r            # node r's place in tree 0
+        up = btree_parents(k, 0)[moved]
+        return np.where(up < 0, -1, (up + 1) % k if k % 2 else k - 1 - up)
+    bit = r & -r
+    up = (r ^ bit) | (bit << 1)
+    up = np.where(up >= k, r ^ bit, up)
+    return np.where(r > 0, up, -1)
+
+
+def _depth(parent: np.ndarray) -> int:
+    """Edges from the deepest node to the root of a tree given by ``parent[k]``."""
+    node, depth = np.arange(parent.size), 0
+    while (parent[node] >= 0).any():
+        node = np.where(parent[node] >= 0, parent[node], node)
+        depth += 1
+    return depth
 
 
 def _tree(pl: RankPlacement, groups: np.ndarray, size_bytes: float, count: int, config, label, comm):
@@ -212,12 +293,12 @@ def _tree_class(pl, groups: np.ndarray, pattern: np.ndarray, total_bytes: float,
     starts = np.flatnonzero(pattern)
     k = np.diff(np.append(starts, n))                        # (K,) ranks per host
     hosts = starts.size
-    channels = config.channels or int(k.min())
+    channels = config.channels or int(k.min()) * config.channels_per_nic
     src_cols, dst_cols, tree = [], [], []
     for c in range(channels):
         for t in (0, 1):
             entry = starts + c % k                             # (K,) entry column of each host
-            parent = _heap_parents(hosts, mirrored=t == 1)
+            parent = btree_parents(hosts, t)
             child = np.flatnonzero(parent >= 0)
             pairs = [(entry[child], entry[parent[child]]), (entry[parent[child]], entry[child])]
             for j in range(hosts):                             # intra-host chain from the entry rank
@@ -229,10 +310,10 @@ def _tree_class(pl, groups: np.ndarray, pattern: np.ndarray, total_bytes: float,
             tree.append(np.full(s.size, 2 * c + t))
     s, d, t = np.concatenate(src_cols), np.concatenate(dst_cols), np.concatenate(tree)
     coflow = np.arange(g)[:, None] * 2 * channels + t[None, :]
-    depth = int(np.floor(np.log2(hosts)))
-    steps = 2 * (depth + int(k.max()) - 1) * count
+    depth = max(_depth(btree_parents(hosts, 0)), _depth(btree_parents(hosts, 1)))
+    latency = 2 * count * (depth * config.alpha_s + (int(k.max()) - 1) * config.alpha_local_s)
     return _flows(pl, groups[:, s], groups[:, d], coflow, _conn(comm, t[None, :] + 1000),
-                  total_bytes / (2 * channels), steps * config.alpha_s, np.repeat(np.arange(g), 2 * channels), label)
+                  total_bytes / (2 * channels), latency, np.repeat(np.arange(g), 2 * channels), label)
 
 
 def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size_bytes: float, *, count: int = 1,
@@ -276,11 +357,13 @@ def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size
         i, j = np.nonzero(~np.eye(n, dtype=bool))
         coflow = np.arange(g)[:, None] * i.size + np.arange(i.size)[None, :]
         return _flows(placement, groups[:, i], groups[:, j], coflow, _conn(comm, j[None, :]),
-                      size_bytes * count / n, count * config.alpha_s, np.repeat(np.arange(g), i.size), label)
+                      size_bytes * count / n, count * config.alpha_s, np.repeat(np.arange(g), i.size), label,
+                      local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
     if op == "sendrecv":
         coflow = np.arange(g * n).reshape(g, n)
         return _flows(placement, groups, np.roll(groups, -1, axis=1), coflow, _conn(comm, 0),
-                      size_bytes * count, count * config.alpha_s, np.repeat(np.arange(g), n), label)
+                      size_bytes * count, count * config.alpha_s, np.repeat(np.arange(g), n), label,
+                      local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
     raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
 
 
@@ -306,24 +389,61 @@ def pipeline_flows(placement: RankPlacement, groups: np.ndarray, size_bytes: flo
     dst = np.concatenate([groups[:, 1:], groups[:, :-1]], axis=1)
     coflow = np.broadcast_to(np.arange(g)[:, None], src.shape)
     main = _flows(placement, src, dst, coflow, _conn(comm, 0), size_bytes * sends, 2 * sends * config.alpha_s,
-                  np.arange(g), label)
+                  np.arange(g), label, local_latency_s=2 * sends * config.alpha_local_s, conns=config.channels_per_nic)
     if wrap_sends <= 0:
         return main
     ends = groups[:, [-1, 0]]                                           # (G, 2) last stage, first stage
     wrap = _flows(placement, ends, ends[:, ::-1], np.broadcast_to(np.arange(g)[:, None], (g, 2)), _conn(comm, 1),
-                  size_bytes * wrap_sends, 2 * wrap_sends * config.alpha_s, np.arange(g), label)
+                  size_bytes * wrap_sends, 2 * wrap_sends * config.alpha_s, np.arange(g), label,
+                  local_latency_s=2 * wrap_sends * config.alpha_local_s, conns=config.channels_per_nic)
     both = FlowSet.concat([main, wrap])
     return dataclasses.replace(both, coflow_part=np.zeros(both.n_coflows, dtype=np.int64), parts=(label,))
 
 
 def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndarray, size_bytes: float, *,
-                         label: str = "p2p", comm: str = "p2p", latency_s: float = 0.0) -> FlowSet:
+                         label: str = "p2p", comm: str = "p2p", latency_s: float = 0.0, conns: int = 2) -> FlowSet:
     """One independent flow of ``size_bytes`` from each rank ``src[F]`` to rank ``dst[F]``
-    (each its own coflow and group): custom traffic, e.g. m flows for an ECMP experiment."""
+    (each its own coflow and group): custom traffic, e.g. m flows for an ECMP experiment.
+    ``conns``: connections per flow for the rate cap (NCCL send/recv uses
+    ``NCCL_NCHANNELS_PER_NET_PEER`` channels to a network peer, 2 by default)."""
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
     return _flows(placement, src, dst, np.arange(src.size), _conn(comm, 0), size_bytes, latency_s,
-                  np.arange(src.size), label)
+                  np.arange(src.size), label, conns=conns)
+
+
+def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig) -> FlowResult:
+    """Route a flow set and run it to completion, each queue pair capped below line rate.
+
+    As :func:`rankmap.simulator.events.simulate_flows`, plus the per-connection cap: a
+    flow between hosts runs ``coflow_conns`` connections of ``routing.qps_per_connection``
+    queue pairs (NCCL's ``NCCL_IB_QPS_PER_CONNECTION``, default 1), each at most
+    ``config.qp_rate_fraction`` of the sending NIC's line rate (times ``efficiency``).
+    Every flow of a coflow moves at the coflow's rate, so the cap is one extra
+    constraint row per coflow: ``rate <= min over its flows between hosts of the cap``.
+
+    Returns
+    -------
+    FlowResult
+        ``link_bytes`` over the network's links only.
+    """
+    route = network.route(flows, routing)
+    matrix, capacity = route.matrix, network.capacity_bps * config.efficiency
+    if config.qp_rate_fraction is not None and flows.n_flows:
+        inter = np.flatnonzero(flows.src_host != flows.dst_host)
+        cap = np.full(flows.n_coflows, np.inf)
+        line = capacity[network.nic_up(flows.src_host[inter], flows.src_nic[inter])]
+        per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
+        np.minimum.at(cap, flows.coflow[inter], per_flow)
+        capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
+        rows = sparse.csr_array((np.ones(capped.size), (np.arange(capped.size), capped)),
+                                shape=(capped.size, flows.n_coflows))
+        matrix = sparse.vstack([matrix, rows], format="csr")
+        capacity = np.concatenate([capacity, cap[capped]])
+    fair = FairShare(matrix, capacity)
+    finish, first, events = complete_coflows(fair, flows.coflow_bytes)
+    finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
+    return FlowResult(finish, first, route.matrix @ flows.coflow_bytes, route, events, fair.rounds)
 
 
 def simulate_collective(network: Network, placement: RankPlacement, op: str, size_bytes: float, *,
@@ -366,7 +486,7 @@ def simulate_collective(network: Network, placement: RankPlacement, op: str, siz
         groups = np.arange(placement.world_size)[None, :]
     groups = np.asarray(groups, dtype=np.int64)
     flows = collective_flows(placement, groups, op, size_bytes, config=config, comm=op)
-    result = simulate_flows(network, flows, routing, config.efficiency)
+    result = run_flows(network, flows, routing, config)
     group_times = np.zeros(groups.shape[0])
     if flows.n_coflows:
         np.maximum.at(group_times, flows.coflow_group, result.finish_s)

@@ -108,6 +108,9 @@ class FlowSet:
         ``coflow_part[C]``: index into ``parts``.
     parts : tuple of str
         Labels of the collectives in the set, e.g. ``("dp reducescatter",)``.
+    coflow_conns : ndarray or None
+        ``coflow_conns[C]``: connections (NCCL channels) each flow of the coflow is split
+        over, for the per-connection rate cap; None: one each.
     """
 
     src_host: np.ndarray
@@ -123,6 +126,11 @@ class FlowSet:
     coflow_group: np.ndarray
     coflow_part: np.ndarray
     parts: tuple
+    coflow_conns: np.ndarray | None = None
+
+    def conns(self) -> np.ndarray:
+        """``coflow_conns``, ones where not set."""
+        return np.ones(self.n_coflows, dtype=np.int64) if self.coflow_conns is None else self.coflow_conns
 
     @property
     def n_flows(self) -> int:
@@ -154,4 +162,5 @@ class FlowSet:
                    np.concatenate([s.coflow + c_off[i] for i, s in enumerate(sets)]),
                    cat("conn"), cat("coflow_bytes"), cat("coflow_latency_s"), cat("coflow_group"),
                    np.concatenate([s.coflow_part + p_off[i] for i, s in enumerate(sets)]),
-                   tuple(p for s in sets for p in s.parts))
+                   tuple(p for s in sets for p in s.parts),
+                   None if all(s.coflow_conns is None for s in sets) else np.concatenate([s.conns() for s in sets]))

@@ -29,9 +29,9 @@ import numpy as np
 from rankmap.job.comm import PHASES, CommOp, iteration_comm
 from rankmap.job.layout import GROUP_KINDS, ParallelLayout
 from rankmap.job.spec import JobSpec
-from rankmap.simulator.collectives import CollectiveConfig, collective_flows, pipeline_flows
+from rankmap.simulator.collectives import CollectiveConfig, collective_flows, pipeline_flows, run_flows
 from rankmap.simulator.ecmp import EcmpConfig
-from rankmap.simulator.events import FlowResult, simulate_flows
+from rankmap.simulator.events import FlowResult
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.network import Network
 
@@ -166,7 +166,7 @@ def simulate_phase(network: Network, placement: RankPlacement, layout: ParallelL
     flows, tables = phase_flows(placement, layout, ops, phase, config)
     if flows.n_coflows == 0:
         return None
-    result = simulate_flows(network, flows, routing, config.efficiency)
+    result = run_flows(network, flows, routing, config)
     parts = []
     for i, (label, table) in enumerate(zip(flows.parts, tables)):
         mine = flows.coflow_part == i

@@ -114,10 +114,12 @@ def test_rail_aligned_groups_take_equal_time(synth):
 
 
 def test_ring_channel_edges_stay_on_rails(synth):
-    """Channel c enters each host at its c-th rank and leaves through that rank's NIC."""
+    """Channel c enters each host at its c-th rank and leaves through that rank's NIC
+    (one channel per NIC here; the default's duplicate channels are tested below)."""
     net = synth.network(1, 3, gpus=4, nics=4)
     pl = synth.place(net, 3, 4)
-    flows = collective_flows(pl, np.arange(12)[None, :], "allreduce", S, config=NO_ALPHA)
+    flows = collective_flows(pl, np.arange(12)[None, :], "allreduce", S,
+                             config=CollectiveConfig(alpha_s=0.0, channels_per_nic=1))
     inter = flows.src_host != flows.dst_host
     assert flows.n_coflows == 4 and inter.sum() == 4 * 3
     assert (flows.src_nic[inter] == flows.dst_nic[inter]).all()

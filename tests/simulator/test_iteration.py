@@ -105,7 +105,8 @@ def test_plan_beats_random_arrival_order(racks):
              for name, rm in maps.items()}
     plan = times["rankmap plan"]
     assert np.ptp(plan) == 0.0                      # no DP ring crosses more than it must: no collisions
-    assert (times["arrival order"] > 2 * plan).all()
+    # 1.96-2.20x with NCCL's two channels per NIC (twice the connections to hash; 2.4-2.9x with one)
+    assert (times["arrival order"] > 1.9 * plan).all()
     for name, t in times.items():
         assert (t >= plan * (1 - 1e-9)).all(), name
 

@@ -53,14 +53,16 @@ import numpy as np
 from scipy import sparse
 
 from rankmap.job.comm import COLLECTIVES, bus_factor
-from rankmap.simulator.ecmp import EcmpConfig, mix64
+from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import FlowResult, complete_coflows
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.maxmin import FairShare
 from rankmap.simulator.network import Network
+from rankmap.simulator.ring_flows import connection_key, make_flows, ring_flows
+from rankmap.simulator.tree_flows import tree_flows
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective", "run_flows", "btree_parents"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "run_flows"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
@@ -163,159 +165,6 @@ class CollectiveResult:
         return self.algbw_gb_s * bus_factor(self.op, self.n_ranks)
 
 
-def _conn(comm: str, channel) -> np.ndarray:
-    """Connection key of a communicator's channel (uint64)."""
-    name = int.from_bytes(comm.encode()[:8].ljust(8, b"\0"), "little")
-    return mix64(np.uint64(name) ^ mix64(np.asarray(channel, dtype=np.uint64) + np.uint64(1)))
-
-
-def _flows(pl: RankPlacement, src: np.ndarray, dst: np.ndarray, coflow: np.ndarray, conn: np.ndarray,
-           coflow_bytes, coflow_latency_s, coflow_group, label: str, src_nic: np.ndarray | None = None,
-           local_latency_s=None, conns: int = 1) -> FlowSet:
-    """Flows from rank ``src[F]`` to rank ``dst[F]``; the sender's NIC is its own unless given.
-
-    ``coflow_latency_s`` is the latency of a coflow with a flow between hosts; a coflow
-    all on NVLink gets ``local_latency_s`` instead when given. ``conns``: connections
-    each flow is split over (for the rate cap).
-    """
-    conn = np.broadcast_to(conn, np.shape(src)).ravel().astype(np.uint64)
-    src, dst = src.ravel(), dst.ravel()
-    snic = pl.nic[src] if src_nic is None else src_nic.ravel()
-    c = np.asarray(coflow_group).size
-    coflow = coflow.ravel()
-    latency = np.broadcast_to(np.asarray(coflow_latency_s, dtype=float), (c,)).copy()
-    if local_latency_s is not None:
-        network = np.zeros(c, dtype=bool)
-        network[coflow[pl.host[src] != pl.host[dst]]] = True
-        latency = np.where(network, latency, np.broadcast_to(np.asarray(local_latency_s, dtype=float), (c,)))
-    return FlowSet(pl.host[src], pl.gpu[src], snic, pl.host[dst], pl.gpu[dst], pl.nic[dst], coflow, conn,
-                   np.broadcast_to(np.asarray(coflow_bytes, dtype=float), (c,)).copy(), latency,
-                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,),
-                   None if conns == 1 else np.full(c, conns, dtype=np.int64))
-
-
-def _segments(node: np.ndarray):
-    """Per element of ``node[G, n]``: host segment index, segment start column, length, offset."""
-    g, n = node.shape
-    new = np.ones((g, n), dtype=bool)
-    new[:, 1:] = node[:, 1:] != node[:, :-1]
-    seg = np.cumsum(new, axis=1) - 1
-    pos = np.broadcast_to(np.arange(n), (g, n))
-    start = np.maximum.accumulate(np.where(new, pos, 0), axis=1)
-    flat = seg + (np.arange(g) * n)[:, None]
-    length = np.bincount(flat.ravel(), minlength=g * n)[flat]
-    return seg, start, length, pos - start
-
-
-def _ring(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes: float, steps: int, config, label, comm):
-    g, n = groups.shape
-    seg, start, length, offset = _segments(pl.node[groups])
-    multi = seg[:, -1] > 0
-    channels = config.channels or (int(length[multi].min()) * config.channels_per_nic if multi.any() else 1)
-    rows = np.arange(g)[:, None]
-    parts = []
-    for c in range(channels):
-        entry = c % length                                     # (G, n) entry offset of each element's host
-        order = np.argsort(seg * n + (offset - entry) % length, axis=1, kind="stable")  # ring order of columns
-        nxt = np.roll(order, -1, axis=1)
-        entry_rank = groups[rows, start + entry]               # (G, n) entry rank of each element's host
-        src_nic = pl.nic[entry_rank[rows, order]]              # a host sends through its entry rank's NIC
-        coflow = np.broadcast_to(np.arange(g)[:, None] * channels + c, (g, n))
-        parts.append((groups[rows, order], groups[rows, nxt], coflow, src_nic, _conn(comm, c)))
-    src, dst, coflow, src_nic = (np.concatenate([p[i].ravel() for p in parts]) for i in range(4))
-    conn = np.concatenate([np.repeat(p[4], p[0].size) for p in parts])
-    return _flows(pl, src, dst, coflow, conn, factor * size_bytes / channels, steps * config.alpha_s,
-                  np.repeat(np.arange(g), channels), label, src_nic, steps * config.alpha_local_s)
-
-
-def btree_parents(k: int, tree: int = 0) -> np.ndarray:
-    """Parent of each of ``k`` nodes in tree ``tree`` (0 or 1) of NCCL's double binary tree; -1 at the root.
-
-    Tree 0 is ``ncclGetBtree`` (NCCL ``src/graph/trees.cc``): node ``r > 0`` with lowest set
-    bit ``b`` hangs under ``(r ^ b) | 2b``, or ``r ^ b`` when that is ``>= k``; node 0 is
-    the root. Tree 1 (``ncclGetDtree``) mirrors tree 0 when ``k`` is even and shifts it by
-    one node when ``k`` is odd, so no node is interior in both trees.
-
-    Examples
-    --------
-    >>> btree_parents(5).tolist(), btree_parents(5, 1).tolist()
-    ([-1, 2, 4, 2, 0], [1, -1, 3, 0, 3])
-    >>> btree_parents(4, 1).tolist()
-    [1, 3, 1, -1]
-    """
-    r = np.arange(k)
-    if tree == 1:
-        moved = (r - 1) % k if k % 2 else k - 1 - r            # node r's place in tree 0
-        up = btree_parents(k, 0)[moved]
-        return np.where(up < 0, -1, (up + 1) % k if k % 2 else k - 1 - up)
-    bit = r & -r
-    up = (r ^ bit) | (bit << 1)
-    up = np.where(up >= k, r ^ bit, up)
-    return np.where(r > 0, up, -1)
-
-
-def _depth(parent: np.ndarray) -> int:
-    """Edges from the deepest node to the root of a tree given by ``parent[k]``."""
-    node, depth = np.arange(parent.size), 0
-    while (parent[node] >= 0).any():
-        node = np.where(parent[node] >= 0, parent[node], node)
-        depth += 1
-    return depth
-
-
-def _tree(pl: RankPlacement, groups: np.ndarray, size_bytes: float, count: int, config, label, comm):
-    g, n = groups.shape
-    node = pl.node[groups]
-    new = np.ones((g, n), dtype=bool)
-    new[:, 1:] = node[:, 1:] != node[:, :-1]
-    single = new.sum(axis=1) == 1
-    sets = []
-    if single.any():
-        rows = np.flatnonzero(single)
-        ring = _ring(pl, groups[rows], 2 * (n - 1) / n, size_bytes * count, 2 * (n - 1) * count, config, label, comm)
-        sets.append((ring, rows))
-    patterns, klass = np.unique(new[~single], axis=0, return_inverse=True)
-    multi_rows = np.flatnonzero(~single)
-    for p, pattern in enumerate(patterns):
-        rows = multi_rows[klass.ravel() == p]
-        sets.append((_tree_class(pl, groups[rows], pattern, size_bytes * count, count, config, label, comm), rows))
-    flows = FlowSet.concat([s for s, _ in sets])
-    group = np.concatenate([rows[s.coflow_group] for s, rows in sets]) if sets else np.zeros(0, dtype=np.int64)
-    return dataclasses.replace(flows, coflow_group=group, coflow_part=np.zeros(flows.n_coflows, dtype=np.int64),
-                               parts=(label,))
-
-
-def _tree_class(pl, groups: np.ndarray, pattern: np.ndarray, total_bytes: float, count: int, config, label, comm):
-    """Double binary trees for groups that share one host pattern (``pattern[n]``: a new host
-    starts here); one pair of trees per channel, channel ``c`` entering each host at its
-    ``c mod k``-th rank (so on that rank's rail)."""
-    g, n = groups.shape
-    starts = np.flatnonzero(pattern)
-    k = np.diff(np.append(starts, n))                        # (K,) ranks per host
-    hosts = starts.size
-    channels = config.channels or int(k.min()) * config.channels_per_nic
-    src_cols, dst_cols, tree = [], [], []
-    for c in range(channels):
-        for t in (0, 1):
-            entry = starts + c % k                             # (K,) entry column of each host
-            parent = btree_parents(hosts, t)
-            child = np.flatnonzero(parent >= 0)
-            pairs = [(entry[child], entry[parent[child]]), (entry[parent[child]], entry[child])]
-            for j in range(hosts):                             # intra-host chain from the entry rank
-                chain = starts[j] + (c % k[j] + np.arange(k[j])) % k[j]
-                pairs += [(chain[:-1], chain[1:]), (chain[1:], chain[:-1])]
-            s = np.concatenate([a for a, _ in pairs])
-            src_cols.append(s)
-            dst_cols.append(np.concatenate([b for _, b in pairs]))
-            tree.append(np.full(s.size, 2 * c + t))
-    s, d, t = np.concatenate(src_cols), np.concatenate(dst_cols), np.concatenate(tree)
-    coflow = np.arange(g)[:, None] * 2 * channels + t[None, :]
-    depth = max(_depth(btree_parents(hosts, 0)), _depth(btree_parents(hosts, 1)))
-    latency = 2 * count * (depth * config.alpha_s + (int(k.max()) - 1) * config.alpha_local_s)
-    return _flows(pl, groups[:, s], groups[:, d], coflow, _conn(comm, t[None, :] + 1000),
-                  total_bytes / (2 * channels), latency, np.repeat(np.arange(g), 2 * channels), label)
-
-
 def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size_bytes: float, *, count: int = 1,
                      config: CollectiveConfig | None = None, label: str | None = None, comm: str = "") -> FlowSet:
     """Flows of ``count`` back-to-back collectives of ``size_bytes`` in every group.
@@ -349,19 +198,19 @@ def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size
     if n < 2 or size_bytes <= 0 or count <= 0:
         return FlowSet.empty(label)
     if op == "allreduce" and config.algorithm == "tree":
-        return _tree(placement, groups, size_bytes, count, config, label, comm)
+        return tree_flows(placement, groups, size_bytes, count, config, label, comm)
     if op in ("allreduce", "allgather", "reducescatter"):
         steps = (2 if op == "allreduce" else 1) * (n - 1) * count
-        return _ring(placement, groups, bus_factor(op, n), size_bytes * count, steps, config, label, comm)
+        return ring_flows(placement, groups, bus_factor(op, n), size_bytes * count, steps, config, label, comm)
     if op == "alltoall":
         i, j = np.nonzero(~np.eye(n, dtype=bool))
         coflow = np.arange(g)[:, None] * i.size + np.arange(i.size)[None, :]
-        return _flows(placement, groups[:, i], groups[:, j], coflow, _conn(comm, j[None, :]),
+        return make_flows(placement, groups[:, i], groups[:, j], coflow, connection_key(comm, j[None, :]),
                       size_bytes * count / n, count * config.alpha_s, np.repeat(np.arange(g), i.size), label,
                       local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
     if op == "sendrecv":
         coflow = np.arange(g * n).reshape(g, n)
-        return _flows(placement, groups, np.roll(groups, -1, axis=1), coflow, _conn(comm, 0),
+        return make_flows(placement, groups, np.roll(groups, -1, axis=1), coflow, connection_key(comm, 0),
                       size_bytes * count, count * config.alpha_s, np.repeat(np.arange(g), n), label,
                       local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
     raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
@@ -388,12 +237,12 @@ def pipeline_flows(placement: RankPlacement, groups: np.ndarray, size_bytes: flo
     src = np.concatenate([groups[:, :-1], groups[:, 1:]], axis=1)     # (G, 2(n-1)) forward, then backward
     dst = np.concatenate([groups[:, 1:], groups[:, :-1]], axis=1)
     coflow = np.broadcast_to(np.arange(g)[:, None], src.shape)
-    main = _flows(placement, src, dst, coflow, _conn(comm, 0), size_bytes * sends, 2 * sends * config.alpha_s,
+    main = make_flows(placement, src, dst, coflow, connection_key(comm, 0), size_bytes * sends, 2 * sends * config.alpha_s,
                   np.arange(g), label, local_latency_s=2 * sends * config.alpha_local_s, conns=config.channels_per_nic)
     if wrap_sends <= 0:
         return main
     ends = groups[:, [-1, 0]]                                           # (G, 2) last stage, first stage
-    wrap = _flows(placement, ends, ends[:, ::-1], np.broadcast_to(np.arange(g)[:, None], (g, 2)), _conn(comm, 1),
+    wrap = make_flows(placement, ends, ends[:, ::-1], np.broadcast_to(np.arange(g)[:, None], (g, 2)), connection_key(comm, 1),
                   size_bytes * wrap_sends, 2 * wrap_sends * config.alpha_s, np.arange(g), label,
                   local_latency_s=2 * wrap_sends * config.alpha_local_s, conns=config.channels_per_nic)
     both = FlowSet.concat([main, wrap])
@@ -408,7 +257,7 @@ def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndar
     ``NCCL_NCHANNELS_PER_NET_PEER`` channels to a network peer, 2 by default)."""
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
-    return _flows(placement, src, dst, np.arange(src.size), _conn(comm, 0), size_bytes, latency_s,
+    return make_flows(placement, src, dst, np.arange(src.size), connection_key(comm, 0), size_bytes, latency_s,
                   np.arange(src.size), label, conns=conns)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankmap.simulator.collectives import CollectiveConfig, btree_parents, collective_flows, simulate_collective
+from rankmap.simulator.collectives import CollectiveConfig, collective_flows, simulate_collective
 from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.tree_flows import btree_parents
 
 B = 25e9          # 200 Gb/s NIC, bytes/s
 S = 1e9

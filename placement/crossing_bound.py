@@ -20,8 +20,8 @@ has some such ``s``. For that ``s``:
   consecutive rows in the same domain; there are at least ``beta(s)`` runs, the fewest
   domains whose ``m_d`` sum to s. Two adjacent runs lie in different domains: all C hops
   between them cross. A split row next to a whole row in d keeps at most its piece in d,
-  at most ``rho = max_{d: m_d >= 1} min(C - 1, F_d - C)`` hops, so at least ``C - rho``
-  cross. With ``t`` runs of split rows between runs of whole rows and ``e <= 2`` at the
+  at most ``rho(s) = max_{d: m_d >= 1} min(C - 1, F_d - C max(1, w_d))`` hops (``w_d``
+  its least value above), so at least ``C - rho(s)`` cross. With ``t`` runs of split rows between runs of whole rows and ``e <= 2`` at the
   ends (``t + e >= 1`` when both kinds exist, ``t + e <= R - s``)::
 
       hops >= C * (beta - 1 - t) + (C - rho) * (2 t + e)
@@ -81,8 +81,6 @@ def crossing_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: i
     total_m = sum(m)
     whole_cols = sum(x // R for x in f)
     col_hops = max(0, C - whole_cols) if R > 1 else 0
-    fits = [min(C - 1, x - C) for x, k in zip(f, m) if k >= 1]
-    rho = max(fits) if fits else 0
     best = math.inf
     for s in range(min(R, total_m) + 1):
         if s < R and C < 2:
@@ -90,6 +88,8 @@ def crossing_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: i
         pieces = _pieces(f, m, total_m, s, C) if s < R else 0
         if pieces is None:
             continue                                   # no split row fits: no placement has this s
+        # a split row beside a whole row in d keeps at most d's residual after its whole rows
+        rho = max((min(C - 1, x - C * max(1, s - (total_m - k))) for x, k in zip(f, m) if k >= 1), default=0)
         hops = max(col_hops, _row_hops(R, C, s, _runs(m, s), rho))
         best = min(best, w_row * (R - s) * pieces + w_col * hops)
     return 0 if best == math.inf else int(best)

@@ -22,6 +22,7 @@ Construction methods, bounds and the solver:
 - ``band_layout``: bands of consecutive stages stacked in the same groups.
 - ``mixed_gpu_counts``: whole TP groups per host on hosts of different GPU counts.
 - ``lower_bounds``: the analytic bound and the CP-SAT relaxation bound.
+- ``crossing_bound``: per tier, the counting bound of whole rings against split ones.
 - ``cpsat_model``: the CP-SAT interval model: build, hint, solve, decode.
 - ``grid_search``: constructive starts, bounds, then CP-SAT; which placement wins.
 - ``status``: SolverStatus, the statuses a plan reports.

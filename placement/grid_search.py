@@ -188,7 +188,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
     bound = tier_bound(problem, bound0)
-    method += " + band, per tier" if problem.domains else " + band"
+    method += " + band + crossing count, per tier" if problem.domains else " + band"
     # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
     level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
     if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
@@ -214,7 +214,7 @@ def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasib
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     best = min(candidates, key=key)
     best = min([best, count_search(problem, best, key)], key=key)
-    bound, method = tier_bound(problem, 0), "analytic + band, per tier"
+    bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
         budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)

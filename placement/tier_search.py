@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 from rankmap.placement.band_layout import band_cells
+from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.snake_layout import snake_cells
@@ -79,13 +80,18 @@ def tier_cost(problem: GridProblem, cells: np.ndarray) -> float:
 
 
 def tier_bound(problem: GridProblem, bound0: int) -> float:
-    """A lower bound (units) on :func:`tier_cost` of every placement: per level the larger
-    of the analytic and band bounds of :func:`level_problem` (``bound0`` also at level 0)."""
+    """A lower bound (units) on :func:`tier_cost` of every placement: per level the largest
+    of the analytic and band bounds of :func:`level_problem` (``bound0`` also at level 0)
+    and, on fabrics of several tiers, the counting bound of
+    :func:`~rankmap.placement.crossing_bound.crossing_lower_bound` (whole rings against
+    split ones)."""
     total = 0.0
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
         b = max(analytic_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col, p.w_wrap),
                 band_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
+        if problem.domains:
+            b = max(b, crossing_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
         total += w * (max(b, bound0) if lv == 0 else b)
     return total
 

@@ -10,11 +10,12 @@ import pytest
 from helpers import TINY, job
 
 from rankmap.job.spec import JobSpec
+from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.grid_search import search
 from rankmap.placement.lower_bounds import band_lower_bound
 from rankmap.placement.plan import plan
-from rankmap.placement.tier_search import tier_cost
+from rankmap.placement.tier_search import level_problem, tier_bound, tier_cost
 from rankmap.placement.tier_weights import crossed_tiers, default_tier_weights, parse_tier_weights, tier_weights
 from rankmap.topology import parse_cluster
 from rankmap.topology.slurm import parse_slurm_tree
@@ -210,3 +211,50 @@ def test_default_three_tier_plan_beats_arnold_spread():
     fill = np.repeat(np.arange(24), free).reshape(8, 144)
     out = count_search(problem, fill, lambda c: tier_cost(problem, c))
     assert tier_cost(problem, out) < 0.97 * tier_cost(problem, fill)
+
+
+def _brute_level(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> float | None:
+    """The optimum of one tier alone (domains as groups); None when nothing fits."""
+    if sum(free) < rows * cols:
+        return None
+    return _brute(GridProblem(rows, cols, free, w_row, w_col))
+
+
+def test_crossing_bound_never_exceeds_one_tier_optimum_and_is_often_tight():
+    rng = random.Random(12)
+    checked = positive = tight = 0
+    while checked < 150:
+        K, R, C = rng.choice([2, 3, 4]), rng.randint(1, 4), rng.randint(1, 5)
+        if K ** (R * C) > 200_000:
+            continue
+        free, w_row, w_col = tuple(rng.randint(0, 8) for _ in range(K)), rng.randint(0, 9), rng.randint(0, 9)
+        best = _brute_level(R, C, free, w_row, w_col)
+        if best is None:
+            continue
+        bound = crossing_lower_bound(R, C, free, w_row, w_col)
+        assert bound <= best + 1e-9, (R, C, free, w_row, w_col)
+        checked += 1
+        positive += best > 0
+        tight += best > 0 and bound == best
+    assert tight >= positive // 2 > 0
+
+
+def test_crossing_bound_sees_whole_rings_against_pipeline_hops():
+    # 3 rings of 4 hosts on 3 domains of 5: one whole ring per domain at most. Whole rings
+    # in 3 domains: 2 x 4 hops cross (40); else a ring splits (2 crossings, 30 each, and hops).
+    assert crossing_lower_bound(3, 4, (5, 5, 5), 30, 5) == _brute_level(3, 4, (5, 5, 5), 30, 5) == 40
+    # the previous per-tier bounds see nothing here: a ring fits in one domain
+    assert band_lower_bound(3, 4, (5, 5, 5), 30, 5) < 40
+    assert crossing_lower_bound(2, 4, (8, 8), 10, 1) == 0
+
+
+def test_tier_bound_with_crossing_count_never_exceeds_brute_force():
+    checked = 0
+    for problem in _random_problems(80, seed=12):
+        best = _brute(problem)
+        assert tier_bound(problem, 0) <= best + 1e-6, problem
+        for lv in range(1, len(problem.weights)):
+            q = level_problem(problem, lv)
+            assert crossing_lower_bound(q.rows, q.cols, q.free, q.w_row, q.w_col) <= _brute(q) + 1e-6
+        checked += 1
+    assert checked >= 40

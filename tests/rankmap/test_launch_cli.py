@@ -104,7 +104,7 @@ def test_broken_rank_map_and_usage_errors(tmp_path):
     both = launch("--rankmap", bad, "--format", "torchrun", "--local")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
     neither = launch("--rankmap", bad)
-    assert neither.returncode == 2 and "one of the arguments --format --local is required" in neither.stderr
+    assert neither.returncode == 2 and "one of the arguments --format --local --flags is required" in neither.stderr
 
 
 def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver():

@@ -123,9 +123,13 @@ def _local(args: argparse.Namespace, rm) -> int:
     from rankmap.errors import LaunchError
     from rankmap.fileio import read_text
 
+    from rankmap.launch.local import check_local_size
+
+    check_local_size(rm, args.max_procs)
     run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
+    where = f"running {' '.join(args.command)}" if args.command else f"logs in {run_dir}"
     print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
-          f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); logs in {run_dir}", flush=True)
+          f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); {where}", flush=True)
     api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
                      master_port=args.master_port, timeout_s=args.timeout, entry=tuple(args.command) or None,
                      max_procs=args.max_procs, cwd=args.workdir)

@@ -49,14 +49,14 @@ def _wait_for(tag: str, count: int, timeout_s: float) -> list[str]:
 
 
 def test_size_limit_names_a_small_example(tmp_path):
-    rankmap = make_rankmap(tmp_path, tp=4, dp=6, hosts=("a", "b", "c"))
+    rankmap = make_rankmap(tmp_path, tp=2, dp=5, hosts=("a", "b", "c", "d", "e"))
     run = launch_cli("--rankmap", rankmap, "--local", "--max-procs", 8, "--steps", 0)
     assert run.returncode == 3
-    assert ("--local would start 3 torchrun agents and 24 worker processes" in run.stderr
+    assert ("--local would start 5 torchrun agents and 10 worker processes" in run.stderr
             and "the limit is 8 (--max-procs)" in run.stderr and "rankmap plan --example racks" in run.stderr)
     from rankmap.job.rank_map import read_rankmap
     rm = read_rankmap(rankmap)
-    check_local_size(rm, 24)  # raised by --max-procs: allowed
+    check_local_size(rm, 10)  # raised by --max-procs: allowed
     assert default_max_procs(2) == 8 and default_max_procs(64) == 128
 
 

@@ -122,7 +122,6 @@ def _local(args: argparse.Namespace, rm) -> int:
     from rankmap import api
     from rankmap.errors import LaunchError
     from rankmap.fileio import read_text
-
     from rankmap.launch.local import check_local_size
 
     check_local_size(rm, args.max_procs)

@@ -64,7 +64,7 @@ def test_size_limit_names_a_small_example(tmp_path):
 def test_user_script_runs_locally_two_steps(tmp_path):
     t0 = time.perf_counter()
     rankmap = make_rankmap(tmp_path / "plan", pp=2, dp=2, hosts=("hb", "ha"), nprocs=[2, 2])
-    run = launch_cli("--rankmap", rankmap, "--local", "--timeout", 150, "--", REPO / "examples" / "train_user.py",
+    run = launch_cli("--rankmap", rankmap, "--local", "--timeout", 150, "--", REPO / "tests" / "launch" / "train_user.py",
                      "--steps", 2, "--out", tmp_path / "run")
     assert run.returncode == 0, run.stderr[-3000:]
     for rank, host in enumerate(("hb", "hb", "ha", "ha")):

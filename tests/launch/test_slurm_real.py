@@ -54,7 +54,7 @@ def test_sbatch_precomputed_map_runs_user_script_two_gloo_steps(slurm, tmp_path)
     _torch()
     t0 = time.perf_counter()
     make_rankmap(tmp_path / "plan", pp=2, dp=2, hosts=("n3", "n1", "n4", "n2"), nprocs=[1, 1, 1, 1])
-    shutil.copy(REPO / "examples" / "train_user.py", tmp_path / "train.py")
+    shutil.copy(REPO / "tests" / "launch" / "train_user.py", tmp_path / "train.py")
     made = _rankmap_cli("launch", "--rankmap", "plan/rankmap.json", "--format", "slurm", "--out", "launch",
                         "--torchrun", TORCHRUN, "--master-port", free_port(), "--", "train.py", "--steps", "2",
                         "--out", "run", cwd=tmp_path)
@@ -117,7 +117,7 @@ def test_hosts_swapped_fail_clearly(tmp_path):
     env = {**ENV, "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "4", "RANKMAP_HOST": "ha",
            "RANKMAP_FILE": str(rankmap)}
     env.pop("SLURMD_NODENAME", None)
-    run = subprocess.run([sys.executable, str(REPO / "examples" / "train_user.py")], env=env, capture_output=True,
+    run = subprocess.run([sys.executable, str(REPO / "tests" / "launch" / "train_user.py")], env=env, capture_output=True,
                          text=True, timeout=60, cwd=tmp_path)
     assert run.returncode != 0
     assert ("PlacementMismatch: rank 0 (machine ha, local rank 0) sits where the map puts rank 2; the map puts "

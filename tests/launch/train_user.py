@@ -1,4 +1,4 @@
-"""A user's own training script, as ``rankmap launch ... -- examples/train_user.py --steps 2`` runs it.
+"""A user's own training script, as ``rankmap launch ... -- train_user.py --steps 2`` runs it.
 
 It checks at start-up that it sits where the rank map says (:func:`rankmap.launch.check_placement`:
 alone before ``init_process_group``, then with every process's claim), builds the map's DP and

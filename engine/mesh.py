@@ -4,7 +4,7 @@ Start-up, on every process:
 
 1. join the launcher's process group (``init_process_group`` with the launcher's rank);
 2. exchange claims -- (host, local rank, launcher rank) -- and compute each process's map rank
-   (:func:`rankmap.engine.ranks.check_claims`); every process sees the same list and so reaches the
+   (:func:`rankmap.launch.ranks.check_claims`); every process sees the same list and so reaches the
    same verdict;
 3. if the launcher numbered the processes unlike the map: stop (``launcher_order: error``), or
    re-join with the map's ranks (``rerank``) through a prefix of the same store;

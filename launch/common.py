@@ -29,29 +29,40 @@ from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
 from rankmap.topology.hostnames import check_hostname
 
-__all__ = ["ENGINE_ENTRY", "LaunchOptions", "check_host", "check_hosts", "engine_args", "script_header",
-           "text_lines", "read_host"]
+__all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "check_host", "check_hosts", "engine_args",
+           "script_header", "workdir_lines", "text_lines", "read_host"]
 
 ENGINE_ENTRY = ("-m", "rankmap.engine.train")
+# Generated scripts export the rank map's path under this name, so a user's script finds it
+# (rankmap.launch.check_placement reads it).
+RANKMAP_FILE_VAR = "RANKMAP_FILE"
 
 
 @dataclass(frozen=True, kw_only=True)
 class LaunchOptions:
-    """How the generated lines start the engine.
+    """How the generated lines start the engine or the user's own script.
+
+    Paths are written as given: a relative path is read on the hosts relative to the work
+    directory (``workdir``; by default the directory the job is started from, Slurm's
+    ``SLURM_SUBMIT_DIR``), never turned into an absolute path of the planning machine.
 
     Attributes
     ----------
     rankmap_path : str
-        Path of rankmap.json as the hosts see it (absolute, on a shared file system).
+        Path of rankmap.json as the hosts see it (relative to the work directory, or absolute).
     config_path, out_dir : str or None
-        The engine's ``--config`` and ``--out`` (None: left out).
+        The engine's ``--config`` and ``--out`` (None: left out; the bundled engine only).
     master_addr : str or None
         Rendezvous address; None: the map's node 0 host.
     master_port : int
     torchrun : str
         The torchrun command (split with shlex), e.g. ``torchrun`` or ``python -m torch.distributed.run``.
     entry : tuple of str
-        What torchrun runs: ``("-m", "rankmap.engine.train")`` by default.
+        What torchrun runs: ``("-m", "rankmap.engine.train")`` (the bundled engine, given the
+        rank map and its options) by default; else the user's own command, argv-exact
+        (``("train.py", "--lr", "3e-4")`` or ``("-m", "pkg.mod")``), given nothing more.
+    workdir : str or None
+        Directory the scripts change to before starting anything (None: where they are started).
     resolve : bool
         Check that every host resolves on this machine.
     steps : int or None
@@ -60,7 +71,8 @@ class LaunchOptions:
     Raises
     ------
     LaunchError
-        A port outside 1..65535, or an empty torchrun command.
+        A port outside 1..65535, an empty torchrun command or entry, or engine options
+        (``--config``, ``--out``, ``--steps``) with a user's command.
 
     Examples
     --------
@@ -79,6 +91,7 @@ class LaunchOptions:
     master_port: int = 29500
     torchrun: str = "torchrun"
     entry: tuple = ENGINE_ENTRY
+    workdir: str | None = None
     resolve: bool = True
     steps: int | None = None
 
@@ -87,6 +100,18 @@ class LaunchOptions:
             raise LaunchError(f"--master-port must be 1..65535, got {self.master_port}")
         if not shlex.split(self.torchrun):
             raise LaunchError("--torchrun must name a command")
+        if not self.entry or self.entry == ("-m",):
+            raise LaunchError("the command after -- is empty: give a script (train.py ...) or -m MODULE")
+        given = [name for name, v in (("--config", self.config_path), ("--run-dir", self.out_dir),
+                                      ("--steps", self.steps)) if v is not None]
+        if self.user_command and given:
+            raise LaunchError(f"{', '.join(given)} are options of the bundled engine; with your own command "
+                              f"after --, pass your script's own options there")
+
+    @property
+    def user_command(self) -> bool:
+        """Whether the entry is the user's own command rather than the bundled engine."""
+        return tuple(self.entry) != ENGINE_ENTRY
 
 
 def check_host(name: str, what: str = "host") -> None:
@@ -185,13 +210,17 @@ def _check_resolved(rm: RankMap, master: str) -> None:
 
 
 def engine_args(opts: LaunchOptions) -> list[str]:
-    """What the launcher runs: the entry and the engine's own options.
+    """What the launcher runs: the bundled engine with its options, or the user's command as given.
 
     Examples
     --------
     >>> engine_args(LaunchOptions(rankmap_path="/s/rankmap.json", steps=2))
     ['-m', 'rankmap.engine.train', '--rankmap', '/s/rankmap.json', '--steps', '2']
+    >>> engine_args(LaunchOptions(rankmap_path="plan/rankmap.json", entry=("train.py", "--lr", "3e-4")))
+    ['train.py', '--lr', '3e-4']
     """
+    if opts.user_command:
+        return list(opts.entry)
     args = [*opts.entry, "--rankmap", opts.rankmap_path]
     if opts.config_path:
         args += ["--config", opts.config_path]
@@ -207,6 +236,26 @@ def script_header(rm: RankMap, what: str) -> str:
     job = rm.job
     return (f"# {what}\n# Generated by `rankmap launch` for job {job.name!r}: {rm.world_size} ranks on "
             f"{len(rm.hosts)} hosts (tp={job.tp} pp={job.pp} dp={job.dp}), cluster {rm.cluster_name!r}.\n")
+
+
+def workdir_lines(opts: LaunchOptions, default: str | None = None) -> str:
+    """Shell lines: change to the work directory, export the rank map's path (``RANKMAP_FILE``).
+
+    ``default`` is a shell expression for the directory when ``opts.workdir`` is None
+    (e.g. ``"${SLURM_SUBMIT_DIR:-$PWD}"``); with neither, the script stays where it starts.
+
+    Examples
+    --------
+    >>> print(workdir_lines(LaunchOptions(rankmap_path="plan/rankmap.json", workdir="/s/my job")), end="")
+    cd '/s/my job'
+    export RANKMAP_FILE=plan/rankmap.json
+    """
+    out = ""
+    if opts.workdir:
+        out += f"cd {shlex.quote(opts.workdir)}\n"
+    elif default:
+        out += f'cd "{default}"\n'
+    return out + f"export {RANKMAP_FILE_VAR}={shlex.quote(opts.rankmap_path)}\n"
 
 
 def text_lines(text: str) -> Iterator[tuple[int, str]]:

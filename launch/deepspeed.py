@@ -3,7 +3,8 @@ back and checked against the map.
 
 A DeepSpeed hostfile lists ``host slots=N`` per line [1]_; the launcher numbers nodes in file
 order, so line n is the map's node rank n and the master address is node 0. The launcher
-runs modules (``--module``) without ``--local_rank`` (``--no_local_rank``, [2]_). No torch here.
+runs a script, or a module (``--module``), without ``--local_rank`` (``--no_local_rank``, [2]_);
+DeepSpeed forwards ``RANKMAP_FILE`` when it is listed in ``.deepspeed_env``. No torch here.
 
 References
 ----------
@@ -21,22 +22,35 @@ import shlex
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.launch.common import ENGINE_ENTRY, LaunchOptions, engine_args, read_host, script_header, text_lines
+from rankmap.launch.common import (
+    LaunchOptions,
+    engine_args,
+    read_host,
+    script_header,
+    text_lines,
+    workdir_lines,
+)
 
 __all__ = ["check_deepspeed_options", "deepspeed_hostfile", "deepspeed_script", "deepspeed_files",
            "read_deepspeed_hostfile", "check_deepspeed_hostfile"]
 
 
 def check_deepspeed_options(opts: LaunchOptions) -> None:
-    """Refuse an entry other than the engine's module.
+    """Refuse an entry the DeepSpeed launcher cannot run (``-m`` with no module).
 
     Raises
     ------
     LaunchError
-        ``opts.entry`` is not the engine's ``-m rankmap.engine.train``.
+        ``opts.entry`` is ``-m`` alone.
     """
-    if opts.entry != ENGINE_ENTRY:
-        raise LaunchError("the deepspeed format runs modules only (entry -m MODULE)")
+    if opts.entry[0] == "-m" and len(opts.entry) < 2:
+        raise LaunchError("the deepspeed format needs a module after -m")
+
+
+def _user_args(opts: LaunchOptions) -> list[str]:
+    """The DeepSpeed launcher's spelling of the entry: ``--module MOD ARGS`` or ``SCRIPT ARGS``."""
+    args = engine_args(opts)
+    return ["--module", *args[1:]] if args[0] == "-m" else args
 
 
 def deepspeed_hostfile(rm: RankMap) -> str:
@@ -48,9 +62,9 @@ def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: 
     """``deepspeed.sh``: the DeepSpeed launcher over the hostfile, master = node 0."""
     q = shlex.quote
     cmd = shlex.join(["deepspeed", "--hostfile", "HOSTFILE", "--master_addr", master, "--master_port",
-                      str(opts.master_port), "--no_local_rank", "--module", *engine_args(opts)[1:]])
+                      str(opts.master_port), "--no_local_rank", *_user_args(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "DeepSpeed launch; node rank n = line n of the hostfile.")
-            + "set -euo pipefail\n" + f"launch_dir={q(launch_dir)}\n"
+            + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"
             + "exec " + cmd.replace("HOSTFILE", '"$launch_dir/hostfile"') + "\n")
 
 

@@ -39,7 +39,8 @@ def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | P
         One of :data:`FORMATS`.
     opts : LaunchOptions
     launch_dir : str or Path
-        Where the files will be written (scripts name their neighbours by its absolute path).
+        Where the files will be written, as the hosts see it: scripts name their neighbours
+        by this path, relative to the work directory unless it is absolute.
 
     Raises
     ------
@@ -64,7 +65,7 @@ def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | P
     if fmt == "deepspeed":
         check_deepspeed_options(opts)
     master = check_hosts(rm, opts)
-    launch_dir = str(Path(launch_dir).resolve())
+    launch_dir = str(Path(launch_dir))
     if fmt == "torchrun":
         return torchrun_files(rm, opts, master)
     if fmt == "slurm":

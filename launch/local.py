@@ -6,10 +6,19 @@ from the map) and ``RANKMAP_HOST`` naming the host it stands for, so the engine'
 checks see the map's hosts. No torch is imported here: agents run
 ``python -m torch.distributed.run`` in child processes.
 
-Agents are started in the order given (default: node-rank order), each in its own session;
-if one fails or the time runs out, the others' process groups are terminated (SIGTERM, then
-SIGKILL after a grace period) -- only processes this module started. On a timeout they first
-get SIGABRT, so each prints its Python stack (faulthandler) and a hang shows where it is.
+A run is refused when the map has more worker processes than this machine can hold
+(:func:`check_local_size`: at most ``max_procs``, by default :func:`default_max_procs` = 2 per
+CPU and at least 8); the message names a small plan to use instead.
+
+Agents are started in the order given (default: node-rank order), each in its own session.
+When the run ends for any reason -- an agent failed, the time ran out, Ctrl-C (SIGINT) or
+SIGTERM -- every process it started is stopped, workers included: torchrun starts its workers
+in new sessions of their own [3]_, so killing an agent's process group misses them. Every
+agent therefore carries a marker, ``RANKMAP_LOCAL_RUN=<token>``, in its environment, which its
+workers inherit; at the end the agents' groups are signalled, then every process whose
+``/proc/PID/environ`` holds this run's marker (SIGTERM, then SIGKILL after a grace period).
+Only this run's processes carry the token. On a timeout they first get SIGABRT, so each prints
+its Python stack (faulthandler) and a hang shows where it is.
 
 References
 ----------
@@ -17,12 +26,16 @@ References
    https://pytorch.org/docs/stable/elastic/run.html
 .. [2] Python documentation, ``faulthandler`` (``PYTHONFAULTHANDLER``).
    https://docs.python.org/3/library/faulthandler.html
+.. [3] PyTorch source, ``torch/distributed/elastic/multiprocessing/subprocess_handler/
+   subprocess_handler.py``: workers are started with ``start_new_session=True``.
+   https://github.com/pytorch/pytorch/tree/main/torch/distributed/elastic/multiprocessing
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -33,11 +46,42 @@ from pathlib import Path
 
 from rankmap.errors import LaunchError
 from rankmap.job.rank_map import RankMap
+from rankmap.launch.common import ENGINE_ENTRY, RANKMAP_FILE_VAR
 from rankmap.launch.torchrun import torchrun_args
 
-__all__ = ["Agent", "local_agents", "free_port", "run_agents"]
+__all__ = ["Agent", "local_agents", "free_port", "run_agents", "default_max_procs", "check_local_size",
+           "marked_pids", "MARKER_VAR"]
 
 LOCAL_ADDR = "127.0.0.1"
+MARKER_VAR = "RANKMAP_LOCAL_RUN"
+SMALL_EXAMPLE = "rankmap plan --example racks --tp 2 --pp 2 --dp 2 --out small  (8 ranks on one host)"
+
+
+def default_max_procs(cpus: int | None = None) -> int:
+    """Most worker processes ``--local`` starts without ``--max-procs``: 2 per CPU, at least 8.
+
+    Examples
+    --------
+    >>> default_max_procs(2), default_max_procs(16)
+    (8, 32)
+    """
+    return max(8, 2 * (cpus or os.cpu_count() or 1))
+
+
+def check_local_size(rm: RankMap, max_procs: int | None = None) -> None:
+    """Refuse a map with more workers than ``max_procs`` (default :func:`default_max_procs`).
+
+    Raises
+    ------
+    LaunchError
+        Naming the map's size, the limit, ``--max-procs`` and a small plan to use instead.
+    """
+    limit = max_procs or default_max_procs()
+    if rm.world_size > limit:
+        raise LaunchError(f"--local would start {len(rm.hosts)} torchrun agents and {rm.world_size} worker processes "
+                          f"on this machine ({os.cpu_count()} CPUs); the limit is {limit} "
+                          f"({'--max-procs' if max_procs else '2 per CPU, at least 8'}). Plan a small job instead, "
+                          f"e.g. {SMALL_EXAMPLE}, or raise the limit with --max-procs")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,9 +101,12 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def local_agents(rm: RankMap, engine_args: list[str], port: int, rdzv_backend: str = "static") -> list[Agent]:
+def local_agents(rm: RankMap, engine_args: list[str], port: int, rdzv_backend: str = "static",
+                 entry: tuple = ENGINE_ENTRY, rankmap_file: str | None = None) -> list[Agent]:
     """The agents of :func:`run_agents`, in node-rank order.
 
+    ``entry`` is what torchrun runs (the engine's module, or a user's command given
+    ``engine_args=[]``); ``rankmap_file`` is exported as ``RANKMAP_FILE``.
     ``rdzv_backend="c10d"`` reproduces the launch that loses host order (for tests).
     """
     agents = []
@@ -67,9 +114,11 @@ def local_agents(rm: RankMap, engine_args: list[str], port: int, rdzv_backend: s
         opts = torchrun_args(rm, node, LOCAL_ADDR, port, rdzv_backend)
         if rdzv_backend != "static":
             opts += [f"--rdzv-endpoint={LOCAL_ADDR}:{port}", "--rdzv-id=rankmap-local"]
-        argv = (sys.executable, "-m", "torch.distributed.run", *opts, "-m", "rankmap.engine.train", *engine_args)
+        argv = (sys.executable, "-m", "torch.distributed.run", *opts, *entry, *engine_args)
         env = {"RANKMAP_HOST": host, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
                "GLOO_SOCKET_IFNAME": os.environ.get("GLOO_SOCKET_IFNAME", "lo"), "PYTHONFAULTHANDLER": "1"}
+        if rankmap_file:
+            env[RANKMAP_FILE_VAR] = rankmap_file
         agents.append(Agent(host=host, node_rank=node, argv=argv, env=env))
     return agents
 
@@ -78,12 +127,47 @@ def _signal_all(procs: dict, sig: int) -> None:
     for proc in procs.values():
         if proc.poll() is None:
             try:
-                os.killpg(proc.pid, sig)  # the agent's own session: it and its workers
+                os.killpg(proc.pid, sig)  # the agent's own session: it (its workers have their own)
             except ProcessLookupError:
                 pass
 
 
-def _stop(procs: dict, grace_s: float = 10.0) -> None:
+def marked_pids(token: str) -> list[int]:
+    """Pids of the live processes whose environment holds ``RANKMAP_LOCAL_RUN=token`` (Linux /proc).
+
+    Processes of other users, or gone meanwhile, are skipped.
+    """
+    want = f"{MARKER_VAR}={token}".encode()
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if want in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return sorted(found)
+
+
+def _kill_marked(token: str, grace_s: float) -> None:
+    """SIGTERM every process carrying the marker, then SIGKILL those left after ``grace_s``."""
+    for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        pids = marked_pids(token)
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while pids and time.monotonic() < deadline:
+            time.sleep(0.1)
+            pids = marked_pids(token)
+        if not pids:
+            return
+
+
+def _stop(procs: dict, token: str, grace_s: float = 10.0) -> None:
     _signal_all(procs, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     for proc in procs.values():
@@ -95,6 +179,15 @@ def _stop(procs: dict, grace_s: float = 10.0) -> None:
             except ProcessLookupError:
                 pass
             proc.wait()
+    _kill_marked(token, grace_s=max(1.0, deadline - time.monotonic()))
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived: unwind like Ctrl-C so the run's processes are stopped."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
 
 
 def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = None,
@@ -112,16 +205,28 @@ def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = N
     order = start_order if start_order is not None else list(range(len(agents)))
     procs: dict = {}
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    token = secrets.token_hex(8)
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if _main_thread() else None
     try:
         for i, node in enumerate(order):
             agent = agents[node]
-            env = {**os.environ, **agent.env}   # the agents find rankmap where this process found it
+            # the agents find rankmap where this process found it; the marker finds their workers
+            env = {**os.environ, **agent.env, MARKER_VAR: token}
             procs[node] = subprocess.Popen(list(agent.argv), cwd=cwd, env=env, start_new_session=True)
             if start_gap_s and i < len(order) - 1:
                 time.sleep(start_gap_s)
         _wait(agents, procs, deadline, timeout_s)
+    except _Terminated:
+        raise LaunchError("terminated (SIGTERM); stopped every process of the run") from None
     finally:
-        _stop(procs)
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        _stop(procs, token)
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
 
 
 def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: float | None) -> None:
@@ -139,5 +244,5 @@ def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: f
             # where it is stuck (faulthandler, PYTHONFAULTHANDLER=1) before it is stopped.
             _signal_all(procs, signal.SIGABRT)
             time.sleep(2.0)
-            raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents")
+            raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents and workers")
         time.sleep(0.2)

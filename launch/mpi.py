@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.launch.common import LaunchOptions, engine_args, read_host, script_header, text_lines
+from rankmap.launch.common import (
+    RANKMAP_FILE_VAR,
+    LaunchOptions,
+    engine_args,
+    read_host,
+    script_header,
+    text_lines,
+    workdir_lines,
+)
 
 __all__ = ["rankfile_text", "mpirun_script", "mpi_files", "RankfileEntry", "read_rankfile", "check_rankfile"]
 
@@ -40,10 +48,10 @@ def mpirun_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str
     q = shlex.quote
     cmd = shlex.join(["mpirun", "-np", str(rm.world_size), "--rankfile", "RANKFILE", "--bind-to", "none",
                       "-x", f"MASTER_ADDR={master}", "-x", f"MASTER_PORT={opts.master_port}",
-                      "python", *engine_args(opts)])
+                      "-x", RANKMAP_FILE_VAR, "python", *engine_args(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "Open MPI launch with a rankfile (Open MPI 5: --map-by "
                                                     "rankfile:file=FILE instead of --rankfile FILE).")
-            + "set -euo pipefail\n" + f"launch_dir={q(launch_dir)}\n"
+            + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"
             + "exec " + cmd.replace("RANKFILE", '"$launch_dir/rankfile"') + "\n")
 
 

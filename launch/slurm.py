@@ -7,12 +7,21 @@ line per task in node-rank order: task i runs on line i [1]_. Each task runs ``t
 (``SLURM_PROCID`` = node rank). The node list is given compressed (``#SBATCH --nodelist``,
 [2]_); the hostfile, not the node list, sets the order. No torch here.
 
+The srun line gives ``--ntasks`` but never ``--nodes``: since Slurm 23.11 srun refuses
+``--nodes`` together with ``--distribution=arbitrary`` (the task count and the host file
+decide the nodes [1]_, [3]_), and srun reads an inherited ``SLURM_NNODES`` as ``--nodes``
+[1]_, so the script unsets it before srun. The same line runs on Slurm 22.05 through 25.05.
+The script changes to the work directory (``--workdir``; default ``SLURM_SUBMIT_DIR``, where
+``sbatch`` was run [2]_) and names its files relative to it.
+
 References
 ----------
-.. [1] Slurm documentation, srun, ``--distribution=arbitrary`` and ``SLURM_HOSTFILE``.
-   https://slurm.schedmd.com/srun.html
-.. [2] Slurm documentation, sbatch, ``--nodelist``, ``--ntasks-per-node``.
-   https://slurm.schedmd.com/sbatch.html
+.. [1] Slurm documentation, srun(1): ``--distribution=arbitrary``, ``SLURM_HOSTFILE``, "INPUT
+   ENVIRONMENT VARIABLES" (``SLURM_NNODES``: same as ``-N, --nodes``). https://slurm.schedmd.com/srun.html
+.. [2] Slurm documentation, sbatch(1): ``--nodelist``, ``--ntasks-per-node``, ``SLURM_SUBMIT_DIR``,
+   ``SLURM_JOB_NODELIST``. https://slurm.schedmd.com/sbatch.html
+.. [3] Slurm 23.11 release notes (NEWS): srun no longer allows ``--nodes`` with an arbitrary
+   distribution (SchedMD bug 17039). https://github.com/SchedMD/slurm/blob/slurm-23-11-0-1/NEWS
 """
 
 from __future__ import annotations
@@ -22,13 +31,15 @@ import shlex
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.launch.common import LaunchOptions, read_host, script_header, text_lines
+from rankmap.launch.common import LaunchOptions, read_host, script_header, text_lines, workdir_lines
 from rankmap.launch.torchrun import torchrun_lines, torchrun_listing, torchrun_script
 from rankmap.topology.hostnames import compress_hostlist
 
-__all__ = ["slurm_hostfile", "slurm_script", "slurm_files", "read_slurm_hostfile", "check_slurm_hosts"]
+__all__ = ["slurm_hostfile", "slurm_script", "srun_line", "sbatch_head", "slurm_files", "read_slurm_hostfile",
+           "check_slurm_hosts"]
 
 _JOB_NAME = re.compile(r"[^A-Za-z0-9._-]")
+SUBMIT_DIR = "${SLURM_SUBMIT_DIR:-$PWD}"
 
 
 def slurm_hostfile(rm: RankMap) -> str:
@@ -36,29 +47,50 @@ def slurm_hostfile(rm: RankMap) -> str:
     return "".join(h + "\n" for h in rm.hosts)
 
 
-def slurm_script(rm: RankMap, launch_dir: str) -> str:
-    """``slurm.sbatch``: one task per host, placed by ``slurm-hostfile``, each running ``torchrun.sh``."""
-    q = shlex.quote
+def sbatch_head(rm: RankMap, nodelist: bool = True) -> str:
+    """``#!/bin/bash`` and the ``#SBATCH`` lines: one task per node, the map's nodes (with ``nodelist``)."""
     n = len(rm.hosts)
     name = _JOB_NAME.sub("-", rm.job.name)[:64] or "rankmap"
+    hosts = f"#SBATCH --nodelist={compress_hostlist(list(rm.hosts))}\n" if nodelist else ""
+    return (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n"
+            f"#SBATCH --ntasks-per-node=1\n{hosts}#SBATCH --exclusive\n")
+
+
+def srun_line(ntasks: int, script: str) -> str:
+    """The srun lines: arbitrary distribution over ``SLURM_HOSTFILE``, never ``--nodes``.
+
+    Examples
+    --------
+    >>> print(srun_line(4, '"$launch_dir/torchrun.sh"'), end="")
+    unset SLURM_NNODES  # srun reads it as --nodes, refused with --distribution=arbitrary since Slurm 23.11
+    srun --ntasks=4 --distribution=arbitrary --kill-on-bad-exit=1 bash "$launch_dir/torchrun.sh"
+    """
+    return ("unset SLURM_NNODES  # srun reads it as --nodes, refused with --distribution=arbitrary since Slurm 23.11\n"
+            f"srun --ntasks={ntasks} --distribution=arbitrary --kill-on-bad-exit=1 bash {script}\n")
+
+
+def slurm_script(rm: RankMap, launch_dir: str, opts: LaunchOptions | None = None) -> str:
+    """``slurm.sbatch``: one task per host, placed by ``slurm-hostfile``, each running ``torchrun.sh``.
+
+    ``launch_dir`` is the launch files' folder as the hosts see it (relative to the work directory).
+    """
+    opts = opts or LaunchOptions(rankmap_path="rankmap.json")
     return (
-        "#!/bin/bash\n"
-        f"#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n#SBATCH --ntasks-per-node=1\n"
-        f"#SBATCH --nodelist={compress_hostlist(list(rm.hosts))}\n#SBATCH --exclusive\n"
+        sbatch_head(rm)
         + script_header(rm, "Slurm batch script: task n (a torchrun agent) runs on line n of slurm-hostfile = "
                             "node rank n.")
         + "set -euo pipefail\n"
-        f"launch_dir={q(launch_dir)}\n"
+        + workdir_lines(opts, SUBMIT_DIR)
+        + f"launch_dir=\"$(realpath {shlex.quote(launch_dir)})\"\n"
         'export SLURM_HOSTFILE="$launch_dir/slurm-hostfile"\n'
-        f"srun --nodes={n} --ntasks={n} --ntasks-per-node=1 --distribution=arbitrary --kill-on-bad-exit=1 "
-        'bash "$launch_dir/torchrun.sh"\n')
+        + srun_line(len(rm.hosts), '"$launch_dir/torchrun.sh"'))
 
 
 def slurm_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> dict[str, str]:
     """``{file name: text}`` of the Slurm format: the batch script, its hostfile and the torchrun files."""
-    return {"slurm.sbatch": slurm_script(rm, launch_dir), "slurm-hostfile": slurm_hostfile(rm),
+    return {"slurm.sbatch": slurm_script(rm, launch_dir, opts), "slurm-hostfile": slurm_hostfile(rm),
             "torchrun.sh": torchrun_script(rm, opts, master),
-            "torchrun-commands.txt": torchrun_listing(rm, torchrun_lines(rm, opts, master))}
+            "torchrun-commands.txt": torchrun_listing(rm, torchrun_lines(rm, opts, master), opts)}
 
 
 def read_slurm_hostfile(text: str, source: str = "slurm-hostfile") -> list[str]:

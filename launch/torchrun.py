@@ -25,7 +25,15 @@ from dataclasses import dataclass
 
 from rankmap.errors import SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.launch.common import LaunchOptions, check_hosts, engine_args, script_header, text_lines
+from rankmap.launch.common import (
+    RANKMAP_FILE_VAR,
+    LaunchOptions,
+    check_hosts,
+    engine_args,
+    script_header,
+    text_lines,
+    workdir_lines,
+)
 
 __all__ = ["torchrun_args", "torchrun_lines", "torchrun_listing", "torchrun_script", "torchrun_files",
            "TorchrunLine", "read_torchrun_commands"]
@@ -52,9 +60,17 @@ def torchrun_lines(rm: RankMap, opts: LaunchOptions, master: str | None = None) 
             for n in range(len(rm.hosts))]
 
 
-def torchrun_listing(rm: RankMap, lines: list[str]) -> str:
-    """``torchrun-commands.txt``: each line under a ``# node rank n: HOST`` comment."""
-    return "".join(f"# node rank {n}: {h}\n{line}\n" for n, (h, line) in enumerate(zip(rm.hosts, lines)))
+def torchrun_listing(rm: RankMap, lines: list[str], opts: LaunchOptions | None = None) -> str:
+    """``torchrun-commands.txt``: each line under a ``# node rank n: HOST`` comment.
+
+    With ``opts``, a first comment says where to run the lines and what to export.
+    """
+    head = ""
+    if opts is not None:
+        where = shlex.quote(opts.workdir) if opts.workdir else "the job's directory"
+        head = (f"# Run each line in {where} on its host, with {RANKMAP_FILE_VAR}={shlex.quote(opts.rankmap_path)} "
+                f"exported (torchrun.sh does both).\n")
+    return head + "".join(f"# node rank {n}: {h}\n{line}\n" for n, (h, line) in enumerate(zip(rm.hosts, lines)))
 
 
 def torchrun_script(rm: RankMap, opts: LaunchOptions, master: str | None = None) -> str:
@@ -88,12 +104,13 @@ def torchrun_script(rm: RankMap, opts: LaunchOptions, master: str | None = None)
         'if [ -n "${SLURMD_NODENAME:-}" ] && [ "$SLURMD_NODENAME" != "$host" ]; then\n'
         '  echo "torchrun.sh: node rank $node_rank belongs on $host, but this task runs on $SLURMD_NODENAME" >&2\n'
         "  exit 2\nfi\n"
-        'case "$node_rank" in\n' + arms_run + "esac\n")
+        + workdir_lines(opts)
+        + 'case "$node_rank" in\n' + arms_run + "esac\n")
 
 
 def torchrun_files(rm: RankMap, opts: LaunchOptions, master: str) -> dict[str, str]:
     """``{file name: text}`` of the torchrun format (``master`` checked by the caller)."""
-    listing = torchrun_listing(rm, torchrun_lines(rm, opts, master))
+    listing = torchrun_listing(rm, torchrun_lines(rm, opts, master), opts)
     return {"torchrun-commands.txt": listing, "torchrun.sh": torchrun_script(rm, opts, master)}
 
 

@@ -29,14 +29,15 @@ from rankmap.topology.spec import load_cluster, parse_cluster
 
 __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "load_cluster", "parse_cluster", "load_job", "parse_job", "load_constraints", "read_rankmap",
-           "write_plan_files", "combine_constraints",
+           "write_plan_files", "combine_constraints", "read_host_names", "select_hosts",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
-           "launch_files", "launch_local", "check_engine_run", "topo_import", "topo_show", "topo_export"]
+           "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export"]
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
-                        exclude: str | None = None, reserve: tuple = ()) -> PlacementConstraints:
-    """One set of constraints from a constraints file's, an exclusion hostlist and reserved rank maps.
+                        exclude: str | None = None, reserve: tuple = (), hosts: str | None = None) -> PlacementConstraints:
+    """One set of constraints from a constraints file's, an exclusion hostlist, reserved rank maps
+    and the exact hosts to plan on.
 
     Parameters
     ----------
@@ -48,11 +49,14 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
         Slurm hostlist of hosts not to use.
     reserve : tuple of path
         ``rankmap.json`` files of running jobs; their hosts are taken.
+    hosts : str, optional
+        Plan on exactly these hosts (see :func:`select_hosts`): every other host is excluded.
 
     Raises
     ------
     SpecError
-        Bad hostlist (key ``--exclude``), unreadable map, or a map of another cluster.
+        Bad hostlist (key ``--exclude`` or ``--hosts``), unreadable map, a map of another
+        cluster, or a host of ``hosts`` that is unknown or not free (the host and why named).
     """
     base = constraints or PlacementConstraints()
     excluded = tuple(expand_hostlist(exclude, key="--exclude")) if exclude else ()
@@ -60,11 +64,80 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     for rm in maps:
         rm.verify_cluster(cluster)
     reserved = tuple(h for rm in maps for h in rm.hosts)
-    return dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+    out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+    if hosts:
+        chosen = select_hosts(cluster, hosts, out)
+        out = dataclasses.replace(out, exclude=out.exclude + tuple(h.name for h in cluster.hosts if h.name not in chosen))
+    return out
 
 
-def plan(cluster: Cluster, job: JobSpec, **kwargs):
+def read_host_names(expr: str) -> list[str]:
+    """Host names from a Slurm hostlist, or ``@FILE``: a hostlist per line (``#`` comments) or the
+    JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order).
+
+    Raises
+    ------
+    SpecError
+        An unreadable file, a bad hostlist, pods not yet scheduled, or no hosts (key ``--hosts``).
+
+    Examples
+    --------
+    >>> read_host_names("n[1-3],m7")
+    ['n1', 'n2', 'n3', 'm7']
+    """
+    import json
+
+    from rankmap.fileio import read_text
+
+    if not expr.startswith("@"):
+        names = expand_hostlist(expr, key="--hosts")
+    else:
+        path = expr[1:]
+        text = read_text(path)
+        if text.lstrip().startswith("{"):
+            try:
+                pods = json.loads(text).get("items", [])
+            except ValueError as exc:
+                raise SpecError(f"not JSON: {exc}", source=path, key="--hosts") from None
+            names = [(pod.get("spec") or {}).get("nodeName") for pod in pods]
+            if None in names:
+                pod = pods[names.index(None)].get("metadata", {}).get("name", "?")
+                raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, key="--hosts")
+        else:
+            names = [h for line in text.splitlines() if line.split("#", 1)[0].strip()
+                     for h in expand_hostlist(line.split("#", 1)[0].strip(), source=path, key="--hosts")]
+    names = list(dict.fromkeys(names))
+    if not names:
+        raise SpecError("no hosts given", key="--hosts")
+    return names
+
+
+def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints | None = None) -> set[str]:
+    """The hosts of ``expr`` (:func:`read_host_names`), each checked to be in ``cluster`` and usable.
+
+    Raises
+    ------
+    SpecError
+        A host not in the cluster, or not free (its state, or excluded/reserved), named.
+    """
+    constraints = constraints or PlacementConstraints()
+    taken = {h: "excluded" for h in constraints.exclude} | {h: "reserved by a running job" for h in constraints.reserve}
+    names = read_host_names(expr)
+    for name in names:
+        if not cluster.has_host(name):
+            raise SpecError(f"host {name!r} is not in cluster {cluster.name!r}", key="--hosts")
+        state = cluster.host(name).state
+        if state != "free" or name in taken:
+            why = taken.get(name) or f"its state is {state!r}"
+            raise SpecError(f"host {name!r} is not free ({why}): plan on free hosts only", key="--hosts")
+    return set(names)
+
+
+def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
     """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
+
+    With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
+    constraints), the plan must use every one of them: a job that fits on fewer is refused.
 
     Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
     writes ``rankmap.json`` and ``hostfile``.
@@ -80,7 +153,13 @@ def plan(cluster: Cluster, job: JobSpec, **kwargs):
 
     if kwargs.get("previous") is not None:
         kwargs["previous"].verify_cluster(cluster)
-    return _plan(cluster, job, **kwargs)
+    result = _plan(cluster, job, **kwargs)
+    unused = sorted(set(hosts or ()) - set(result.rankmap.hosts))
+    if unused:
+        raise SpecError(f"--hosts gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
+                        f"{', '.join(unused[:4])}{' ...' if len(unused) > 4 else ''} would stay idle; set dp to fill "
+                        f"them (dp auto) or list fewer hosts", key="--hosts")
+    return result
 
 
 def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constraints=None):
@@ -347,42 +426,80 @@ def launch_files(rankmap: RankMap, fmt: str, options, out: str | Path) -> dict:
 
 def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: str | Path | None = None,
                  steps: int | None = None, master_port: int | None = None, timeout_s: float | None = None,
-                 cwd: str | Path | None = None) -> Path:
+                 cwd: str | Path | None = None, entry: tuple | None = None, max_procs: int | None = None) -> Path:
     """Train ``rankmap_path``'s job on this machine: one torchrun agent per host of the map, on 127.0.0.1.
 
-    Checks the engine config first (:func:`check_engine_run`), then runs the agents to the
-    end (see :func:`rankmap.launch.local.run_agents`). Returns the run folder.
+    Refuses a map with more workers than ``max_procs`` (see
+    :func:`rankmap.launch.local.check_local_size`). With ``entry`` None, checks the engine
+    config first (:func:`check_engine_run`) and runs the bundled engine; else runs ``entry``
+    (the user's command, argv-exact, with ``RANKMAP_FILE`` naming the map) in ``cwd``. Runs
+    the agents to the end (see :func:`rankmap.launch.local.run_agents`); every process started
+    is stopped when the run ends. Returns the run folder.
 
     Raises
     ------
     LaunchError
-        An agent failed or the run timed out (the engine's ``error.txt`` is quoted when present).
+        Too many workers, an agent failed or the run timed out (the engine's ``error.txt`` is
+        quoted when present).
     SpecError
         Bad rank map or config.
     """
     from rankmap.fileio import read_text
-    from rankmap.launch.local import free_port, local_agents, run_agents
+    from rankmap.launch.local import check_local_size, free_port, local_agents, run_agents
 
     rankmap_path = Path(rankmap_path).resolve()
     rm = read_rankmap(rankmap_path)
-    cfg = check_engine_run(rm, config_path, steps)
-    if cfg.data.root and not Path(cfg.data.root).is_dir():  # checked here: the agents would all fail
-        raise RankmapError(f"{config_path}: data.root: {cfg.data.root} is not a folder")
+    check_local_size(rm, max_procs)
     run_dir = Path(run_dir).resolve()
-    engine_args = ["--rankmap", str(rankmap_path), "--out", str(run_dir)]
-    if config_path:
-        engine_args += ["--config", str(Path(config_path).resolve())]
-    if steps is not None:
-        engine_args += ["--steps", str(steps)]
-    agents = local_agents(rm, engine_args, master_port or free_port())
+    if entry:
+        agents = local_agents(rm, [], master_port or free_port(), entry=tuple(entry), rankmap_file=str(rankmap_path))
+    else:
+        agents = local_agents(rm, _engine_args(rm, rankmap_path, run_dir, config_path, steps),
+                              master_port or free_port(), rankmap_file=str(rankmap_path))
     try:
         run_agents(agents, cwd=Path(cwd) if cwd else Path.cwd(), timeout_s=timeout_s)
     except LaunchError:
         error = run_dir / "error.txt"
-        if error.is_file():
+        if not entry and error.is_file():
             raise LaunchError(f"the job stopped: {read_text(error).strip()}") from None
         raise
     return run_dir
+
+
+def _engine_args(rm: RankMap, rankmap_path: Path, run_dir: Path, config_path, steps) -> list[str]:
+    """The bundled engine's options for a local run (config checked first)."""
+    cfg = check_engine_run(rm, config_path, steps)
+    if cfg.data.root and not Path(cfg.data.root).is_dir():  # checked here: the agents would all fail
+        raise RankmapError(f"{config_path}: data.root: {cfg.data.root} is not a folder")
+    args = ["--rankmap", str(rankmap_path), "--out", str(run_dir)]
+    if config_path:
+        args += ["--config", str(Path(config_path).resolve())]
+    if steps is not None:
+        args += ["--steps", str(steps)]
+    return args
+
+
+def allocation_files(rankmap: RankMap, options, cluster_path: str, out: str | Path) -> dict:
+    """``{file name: text}`` of an sbatch script that plans ``rankmap``'s job inside its allocation.
+
+    See :func:`rankmap.launch.allocation.allocation_files`. Nothing is written.
+    """
+    from rankmap.launch.allocation import allocation_files as _files
+    return _files(rankmap, options, cluster_path, str(out))
+
+
+def framework_flags(rankmap: RankMap, framework: str) -> str:
+    """A framework's command-line flags that build exactly ``rankmap``'s groups (one text block).
+
+    See :mod:`rankmap.launch.adapters`.
+
+    Raises
+    ------
+    LaunchError
+        The framework cannot express the map's order (the reason is named).
+    """
+    from rankmap.launch.adapters import framework_flags as _flags
+    return _flags(rankmap, framework)
 
 
 def topo_import(path: str | Path, fmt: str, options=None) -> tuple:

@@ -13,7 +13,7 @@ import argparse
 import sys
 import traceback
 
-from rankmap.cli import diagnose, launch, plan, simulate, topo
+from rankmap.cli import diagnose, launch, noderank, plan, simulate, topo
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
 
 __all__ = ["build_parser", "main"]
@@ -29,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_parser(sub)
     diagnose.add_parser(sub)
     launch.add_parser(sub)
+    noderank.add_parser(sub)
     plan.add_verify_parser(sub)
     return parser
 

@@ -126,4 +126,4 @@ def constraints_from_args(args: argparse.Namespace, cluster):
     from rankmap.api import combine_constraints, load_constraints
 
     base = load_constraints(args.constraints, cluster) if args.constraints else None
-    return combine_constraints(cluster, base, args.exclude, tuple(args.reserve))
+    return combine_constraints(cluster, base, args.exclude, tuple(args.reserve), getattr(args, "hosts", None))

@@ -1,13 +1,19 @@
 """``rankmap launch``: start a planned job so that every rank runs where the rank map says.
 
-Two forms::
+Forms::
 
-    rankmap launch --rankmap DIR/rankmap.json --format {torchrun,slurm,mpi,deepspeed} --out DIR
-    rankmap launch --local --rankmap DIR/rankmap.json [--steps N] [--config engine.yaml] [--out RUN]
+    rankmap launch --rankmap MAP --format {torchrun,slurm,mpi,deepspeed} [--out DIR] [--workdir DIR]
+                   [-- SCRIPT ARGS...]
+    rankmap launch --rankmap MAP --format slurm --plan-in-allocation --cluster CLUSTER.yaml [-- SCRIPT ARGS...]
+    rankmap launch --rankmap MAP --local [--max-procs N] [--timeout S] [-- SCRIPT ARGS...]
+    rankmap launch --rankmap MAP --flags {megatron,torchtitan,deepspeed,engine}
 
-The first writes launch files (:func:`rankmap.api.launch_files`); the second trains on this
-machine, one torchrun agent per host of the map on 127.0.0.1 (:func:`rankmap.api.launch_local`).
-Neither imports torch in this process: ``--local`` needs it only in the agents it starts.
+The first writes launch files (:func:`rankmap.api.launch_files`); everything after ``--`` is
+what the launcher runs on every host, argv-exact (``train.py --lr 3e-4`` or ``-m pkg.mod``);
+without it, the bundled engine. The second writes an sbatch script that plans on the nodes
+Slurm allocated. ``--local`` runs the job on this machine, one torchrun agent per host on
+127.0.0.1 (:func:`rankmap.api.launch_local`). ``--flags`` prints a framework's options for the
+map's groups. None imports torch in this process.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rankmap.cli.common import non_negative_int, port, positive_float
+from rankmap.cli.common import non_negative_int, port, positive_float, positive_int
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_launch"]
@@ -24,25 +30,39 @@ __all__ = ["add_parser", "run_launch"]
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``launch`` command to the CLI's subparsers."""
+    from rankmap.launch.adapters import FRAMEWORKS
     from rankmap.launch.formats import FORMATS
 
     p = subparsers.add_parser(
         "launch", help="write launch files for a rank map (torchrun, Slurm, Open MPI, DeepSpeed), or run it here",
         description="Start a planned job so that global rank r runs on the host and GPU the rank map names. "
-                    "--format writes launch files; --local trains on this machine, one torchrun agent per host.")
+                    "--format writes launch files; --local trains on this machine, one torchrun agent per host. "
+                    "Everything after -- is your own training command (default: the bundled engine).")
     p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json written by `rankmap plan`")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--format", choices=FORMATS, help="launch files to write")
     mode.add_argument("--local", action="store_true", help="run the job here, each host emulated on 127.0.0.1")
+    mode.add_argument("--flags", choices=FRAMEWORKS, help="print the framework's flags for the map's groups")
     p.add_argument("--out", type=Path, help="output folder (default: DIR/launch-FORMAT, or DIR/run with --local)")
-    p.add_argument("--config", type=Path, help="engine.yaml for the training engine")
-    p.add_argument("--steps", type=non_negative_int, help="training steps (overrides train.steps; 0: start-up checks only)")
+    p.add_argument("--workdir", help="directory the generated scripts change to; relative paths in them are "
+                                     "relative to it (default: where the job is started, e.g. the sbatch "
+                                     "submission directory)")
+    p.add_argument("--config", type=Path, help="engine.yaml for the bundled training engine")
+    p.add_argument("--steps", type=non_negative_int, help="bundled engine: training steps (0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
     p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--master-port", type=port, help="rendezvous port (default 29500; --local: a free port)")
     p.add_argument("--torchrun", default="torchrun", help="torchrun command in generated lines (default torchrun)")
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
+    p.add_argument("--plan-in-allocation", action="store_true",
+                   help="--format slurm: plan inside the allocation on $SLURM_JOB_NODELIST (needs --cluster)")
+    p.add_argument("--cluster", type=Path, help="--plan-in-allocation: cluster spec YAML naming the nodes")
     p.add_argument("--timeout", type=positive_float, help="--local: stop the run after this many seconds")
+    p.add_argument("--max-procs", type=positive_int,
+                   help="--local: most worker processes to start on this machine (default: "
+                        "rankmap.launch.local.default_max_procs(), 2 per CPU and at least 8)")
+    p.add_argument("command", nargs="*", metavar="-- SCRIPT ARGS",
+                   help="your training command, run by torchrun on every host (train.py ARGS or -m MODULE ARGS)")
     p.set_defaults(func=run_launch)
     return p
 
@@ -50,31 +70,49 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run_launch(args: argparse.Namespace) -> int:
     """Run ``rankmap launch``; errors are RankmapError (one line, exit code 3)."""
     from rankmap import api
+    from rankmap.errors import LaunchError
 
     rm = api.read_rankmap(args.rankmap)
-    api.check_engine_run(rm, args.config, args.steps)  # fail here, before anything starts, on a bad config
+    if args.flags:
+        print(api.framework_flags(rm, args.flags))
+        return EXIT_OK
+    if (args.plan_in_allocation or args.cluster) and args.format != "slurm":
+        raise LaunchError("--plan-in-allocation and --cluster go with --format slurm")
+    if args.plan_in_allocation and not args.cluster:
+        raise LaunchError("--plan-in-allocation needs --cluster CLUSTER.yaml (the spec naming the nodes)")
+    if not args.command:  # fail here, before anything starts, on a bad engine config
+        api.check_engine_run(rm, args.config, args.steps)
     if args.local:
         return _local(args, rm)
     return _files(args, rm)
 
 
+def _options(args: argparse.Namespace):
+    """LaunchOptions from the command line: paths as the user typed them (relative to --workdir)."""
+    from rankmap.launch.common import ENGINE_ENTRY, LaunchOptions
+
+    return LaunchOptions(rankmap_path=str(args.rankmap), config_path=str(args.config) if args.config else None,
+                         out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
+                         torchrun=args.torchrun, resolve=not args.no_resolve, steps=args.steps,
+                         entry=tuple(args.command) or ENGINE_ENTRY, workdir=args.workdir)
+
+
 def _files(args: argparse.Namespace, rm) -> int:
     from rankmap import api
     from rankmap.fileio import atomic_write_files
-    from rankmap.launch.common import LaunchOptions
 
-    out = args.out or args.rankmap.resolve().parent / f"launch-{args.format}"
-    opts = LaunchOptions(rankmap_path=str(args.rankmap.resolve()),
-                         config_path=str(args.config.resolve()) if args.config else None,
-                         out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
-                         torchrun=args.torchrun, resolve=not args.no_resolve, steps=args.steps)
-    files = api.launch_files(rm, args.format, opts, out)
+    out = args.out or args.rankmap.parent / f"launch-{args.format}"
+    opts = _options(args)
+    if args.plan_in_allocation:
+        files = api.allocation_files(rm, opts, str(args.cluster), str(out))
+    else:
+        files = api.launch_files(rm, args.format, opts, out)
     written = atomic_write_files(out, files)
     for path in written:
         if path.suffix in (".sh", ".sbatch"):
             path.chmod(path.stat().st_mode | 0o111)
-    print(f"rankmap launch: {args.format} files for {rm.world_size} ranks on {len(rm.hosts)} hosts "
-          f"(node 0: {rm.hosts[0]}):")
+    what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
+    print(f"rankmap launch: {what} for {rm.world_size} ranks on {len(rm.hosts)} hosts (node 0: {rm.hosts[0]}):")
     for path in written:
         print(f"  {path}")
     return EXIT_OK
@@ -84,12 +122,19 @@ def _local(args: argparse.Namespace, rm) -> int:
     from rankmap import api
     from rankmap.errors import LaunchError
     from rankmap.fileio import read_text
+    from rankmap.launch.local import check_local_size
 
+    check_local_size(rm, args.max_procs)
     run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
+    where = f"running {' '.join(args.command)}" if args.command else f"logs in {run_dir}"
     print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
-          f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); logs in {run_dir}", flush=True)
+          f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); {where}", flush=True)
     api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
-                     master_port=args.master_port, timeout_s=args.timeout)
+                     master_port=args.master_port, timeout_s=args.timeout, entry=tuple(args.command) or None,
+                     max_procs=args.max_procs, cwd=args.workdir)
+    if args.command:
+        print(f"rankmap launch --local: {' '.join(args.command)} finished on all {rm.world_size} ranks")
+        return EXIT_OK
     log = run_dir / "train-log.jsonl"
     if log.is_file():
         try:

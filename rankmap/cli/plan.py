@@ -49,6 +49,8 @@ def add_parsers(sub) -> None:
                    help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
                         "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
+    p.add_argument("--hosts", help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
+                                   "line or `kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.set_defaults(func=run_plan)
 
@@ -87,9 +89,11 @@ def run_plan(args: argparse.Namespace) -> int:
     from rankmap.placement.tier_weights import parse_tier_weights
     weights = parse_tier_weights(args.tier_weights) or None
     previous = api.read_rankmap(args.previous) if args.previous else None
+    constraints = constraints_from_args(args, cluster)
+    hosts = api.select_hosts(cluster, args.hosts, constraints) if args.hosts else None
     result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                      constraints=constraints_from_args(args, cluster), objectives=goals, previous=previous,
-                      tier_weights=weights)
+                      constraints=constraints, objectives=goals, previous=previous,
+                      tier_weights=weights, hosts=hosts)
     written = api.write_plan_files(result.rankmap, args.out)
     print_plan(cluster, result, written, time.perf_counter() - t0)
     return EXIT_OK

@@ -104,7 +104,7 @@ def test_broken_rank_map_and_usage_errors(tmp_path):
     both = launch("--rankmap", bad, "--format", "torchrun", "--local")
     assert both.returncode == 2 and "not allowed with argument" in both.stderr
     neither = launch("--rankmap", bad)
-    assert neither.returncode == 2 and "one of the arguments --format --local is required" in neither.stderr
+    assert neither.returncode == 2 and "one of the arguments --format --local --flags is required" in neither.stderr
 
 
 def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver():
@@ -122,3 +122,29 @@ def test_the_engine_never_imports_ortools_or_networkx():
             "print(sorted(m for m in ('ortools', 'networkx') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr
+
+
+def test_user_command_after_double_dash_is_argv_exact_and_relative(tmp_path):
+    plan(tmp_path / "plan")
+    run = launch("--rankmap", "plan/rankmap.json", "--format", "torchrun", "--out", "l", "--no-resolve",
+                 "--workdir", "/jobs/my run", "--", "train.py", "--name", "a b", "--lr", "3e-4", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    listing = (tmp_path / "l" / "torchrun-commands.txt").read_text()
+    assert "--max-restarts=0 train.py --name 'a b' --lr 3e-4\n" in listing and str(tmp_path) not in listing
+    script = (tmp_path / "l" / "torchrun.sh").read_text()
+    assert "cd '/jobs/my run'\nexport RANKMAP_FILE=plan/rankmap.json\n" in script
+    module = launch("--rankmap", "plan/rankmap.json", "--format", "deepspeed", "--out", "d", "--no-resolve",
+                    "--", "-m", "pkg.train", "--x", "1", cwd=tmp_path)
+    assert module.returncode == 0, module.stderr
+    assert "--no_local_rank --module pkg.train --x 1" in (tmp_path / "d" / "deepspeed.sh").read_text()
+    mixed = launch("--rankmap", "plan/rankmap.json", "--format", "mpi", "--steps", 2, "--no-resolve", "--",
+                   "train.py", cwd=tmp_path)
+    assert mixed.returncode == 3 and "--steps are options of the bundled engine" in mixed.stderr
+
+
+def test_flags_prints_megatron_options(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    run = launch("--rankmap", rankmap, "--flags", "megatron")
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 3 --context-parallel-size 1 "
+                          "--expert-model-parallel-size 1\n")

@@ -1,0 +1,138 @@
+"""Framework adapters: the command-line flags that make a training framework build exactly the
+rank map's process groups. No torch here.
+
+Every framework below numbers ranks with a fixed digit order (fastest first) over its
+parallel sizes; given the map's sizes, its groups equal the map's when its order agrees with
+the map's on every dimension of size > 1 (dimensions of size 1 can sit anywhere). A map whose
+order a framework cannot express is refused, saying why.
+
+- Megatron-LM / Megatron-Core: ``initialize_model_parallel(order=...)`` builds its groups with
+  ``RankGenerator``; Megatron-LM passes ``order="tp-cp-ep-dp-pp"``, or ``"tp-cp-ep-pp-dp"`` with
+  ``--use-tp-pp-dp-mapping`` [1]_, [2]_. Its expert groups come from a second generator without a
+  CP digit (CP ranks fold into expert data parallelism), so ``ep > 1`` with ``cp > 1`` gives
+  other EP groups than the map's and is refused.
+- torchtitan: ``ParallelDims`` builds the mesh ``("pp", "dp_replicate", "dp_shard", "cp", "tp")``,
+  slowest first, i.e. the order ``tp-cp-dp-pp`` [3]_; its EP is carved out of ``dp_shard`` x
+  ``cp``, so ``ep > 1`` is refused.
+- DeepSpeed: ``PipeModelDataParallelTopology`` has axes ``("pipe", "data", "model")``, slowest
+  first, i.e. ``tp-dp-pp`` [4]_; it has no context or expert axis.
+- The bundled engine reads the layout from the rank map itself.
+
+References
+----------
+.. [1] NVIDIA Megatron-LM, ``megatron/core/parallel_state.py``: ``initialize_model_parallel(order=
+   "tp-cp-ep-dp-pp")``, ``RankGenerator``. https://github.com/NVIDIA/Megatron-LM
+.. [2] NVIDIA Megatron-LM, ``megatron/training/arguments.py`` and ``initialize.py``:
+   ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
+   ``--expert-model-parallel-size``, ``--use-tp-pp-dp-mapping``.
+.. [3] torchtitan, ``torchtitan/distributed/parallel_dims.py`` (``ParallelDims``) and the
+   ``[parallelism]`` job config. https://github.com/pytorch/torchtitan
+.. [4] DeepSpeed, ``deepspeed/runtime/pipe/topology.py``: ``PipeModelDataParallelTopology``.
+   https://github.com/deepspeedai/DeepSpeed
+"""
+
+from __future__ import annotations
+
+from rankmap.errors import LaunchError
+from rankmap.job.rank_map import RankMap
+
+__all__ = ["FRAMEWORKS", "MEGATRON_ORDERS", "framework_flags", "effective_order"]
+
+FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "engine")
+# Megatron-LM's two orders: the default, and the one --use-tp-pp-dp-mapping selects.
+MEGATRON_ORDERS = {"tp-cp-ep-dp-pp": (), "tp-cp-ep-pp-dp": ("--use-tp-pp-dp-mapping",)}
+
+
+def effective_order(order: str, sizes: dict) -> tuple[str, ...]:
+    """The order's dimensions of size > 1, fastest first: what decides the groups.
+
+    Examples
+    --------
+    >>> effective_order("tp-cp-ep-dp-pp", {"tp": 8, "cp": 1, "ep": 1, "dp": 4, "pp": 2})
+    ('tp', 'dp', 'pp')
+    """
+    return tuple(d for d in order.split("-") if sizes.get(d, 1) > 1)
+
+
+def _express(rm: RankMap, framework: str, orders: dict) -> tuple:
+    """The extra flags of the first framework order equivalent to the map's; else refuse."""
+    sizes = rm.job.sizes()
+    want = effective_order(rm.job.order, sizes)
+    for order, extra in orders.items():
+        if effective_order(order, sizes) == want:
+            return extra
+    raise LaunchError(f"{framework} cannot build the map's groups: the map orders ranks {rm.job.order} (fastest "
+                      f"first; dimensions of size > 1: {'-'.join(want) or 'none'}), {framework} only "
+                      f"{' or '.join(orders)}; plan with --order {next(iter(orders))}")
+
+
+def megatron_flags(rm: RankMap) -> list[str]:
+    """Megatron-LM flags for the map's sizes and order (see the module docstring)."""
+    job = rm.job
+    if job.ep > 1 and job.cp > 1:
+        raise LaunchError("Megatron-Core cannot build the map's EP groups with cp > 1: its expert groups have no "
+                          "CP digit (CP ranks fold into expert data parallelism), the map's EP groups step over CP")
+    extra = _express(rm, "Megatron-LM", MEGATRON_ORDERS)
+    return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp),
+            "--context-parallel-size", str(job.cp), "--expert-model-parallel-size", str(job.ep), *extra]
+
+
+def torchtitan_flags(rm: RankMap) -> list[str]:
+    """torchtitan ``[parallelism]`` overrides (one replicate group: FSDP over all of DP)."""
+    job = rm.job
+    if job.ep > 1:
+        raise LaunchError("torchtitan carves EP out of its dp_shard x cp dimensions, not from a digit of its own: "
+                          "it cannot build the map's EP groups; plan with ep=1")
+    _express(rm, "torchtitan", {"tp-cp-dp-pp": ()})
+    return ["--parallelism.tensor_parallel_degree", str(job.tp), "--parallelism.pipeline_parallel_degree",
+            str(job.pp), "--parallelism.context_parallel_degree", str(job.cp),
+            "--parallelism.data_parallel_shard_degree", str(job.dp), "--parallelism.data_parallel_replicate_degree",
+            "1"]
+
+
+def deepspeed_flags(rm: RankMap) -> list[str]:
+    """Megatron-DeepSpeed flags; DeepSpeed's pipeline topology is tp-dp-pp."""
+    job = rm.job
+    if job.cp > 1 or job.ep > 1:
+        raise LaunchError("DeepSpeed's PipeModelDataParallelTopology has axes pipe, data and model only: it cannot "
+                          "build the map's CP or EP groups; plan with cp=1 ep=1")
+    _express(rm, "DeepSpeed", {"tp-dp-pp": ()})
+    return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp)]
+
+
+def framework_flags(rm: RankMap, framework: str) -> str:
+    """One line of flags that make ``framework`` build the map's groups.
+
+    Parameters
+    ----------
+    rm : RankMap
+    framework : {"megatron", "torchtitan", "deepspeed", "engine"}
+
+    Returns
+    -------
+    str
+        Space-separated flags (``engine``: ``--rankmap PATH`` is all it needs, so ``""``).
+
+    Raises
+    ------
+    LaunchError
+        An unknown framework, or an order or dimension it cannot express (the reason is named).
+
+    Examples
+    --------
+    >>> from rankmap.job.spec import JobSpec
+    >>> rm = RankMap(job=JobSpec(tp=2, pp=2, dp=2, num_micro_batches=2, order="tp-cp-ep-pp-dp"),
+    ...              cluster_name="c", cluster_hash="x", hosts=("a", "b"), tor_groups=("t", "t"),
+    ...              rails=((0, 1, 2, 3),) * 2, nproc_per_node=4)
+    >>> framework_flags(rm, "megatron")
+    '--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --context-parallel-size 1 --expert-model-parallel-size 1 --use-tp-pp-dp-mapping'
+    >>> framework_flags(rm, "deepspeed")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.LaunchError: DeepSpeed cannot build the map's groups: the map orders ranks tp-cp-ep-pp-dp (fastest first; dimensions of size > 1: tp-pp-dp), DeepSpeed only tp-dp-pp; plan with --order tp-dp-pp
+    """
+    makers = {"megatron": megatron_flags, "torchtitan": torchtitan_flags, "deepspeed": deepspeed_flags,
+              "engine": lambda _rm: []}
+    if framework not in makers:
+        raise LaunchError(f"framework must be one of {', '.join(FRAMEWORKS)}, got {framework!r}")
+    return " ".join(makers[framework](rm))

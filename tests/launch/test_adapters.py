@@ -1,0 +1,102 @@
+"""Framework flags for the map's groups, and node ranks for pods (no processes)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from helpers import make_rankmap
+
+from rankmap import api
+from rankmap.errors import LaunchError
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map import read_rankmap
+from rankmap.launch.adapters import framework_flags
+from rankmap.launch.noderank import node_rank_flags, node_rank_of
+
+
+def megatron_layout(flags: str, world_size: int) -> ParallelLayout:
+    """Megatron-Core's rank generator for these Megatron-LM flags (initialize_model_parallel's order)."""
+    words = flags.split()
+    size = {w.split("-")[2]: int(words[i + 1]) for i, w in enumerate(words) if w.endswith("-parallel-size")}
+    sizes = {"tp": size["tensor"], "pp": size["pipeline"], "cp": size["context"], "ep": size["expert"]}
+    sizes["dp"] = world_size // (sizes["tp"] * sizes["pp"] * sizes["cp"])
+    order = "tp-cp-ep-pp-dp" if "--use-tp-pp-dp-mapping" in words else "tp-cp-ep-dp-pp"
+    return ParallelLayout(sizes, order)
+
+
+def test_megatron_flags_on_the_default_build_the_maps_groups():
+    """tp=8 pp=8 cp=2 on the default cluster and job: Megatron-Core's groups == the map's groups."""
+    from rankmap.examples import example_inputs
+
+    cluster_path, job_path = example_inputs(None, None, None)
+    job = api.load_job(job_path, {"tp": 8, "pp": 8, "cp": 2})
+    rm = api.plan(api.load_cluster(cluster_path), job, time_limit_s=2).rankmap
+    flags = framework_flags(rm, "megatron")
+    assert flags.startswith("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 "
+                            "--context-parallel-size 2 --expert-model-parallel-size 1")
+    mcore = megatron_layout(flags, rm.world_size)
+    for token, kind in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("dp-cp", "dp"), ("dp", "dp_ep")):
+        assert (mcore.ranks(token) == rm.layout.groups(kind)).all(), token
+    assert (mcore.ranks("tp-pp") == rm.layout.ranks("tp-pp")).all()  # model-parallel groups
+
+
+def test_megatron_tp_pp_dp_mapping_and_refusals(tmp_path):
+    rm = read_rankmap(make_rankmap(tmp_path / "a", tp=2, pp=2, dp=2, hosts=("a", "b"), order="tp-cp-ep-pp-dp"))
+    flags = framework_flags(rm, "megatron")
+    assert flags.endswith("--use-tp-pp-dp-mapping")
+    assert (megatron_layout(flags, 8).ranks("dp") == rm.layout.groups("dp")).all()
+    with pytest.raises(LaunchError, match="torchtitan cannot build the map's groups: the map orders ranks "
+                                          "tp-cp-ep-pp-dp"):
+        framework_flags(rm, "torchtitan")
+    odd = read_rankmap(make_rankmap(tmp_path / "b", tp=2, pp=2, dp=2, hosts=("a", "b"), order="dp-tp-cp-ep-pp"))
+    with pytest.raises(LaunchError, match="Megatron-LM cannot build .* only tp-cp-ep-dp-pp or tp-cp-ep-pp-dp"):
+        framework_flags(odd, "megatron")
+    plain = read_rankmap(make_rankmap(tmp_path / "c", tp=2, pp=2, dp=2, hosts=("a", "b")))
+    assert framework_flags(plain, "torchtitan").split()[-4:] == ["--parallelism.data_parallel_shard_degree", "2",
+                                                                 "--parallelism.data_parallel_replicate_degree", "1"]
+    assert framework_flags(plain, "deepspeed") == "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2"
+
+
+def test_node_rank_exact_then_unambiguous_short_name(tmp_path):
+    rm = read_rankmap(make_rankmap(tmp_path, tp=2, dp=3, hosts=("gpu-b.dc1", "gpu-a.dc1", "gpu-a.dc2")))
+    assert node_rank_of(rm, "gpu-a.dc2") == 2 and node_rank_of(rm, "gpu-b") == 0
+    with pytest.raises(LaunchError, match="'gpu-a' is ambiguous: its short name matches gpu-a.dc1, gpu-a.dc2"):
+        node_rank_of(rm, "gpu-a")
+    node, flags = node_rank_flags(rm, "gpu-a.dc1", 1234)
+    assert node == 1 and "--node-rank=1" in flags and "--master-addr=gpu-b.dc1" in flags
+
+
+def test_plan_hosts_from_kubectl_pods_and_errors(tmp_path):
+    cluster = api.parse_cluster("hosts: {gpus: 1, nics: 1}\ntor_groups:\n- {name: t1, hosts: 'n1,n3'}\n"
+                                "- {name: t2, hosts: 'n2,n4,n5'}\navailability: {busy: n5}\n", "c.yaml")
+    pods = {"items": [{"metadata": {"name": f"w-{i}"}, "spec": {"nodeName": n}} for i, n in enumerate("n4 n1".split())]}
+    (tmp_path / "pods.json").write_text(json.dumps(pods))
+    assert api.read_host_names(f"@{tmp_path / 'pods.json'}") == ["n4", "n1"]
+    cons = api.combine_constraints(cluster, hosts=f"@{tmp_path / 'pods.json'}")
+    assert sorted(cons.exclude) == ["n2", "n3", "n5"]
+    with pytest.raises(api.SpecError, match="host 'n5' is not free \\(its state is 'busy'\\)"):
+        api.combine_constraints(cluster, hosts="n[1-2],n5")
+    with pytest.raises(api.SpecError, match="host 'n9' is not in cluster"):
+        api.combine_constraints(cluster, hosts="n9")
+    with pytest.raises(api.SpecError, match="host 'n2' is not free \\(excluded\\)"):
+        api.combine_constraints(cluster, exclude="n2", hosts="n[1-2]")
+
+
+def test_jobset_example_calls_node_rank(tmp_path):
+    """The example manifest is valid YAML and its container runs `rankmap node-rank ... --flags-only`."""
+    import subprocess
+    import sys
+
+    import yaml
+    from helpers import REPO
+
+    doc = yaml.safe_load((REPO / "examples" / "kubernetes" / "jobset.yaml").read_text())
+    pod = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    script = pod["containers"][0]["args"][0]
+    assert 'rankmap node-rank --rankmap "$RANKMAP_FILE" --host "$NODE_NAME" --flags-only' in script
+    rankmap = make_rankmap(tmp_path, tp=2, dp=2, hosts=("node-b", "node-a"))
+    run = subprocess.run([sys.executable, "-m", "rankmap", "node-rank", "--rankmap", str(rankmap), "--host",
+                          "node-a", "--flags-only"], capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0 and run.stdout == ("--nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static "
+                                                  "--master-addr=node-b --master-port=29500 --max-restarts=0\n")

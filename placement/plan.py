@@ -88,7 +88,7 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     constraints = constraints or PlacementConstraints()
     for name in (o[0] if isinstance(o, tuple) else o for o in objectives):
         if name not in OBJECTIVES:
-            raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="objectives")
+            raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="--objective")
     weights = resolve_weights(cluster, tier_weights)
     spec_hash = cluster.spec_hash()          # the map belongs to the spec as the user wrote it
     cluster = canonical_cluster(cluster)

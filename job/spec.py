@@ -318,12 +318,14 @@ def _hardware(hw: Fields, ov: Fields) -> Hardware:
     hw.only("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute", "optimizer_step_s")
     ov.only("tp", "dp_gather", "dp_reduce")
     step = hw.raw("optimizer_step_s", "auto")
-    got = Hardware(gpu=hw.choice("gpu", GPU_NAMES, "a100"), efficiency_gemm=_fraction(hw, "efficiency_gemm", 0.65),
-                   efficiency_elementwise=_fraction(hw, "efficiency_elementwise", 0.7),
-                   recompute=hw.bool("recompute", False),
+    d = Hardware()                             # defaults for keys the file leaves out
+    got = Hardware(gpu=hw.choice("gpu", GPU_NAMES, d.gpu),
+                   efficiency_gemm=_fraction(hw, "efficiency_gemm", d.efficiency_gemm),
+                   efficiency_elementwise=_fraction(hw, "efficiency_elementwise", d.efficiency_elementwise),
+                   recompute=hw.bool("recompute", d.recompute),
                    optimizer_step_s=None if step == "auto" else float(hw.number("optimizer_step_s", positive=False)),
-                   overlap_tp=ov.bool("tp", True), overlap_dp_gather=ov.bool("dp_gather", True),
-                   overlap_dp_reduce=ov.bool("dp_reduce", True))
+                   overlap_tp=ov.bool("tp", d.overlap_tp), overlap_dp_gather=ov.bool("dp_gather", d.overlap_dp_gather),
+                   overlap_dp_reduce=ov.bool("dp_reduce", d.overlap_dp_reduce))
     if got.optimizer_step_s is not None and got.optimizer_step_s < 0:
         raise hw.error("optimizer_step_s", f"must be >= 0 or auto, got {got.optimizer_step_s}")
     hw.done()

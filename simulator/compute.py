@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rankmap.job.spec import JobSpec
+from rankmap.job.spec import Hardware, JobSpec
 
 __all__ = ["GpuSpec", "GPUS", "ComputeConfig", "StageTimes", "iteration_flops", "model_flops",
            "layer_forward_flops", "stage_times"]
@@ -91,11 +91,11 @@ class ComputeConfig:
         HBM bytes the optimizer moves per parameter it updates (assumed 32).
     """
 
-    gpu: str = "a100"
-    efficiency_gemm: float = 0.65
-    efficiency_elementwise: float = 0.7
-    recompute: bool = False
-    optimizer_step_s: float | None = None
+    gpu: str = Hardware.gpu                    # the job spec's defaults: one place for the fitted 0.65
+    efficiency_gemm: float = Hardware.efficiency_gemm
+    efficiency_elementwise: float = Hardware.efficiency_elementwise
+    recompute: bool = Hardware.recompute
+    optimizer_step_s: float | None = Hardware.optimizer_step_s
     optimizer_bytes_per_param: float = 32.0
 
     def __post_init__(self) -> None:

@@ -76,8 +76,8 @@ def worker(rankmap: str, repeat: int, out: str) -> None:
     from torch.distributed.device_mesh import init_device_mesh
 
     from rankmap.engine.mesh import build_mesh, exchange_claims, mesh_dims, verify_peers
-    from rankmap.engine.ranks import LaunchEnv
     from rankmap.job.rank_map import read_rankmap
+    from rankmap.launch.ranks import LaunchEnv
 
     rm = read_rankmap(rankmap)
     launch = LaunchEnv.from_environ()

@@ -4,8 +4,6 @@ Modules, one topic each:
 
 - :mod:`rankmap.engine.config` -- typed, validated run configuration (``engine.yaml``).
 - :mod:`rankmap.engine.runspec` -- the run's shape: the config checked against the rank map's job (no torch).
-- :mod:`rankmap.engine.ranks` -- which rank this process is: its host and local rank, checked against
-  the rank map across all processes (no torch).
 - :mod:`rankmap.engine.mesh` -- the process group and DeviceMesh built from the rank map, with peer checks.
 - :mod:`rankmap.engine.model` -- the GPT model (byte vocabulary, rotary attention, MLP).
 - :mod:`rankmap.engine.parallel` -- tensor, pipeline and data parallelism from torch.distributed's own parts.
@@ -18,10 +16,11 @@ Modules, one topic each:
 - :mod:`rankmap.engine.train` -- the training entry point (parse -> build -> run -> close).
 - :mod:`rankmap.engine.reference` -- the same model and batches in one process, for comparison.
 
-The launch files that start it are :mod:`rankmap.launch`'s; the diagnosis of its records is
+The launch files that start it, and the start-up check of which rank this process is
+(:mod:`rankmap.launch.ranks`), are :mod:`rankmap.launch`'s; the diagnosis of its records is
 :mod:`rankmap.diagnose`'s.
 
 PyTorch is an optional dependency (``pip install 'rankmap[engine]'``): importing ``rankmap.engine``,
-``rankmap.engine.ranks``, ``rankmap.engine.runspec`` or ``rankmap.engine.data`` does not import
+``rankmap.engine.runspec`` or ``rankmap.engine.data`` does not import
 torch. The engine never imports ortools or networkx.
 """

@@ -29,9 +29,9 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
-from rankmap.engine.ranks import Claim, LaunchEnv, check_claims, launcher_message, make_claim
 from rankmap.errors import EngineError, PlacementMismatch
 from rankmap.job.rank_map import RankMap
+from rankmap.launch.ranks import Claim, LaunchEnv, check_claims, launcher_message, make_claim
 
 __all__ = ["Startup", "pick_device", "join", "exchange_claims", "rerank", "build_mesh", "verify_peers",
            "mesh_dims"]

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rankmap.engine.config import EngineConfig, load_config
-from rankmap.engine.ranks import LaunchEnv
 from rankmap.engine.runspec import RunSpec, resolve_run
 from rankmap.errors import PlacementMismatch, RankmapError
 from rankmap.fileio import atomic_write_text
 from rankmap.job.rank_map import RankMap, read_rankmap
+from rankmap.launch.ranks import LaunchEnv
 
 __all__ = ["main", "build", "run", "close", "Trainer"]
 

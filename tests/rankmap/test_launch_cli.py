@@ -110,7 +110,7 @@ def test_broken_rank_map_and_usage_errors(tmp_path):
 def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver():
     code = ("import sys, rankmap, rankmap.cli.launch, rankmap.engine, rankmap.launch.formats, rankmap.launch.common, "
             "rankmap.launch.torchrun, rankmap.launch.slurm, rankmap.launch.mpi, rankmap.launch.deepspeed, rankmap.launch.local, "
-            "rankmap.engine.ranks, rankmap.engine.runspec, rankmap.engine.data\n"
+            "rankmap.launch.ranks, rankmap.engine.runspec, rankmap.engine.data\n"
             "print(sorted(m for m in ('torch', 'ortools', 'networkx') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == "[]", run.stderr

@@ -6,10 +6,10 @@ import socket
 
 import pytest
 
-from rankmap.engine.ranks import Claim, LaunchEnv, check_claims, find_host, launcher_message
 from rankmap.errors import PlacementMismatch
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import JobSpec
+from rankmap.launch.ranks import Claim, LaunchEnv, check_claims, find_host, launcher_message
 
 # The field case: the plan orders hosts 10.0.0.30, 10.0.0.12, 10.0.0.20 (pp=3 across hosts).
 FIELD = RankMap(job=JobSpec(tp=2, pp=3, dp=1, num_micro_batches=3), cluster_name="c", cluster_hash="x",

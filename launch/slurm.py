@@ -7,10 +7,26 @@ line per task in node-rank order: task i runs on line i [1]_. Each task runs ``t
 (``SLURM_PROCID`` = node rank). The node list is given compressed (``#SBATCH --nodelist``,
 [2]_); the hostfile, not the node list, sets the order. No torch here.
 
-The srun line gives ``--ntasks`` but never ``--nodes``: since Slurm 23.11 srun refuses
-``--nodes`` together with ``--distribution=arbitrary`` (the task count and the host file
-decide the nodes [1]_, [3]_), and srun reads an inherited ``SLURM_NNODES`` as ``--nodes``
-[1]_, so the script unsets it before srun. The same line runs on Slurm 22.05 through 25.05.
+The srun line gives ``--ntasks`` but never ``--nodes``, and the script unsets an inherited
+``SLURM_NNODES`` (srun reads it as ``--nodes`` [1]_). What changed between Slurm 22.05 and 25.05
+for this line, from SchedMD's change logs and release notes:
+
+- 23.02.0: newlines delimit hostlists (``SLURM_JOB_NODELIST``) [4]_; no change for this script.
+- 23.11.0: hostlists may carry a shared suffix after the bracket (``node[0001-0010]-int``) [5]_;
+  the ``--nodelist`` this module writes brackets only trailing digits
+  (:func:`~rankmap.topology.hostnames.compress_hostlist` with ``suffix=False``), which every
+  release reads.
+- 23.11.0rc1: arbitrary distribution fixed for sbatch/salloc [4]_; 23.11.1: slurmctld rejects an
+  arbitrary-distribution job whose minimum node count differs from the number of distinct nodes
+  in its host list [4]_ -- the reason there is no ``--nodes`` (``-N``) on the srun line.
+- 24.05: with ``SLURM_HOSTFILE`` set the distribution is arbitrary; PMI2 process mapping counts
+  repeated hosts [6]_ (this script lists each host once; torchrun, not PMI, starts the ranks).
+- 24.11.0: slurmctld rejects arbitrary-distribution jobs without a task count [4]_ -- hence
+  ``--ntasks`` is always given.
+- 25.05: topology.yaml and gaps in topology/block [7]_; the launch line is unchanged.
+
+The same script therefore runs on 22.05 through 25.05; tests submit it to the Slurm installed on
+the test machine (tests/launch/test_slurm_real.py).
 The script changes to the work directory (``--workdir``; default ``SLURM_SUBMIT_DIR``, where
 ``sbatch`` was run [2]_) and names its files relative to it.
 
@@ -22,6 +38,15 @@ References
    ``SLURM_JOB_NODELIST``. https://slurm.schedmd.com/sbatch.html
 .. [3] Slurm 23.11 release notes (NEWS): srun no longer allows ``--nodes`` with an arbitrary
    distribution (SchedMD bug 17039). https://github.com/SchedMD/slurm/blob/slurm-23-11-0-1/NEWS
+.. [4] SchedMD/slurm CHANGELOG/slurm-23.02.md ("Changes in Slurm 23.02.0"), CHANGELOG/slurm-23.11.md
+   ("Changes in Slurm 23.11.0rc1", "23.11.1"), CHANGELOG/slurm-24.11.md ("Changes in Slurm 24.11.0").
+   https://github.com/SchedMD/slurm/tree/master/CHANGELOG
+.. [5] Slurm 23.11 RELEASE_NOTES, "Configuration file changes": shared suffix in the hostlist format.
+   https://github.com/SchedMD/slurm/blob/slurm-23-11-0-1/RELEASE_NOTES
+.. [6] Slurm 24.05 RELEASE_NOTES, "Other changes" (SLURM_HOSTFILE implies arbitrary; PMI2 mapping).
+   https://github.com/SchedMD/slurm/blob/slurm-24-05-0-1/RELEASE_NOTES
+.. [7] Slurm 25.05 RELEASE_NOTES.md: multiple topologies (topology.yaml); topology/block gaps.
+   https://github.com/SchedMD/slurm/blob/slurm-25-05-0-1/RELEASE_NOTES.md
 """
 
 from __future__ import annotations
@@ -51,7 +76,7 @@ def sbatch_head(rm: RankMap, nodelist: bool = True) -> str:
     """``#!/bin/bash`` and the ``#SBATCH`` lines: one task per node, the map's nodes (with ``nodelist``)."""
     n = len(rm.hosts)
     name = _JOB_NAME.sub("-", rm.job.name)[:64] or "rankmap"
-    hosts = f"#SBATCH --nodelist={compress_hostlist(list(rm.hosts))}\n" if nodelist else ""
+    hosts = f"#SBATCH --nodelist={compress_hostlist(list(rm.hosts), suffix=False)}\n" if nodelist else ""
     return (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n"
             f"#SBATCH --ntasks-per-node=1\n{hosts}#SBATCH --exclusive\n")
 

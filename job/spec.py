@@ -163,6 +163,9 @@ class JobSpec:
     virtual_stages: int = 1
     hardware: Hardware = field(default_factory=Hardware)
     source: str = field(default="<inline>", compare=False)
+    # Keys the caller set on top of the file (e.g. ``{"parallel.dp": "--dp"}``): errors about them
+    # name the flag, not the file (see rankmap.api.load_job).
+    set_by: dict = field(default_factory=dict, compare=False)
 
     @property
     def model_parallel(self) -> int:

@@ -21,7 +21,8 @@ from pathlib import Path
 
 from rankmap.errors import LaunchError, RankmapError, SpecError
 from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
-from rankmap.job.spec import JobSpec, load_job, parse_job
+from rankmap.job.spec import JobSpec, parse_job
+from rankmap.job.spec import load_job as _load_job
 from rankmap.placement.constraints import PlacementConstraints, load_constraints
 from rankmap.placement.host_selection import read_host_names, select_hosts
 from rankmap.topology.hostnames import expand_hostlist
@@ -32,7 +33,8 @@ __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "load_cluster", "parse_cluster", "load_job", "parse_job", "load_constraints", "read_rankmap",
            "write_plan_files", "combine_constraints", "read_host_names", "select_hosts",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
-           "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export"]
+           "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export",
+           "OVERRIDE_FLAGS", "blame_flags"]
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
@@ -72,6 +74,56 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     return out
 
 
+# Job overrides as ``rankmap plan`` takes them: the key they set and the flag that sets it.
+OVERRIDE_FLAGS = {"tp": ("parallel.tp", "--tp"), "pp": ("parallel.pp", "--pp"), "cp": ("parallel.cp", "--cp"),
+                  "ep": ("parallel.ep", "--ep"), "dp": ("parallel.dp", "--dp"), "order": ("parallel.order", "--order"),
+                  "model": ("model", "--model"), "num_micro_batches": ("batch.num_micro_batches", "--micro-batches")}
+
+
+def blame_flags(exc: SpecError, job: JobSpec | None = None, set_by: dict | None = None) -> SpecError:
+    """Point an error about a value the command line set at the flag, not at the job file.
+
+    ``set_by`` (default ``job.set_by``) maps keys to flags; an error whose key is one of them gets
+    the flag as its source (and loses the file's line, which holds the value that was replaced).
+
+    Examples
+    --------
+    >>> str(blame_flags(SpecError("needs 400 hosts", source="job.yaml", key="parallel.dp"),
+    ...                 set_by={"parallel.dp": "--dp"}))
+    '--dp: needs 400 hosts'
+    """
+    flags = set_by if set_by is not None else (job.set_by if job is not None else {})
+    flag = flags.get(exc.key or "")
+    if flag:
+        exc.source, exc.line, exc.key = flag, None, None
+        exc.args = (str(exc),)
+    return exc
+
+
+def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
+    """Read a job spec YAML file and apply ``overrides`` (keys of :data:`OVERRIDE_FLAGS`) on top.
+
+    Errors about an overridden value name its flag (``--dp: ...``), errors about the file name
+    FILE:LINE and the key; the job remembers which keys the flags set (``JobSpec.set_by``), so the
+    planner's errors about them name the flag too (:func:`plan`).
+
+    Raises
+    ------
+    SpecError
+        Unreadable file, unknown key or bad value.
+    """
+    overrides = dict(overrides or {})
+    set_by = {OVERRIDE_FLAGS[k][0]: OVERRIDE_FLAGS[k][1] for k in overrides if k in OVERRIDE_FLAGS}
+    try:
+        job = _load_job(path, overrides)
+    except SpecError as exc:
+        raise blame_flags(exc, set_by=set_by) from None
+    changes = {"set_by": set_by}
+    if "model" in overrides and "name" not in overrides:
+        changes["name"] = overrides["model"]  # the file's name described its own model
+    return dataclasses.replace(job, **changes) if set_by else job
+
+
 def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
     """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
 
@@ -92,7 +144,10 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
 
     if kwargs.get("previous") is not None:
         kwargs["previous"].verify_cluster(cluster)
-    result = _plan(cluster, job, **kwargs)
+    try:
+        result = _plan(cluster, job, **kwargs)
+    except SpecError as exc:
+        raise blame_flags(exc, job) from None
     unused = sorted(set(hosts or ()) - set(result.rankmap.hosts))
     if unused:
         raise SpecError(f"--hosts gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "

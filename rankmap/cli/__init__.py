@@ -4,14 +4,19 @@ One parser; each command module adds its subcommand and binds it to a function w
 ``set_defaults(func=...)``. Commands parse, call the library (:mod:`rankmap.api`) and print
 (:mod:`rankmap.cli.report`). Exit codes (:mod:`rankmap.errors`): 0 success; 2 usage error;
 3 invalid input (bad spec, rank map or file); 4 infeasible (the job cannot be placed as
-asked); 70 internal error (a bug: rerun with ``--debug`` for the traceback).
+asked); 70 internal error (a bug: rerun with ``--debug`` for the traceback); 130 interrupted
+(Ctrl-C). A closed standard output (``rankmap plan | head -1``) is not an error: the outputs
+were written before anything was printed, the rest of the text is dropped and the exit is 0.
+``rankmap`` alone prints this help.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
+from importlib.metadata import PackageNotFoundError, version
 
 from rankmap.cli import diagnose, launch, noderank, plan, simulate, topo
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
@@ -19,10 +24,18 @@ from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapE
 __all__ = ["build_parser", "main"]
 
 
+def _version() -> str:
+    try:
+        return version("rankmap")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The ``rankmap`` parser with every subcommand."""
+    """The ``rankmap`` parser with every subcommand; ``--debug`` is taken before or after the command."""
     parser = argparse.ArgumentParser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
+    parser.add_argument("--version", action="version", version=f"rankmap {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     plan.add_parsers(sub)
     topo.add_parser(sub)
@@ -31,18 +44,33 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_parser(sub)
     noderank.add_parser(sub)
     plan.add_verify_parser(sub)
+    for command in sub.choices.values():
+        _add_debug(command)
     return parser
+
+
+def _add_debug(parser: argparse.ArgumentParser) -> None:
+    """``--debug`` after a command too (SUPPRESS keeps a value given before the command)."""
+    parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help="show tracebacks")
+    for action in parser._actions:  # topo's verbs
+        if isinstance(action, argparse._SubParsersAction):
+            for verb in action.choices.values():
+                _add_debug(verb)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``rankmap`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv or ["plan"])
-    if args.command is None:  # global options only (e.g. --debug): the default command
-        args = parser.parse_args(argv + ["plan"])
+    args = parser.parse_args(argv)
+    if args.command is None:  # `rankmap` alone, or global options only: say what there is
+        parser.print_help()
+        return 0
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (`| head`): outputs are written, drop the rest
+        _silence_stdout()
+        return 0
     except RankmapError as exc:
         if args.debug:
             traceback.print_exc()
@@ -56,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
         return EXIT_INTERNAL
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (e.g. captured in a test)
+        pass
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from pathlib import Path
 from rankmap.errors import RankmapError
 
 __all__ = ["positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction", "positive_float",
-           "port", "dp_size", "objectives", "add_example_args", "example_inputs", "add_constraint_args",
+           "port", "dp_size", "objectives", "add_json_arg", "add_example_args", "example_inputs", "add_constraint_args",
            "constraints_from_args"]
 
 
@@ -98,6 +98,12 @@ def objectives(text: str) -> tuple:
         else:
             out.append(name)
     return tuple(out)
+
+
+def add_json_arg(p: argparse.ArgumentParser) -> None:
+    """``--json``: the result as one JSON document on stdout instead of tables (warnings stay on stderr)."""
+    p.add_argument("--json", action="store_true",
+                   help="print the result as one JSON document on stdout instead of tables")
 
 
 def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: str) -> None:

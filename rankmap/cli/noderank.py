@@ -7,7 +7,7 @@ import shlex
 import socket
 from pathlib import Path
 
-from rankmap.cli.common import port
+from rankmap.cli.common import add_json_arg, port
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_node_rank"]
@@ -25,6 +25,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--master-port", type=port, default=29500, help="rendezvous port (default 29500)")
     p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--flags-only", action="store_true", help="print only the torchrun flags (one line)")
+    add_json_arg(p)
     p.set_defaults(func=run_node_rank)
     return p
 
@@ -36,6 +37,10 @@ def run_node_rank(args: argparse.Namespace) -> int:
     rm = api.read_rankmap(args.rankmap)
     host = args.host or socket.gethostname()
     node, flags = node_rank_flags(rm, host, args.master_port, args.master_addr)
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({"host": host, "node_rank": node, "torchrun_flags": list(flags)})
+        return EXIT_OK
     if not args.flags_only:
         print(node)
     print(shlex.join(flags))

@@ -9,6 +9,7 @@ from pathlib import Path
 from rankmap.cli.common import (
     add_constraint_args,
     add_example_args,
+    add_json_arg,
     constraints_from_args,
     dp_size,
     example_inputs,
@@ -52,6 +53,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--hosts", help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
                                    "line or `kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
+    add_json_arg(p)
     p.set_defaults(func=run_plan)
 
     r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
@@ -60,6 +62,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
     r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     add_constraint_args(r)
+    add_json_arg(r)
     r.set_defaults(func=run_replan)
 
 
@@ -68,6 +71,7 @@ def add_verify_parser(sub) -> None:
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
     v.add_argument("rankmap", type=Path, help="rankmap.json")
     v.add_argument("--cluster", type=Path, help="cluster spec YAML the map must belong to")
+    add_json_arg(v)
     v.set_defaults(func=run_verify)
 
 
@@ -95,7 +99,11 @@ def run_plan(args: argparse.Namespace) -> int:
                       constraints=constraints, objectives=goals, previous=previous,
                       tier_weights=weights, hosts=hosts)
     written = api.write_plan_files(result.rankmap, args.out)
-    print_plan(cluster, result, written, time.perf_counter() - t0)
+    if args.json:
+        from rankmap.cli.report import plan_doc, print_json
+        print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
+    else:
+        print_plan(cluster, result, written, time.perf_counter() - t0)
     return EXIT_OK
 
 
@@ -109,7 +117,13 @@ def run_replan(args: argparse.Namespace) -> int:
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
     result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
     written = api.write_plan_files(result.rankmap, args.out)
-    print_replan(result, written)
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
+                    "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
+                    "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
+    else:
+        print_replan(result, written)
     return EXIT_OK
 
 
@@ -117,6 +131,11 @@ def run_verify(args: argparse.Namespace) -> int:
     from rankmap import api
 
     rm = api.verify(args.rankmap, api.load_cluster(args.cluster) if args.cluster else None)
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({"rankmap": str(args.rankmap), "valid": True, "world_size": rm.world_size, "hosts": len(rm.hosts),
+                    "cluster": rm.cluster_name, "cluster_verified": bool(args.cluster)})
+        return EXIT_OK
     where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
     print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")
     return EXIT_OK

@@ -6,10 +6,13 @@ Tables are rich tables; warnings go to stderr, one line each.
 from __future__ import annotations
 
 import itertools
+import os
 import sys
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from rankmap.placement.metrics import human_bytes
@@ -18,54 +21,144 @@ from rankmap.placement.status import status_meaning
 from rankmap.placement.tier_weights import crossed_tiers
 from rankmap.topology.model import Cluster
 
-__all__ = ["print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
+
+class _Console(Console):
+    """A rich console that lets a closed stdout (``| head``) surface as BrokenPipeError, which
+    :func:`rankmap.cli.main` turns into a quiet exit 0 (rich itself would exit 1)."""
+
+    def on_broken_pipe(self) -> None:
+        raise BrokenPipeError
+
+
+def console_for(table_width: int) -> Console:
+    """The console for a report whose widest table needs ``table_width`` columns.
+
+    On a terminal, the terminal's width (rich folds cells to fit); written to a file or pipe,
+    ``$COLUMNS`` or ``table_width``, whichever is wider. Text lines are never broken by rich
+    (soft wrap): a path or a note stays on one line for scripts and ``grep``.
+    """
+    if sys.stdout.isatty():
+        return _Console(soft_wrap=True)
+    columns = os.environ.get("COLUMNS", "")
+    return _Console(width=max(table_width, int(columns) if columns.isdigit() else 0), soft_wrap=True)
+
+
+def print_json(doc: dict) -> None:
+    """``doc`` as one JSON document on stdout (``--json``): keys in a fixed order, numbers exact.
+
+    NumPy scalars and arrays, tuples, paths and dataclasses are written as JSON values."""
+    import dataclasses
+    import json
+
+    def plain(value):
+        if hasattr(value, "tolist"):  # numpy scalar or array
+            return value.tolist()
+        if isinstance(value, (set, frozenset)):
+            return sorted(value)
+        if isinstance(value, Path):
+            return str(value)
+        if dataclasses.is_dataclass(value):
+            return dataclasses.asdict(value)
+        raise TypeError(f"not JSON: {type(value).__name__}")
+
+    sys.stdout.write(json.dumps(doc, indent=2, default=plain, allow_nan=False) + "\n")
+
+
+def cluster_doc(cluster: Cluster) -> dict:
+    """A cluster's headline figures for JSON outputs: hosts, GPUs, ToR groups and per-tier bandwidth."""
+    return {"name": cluster.name, "hosts": len(cluster.hosts), "free_hosts": len(cluster.free_hosts()),
+            "gpus": cluster.gpus, "tor_groups": len(cluster.tor_groups), "rails": cluster.rails,
+            "tiers": [{"name": f.name, "domains": f.domains, "switches": f.switches, "down_gbps": f.down_gbps,
+                       "up_gbps": f.up_gbps, "oversubscription": f.ratio} for f in cluster.tier_figures()]}
+
+
+def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float) -> dict:
+    """``rankmap plan --json``: the map's summary (every placement's metrics, bound, status), notes, files."""
+    rm = result.rankmap
+    return {"cluster": cluster_doc(cluster), "job": rm.job.name, "world_size": rm.world_size, "hosts": len(rm.hosts),
+            "summary": rm.summary, "status_meaning": status_meaning(result.solver_status, result.gap),
+            "solve_time_s": result.ours.solve_time_s, "notes": list(result.notes),
+            "outputs": [str(p) for p in written], "elapsed_s": elapsed_s}
+
+
+__all__ = ["console_for", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
                console: Console | None = None) -> None:
     """Print the cluster and job summary, the comparison table and the output files."""
-    console = console or Console(width=170)
+    console = console or console_for(120)
     job, rm = result.job, result.rankmap
     free = len(cluster.free_hosts())
+    ratios = ", ".join(f"{f.name} {f.ratio:g}:1" for f in cluster.tier_figures() if f.ratio is not None)
     console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
-                  f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails, uplink/downlink "
-                  f"{cluster.links.uplink_to_downlink_ratio:g}x")
+                  f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription (down:up "
+                  f"bandwidth) {ratios or 'none above the ToR groups'}")
+    sizes = sorted({h.gpus for h in cluster.hosts if h.name in set(rm.hosts)}, reverse=True)
     console.print(f"[bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
-                  f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts x {rm.nproc_per_node} GPUs, "
+                  f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "
+                  f"{'/'.join(map(str, sizes)) or rm.nproc_per_node} GPUs, "
                   f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters")
     tiers = crossed_tiers(cluster)
-    table = Table(title="bytes crossing each tier per iteration, and the most domains below it any DP/PP group "
-                        "spans (Arnold's spread)", title_justify="left")
-    cols = (["placement", "weighted bytes"] + [f"x-{t} bytes" for t in tiers] + [f"{t} spread" for t in tiers]
-            + ["DP edges x-ToR", "PP edges x-ToR", "max uplink bytes", "solve time", "gap to bound"])
-    for col in cols:
-        table.add_column(col, justify="left" if col == "placement" else "right", no_wrap=col == "placement")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = (["placement", "weighted"] + [f"x-{t}" for t in tiers] + [f"{t}\nspread" for t in tiers]
+            + ["x-ToR\nedges", "busiest\nToR", "gap"])
+    rows = []
     bound = result.lower_bound_bytes
     for cand in (result.ours,) + result.baselines:
         row = metrics_row(cand, bound)
         spread = [f"{dp}/{pp}" for dp, pp in itertools.zip_longest(row["max_dp_spread_per_tier"],
                                                                       row["max_pp_spread_per_tier"], fillvalue=1)]
-        table.add_row(
-            "[bold]rankmap plan[/]" if cand is result.ours else cand.name, human_bytes(row["weighted_bytes"]),
-            *[human_bytes(b) for b in row["tier_bytes"]], *spread,
-            str(row["dp_edges_cross_tor"]), str(row["pp_edges_cross_tor"]), human_bytes(row["max_uplink_bytes"]),
-            f"{cand.solve_time_s:.2f} s" if cand is result.ours else "-",
-            f"{100 * row['gap_to_bound']:.2f}%")
+        rows.append([
+            "rankmap plan" if cand is result.ours else cand.name, short_bytes(row["weighted_bytes"]),
+            *[short_bytes(b) for b in row["tier_bytes"]], *spread,
+            f"{row['dp_edges_cross_tor']}/{row['pp_edges_cross_tor']}", short_bytes(row["max_uplink_bytes"]),
+            f"{100 * row['gap_to_bound']:.1f}%"])
+    _fill(table, cols, rows, bold_first=True)
     console.print(table)
     weights = ", ".join(f"{t}={w:g}" for t, w in zip(tiers, result.tier_weights)) if result.tier_weights else ""
-    if weights:
-        console.print(f"tier weights {weights}; spread as DP/PP domains")
+    console.print("weighted: bytes per iteration crossing each tier times the tier's weight (the optimised cost"
+                  + (f"; weights {weights}" if weights else "") + "); x-T: bytes per iteration leaving T's domains; "
+                  "T spread: the most domains below T that one DP/PP group spans (Arnold's spread); x-ToR edges: "
+                  "DP/PP rank pairs in different ToR groups; busiest ToR: bytes through the busiest ToR group's "
+                  "uplinks, in and out; gap: to the lower bound")
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
-                  f"{result.bound_method}); solver status {result.solver_status}: "
+                  f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}")
     for note in result.notes:
         console.print(f"note: {note}")
     console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")
 
 
+def short_bytes(n: float) -> str:
+    """Three significant figures in decimal units, for tables (JSON outputs keep exact bytes).
+
+    Examples
+    --------
+    >>> short_bytes(272.41e12), short_bytes(6.994e12), short_bytes(14.15e12), short_bytes(0)
+    ('272 TB', '6.99 TB', '14.2 TB', '0 B')
+    """
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if abs(n) >= scale:
+            v = n / scale
+            return f"{v:.{max(0, 2 - int(abs(v) >= 10) - int(abs(v) >= 100))}f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _fill(table: Table, cols: list[str], rows: list[list[str]], bold_first: bool = False) -> None:
+    """Add the columns and the rows (markup escaped); cells never wrap."""
+    for i, col in enumerate(cols):
+        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+    for k, r in enumerate(rows):
+        cells = [escape(c) for c in r]
+        if bold_first and k == 0:
+            cells[0] = f"[bold]{cells[0]}[/]"
+        table.add_row(*cells)
+
+
 def print_replan(result, written: list[Path], console: Console | None = None) -> None:
     """Print which hosts were replaced, how many ranks moved, and the cost before and after."""
-    console = console or Console(width=130)
+    console = console or console_for(130)
     for node, old, new in result.replaced:
         console.print(f"node rank {node}: {old} -> {new}")
     before, after = result.before.cross_tor_bytes, result.after.cross_tor_bytes
@@ -87,31 +180,32 @@ def _tier_text(t: dict) -> str:
 def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int,
                      console: Console | None = None) -> None:
     """Print the simulated communication time of every placement, its phases and ECMP losses."""
-    console = console or Console(width=170)
+    console = console or console_for(100)
     console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR "
                   f"groups; [bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
                   f"{job.world_size} ranks; traffic from {doc['traffic']['source']}")
     phases = [p["name"] for p in doc["placements"][0]["phases"]]
-    table = Table(title=f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)",
-                  title_justify="left")
-    for col in ["placement", "comm time", "seed range", "vs spraying"] + phases + ["slowest group", "ECMP loss*",
-                                                                                   "max uplink"]:
-        table.add_column(col, justify="left" if col in ("placement", "slowest group") else "right",
-                         no_wrap=col in ("placement", "slowest group", "seed range"))
+    console.print(f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["placement", "comm", "seeds\n+/-", "vs\nspray"] + phases + ["ECMP\nloss*", "busiest\nuplink"]
+    rows = []
     for p in doc["placements"]:
         t = p["comm_time_s"]
-        slow = p["slowest_group"]
         worst = max(p["phases"], key=lambda q: q["time_s"]["mean"]) if p["phases"] else None
-        table.add_row(p["name"], f"{t['mean']:.4f} s", f"{t['min']:.4f}-{t['max']:.4f}",
-                      f"{p['slowdown_vs_ideal']:.2f}x",
-                      *[f"{q['time_s']['mean']:.4f} s" for q in p["phases"]],
-                      (f"{slow['collective']} #{slow['group']}, {len(slow['tor_groups'])} ToR grp, "
-                       f"{slow['time_s']:.3f} s" if slow else "-"),
-                      f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
-                      human_bytes(p["max_uplink_bytes"]))
+        rows.append([p["name"], f"{t['mean']:.3f} s", f"{(t['max'] - t['min']) / 2:.3f}", f"{p['slowdown_vs_ideal']:.2f}x",
+                     *[f"{q['time_s']['mean']:.3f} s" for q in p["phases"]],
+                     f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
+                     short_bytes(p["max_uplink_bytes"])])
+    _fill(table, cols, rows, bold_first=True)
     console.print(table)
+    for p in doc["placements"]:
+        slow = p["slowest_group"]
+        if slow:
+            console.print(escape(f"{p['name']}: slowest group {slow['collective']} #{slow['group']} over "
+                                 f"{len(slow['tor_groups'])} ToR groups, {slow['time_s']:.3f} s"))
     console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
-                  "(1 - ECMP rates / sprayed rates)")
+                  "(1 - ECMP rates / sprayed rates); seeds +/-: half the range over seeds (s); busiest uplink: bytes on the "
+                  "single busiest uplink port")
     for p in doc["placements"]:
         if p.get("tiers"):
             console.print(f"{p['name']}, per tier of uplinks: " + "; ".join(_tier_text(t) for t in p["tiers"]))
@@ -129,16 +223,18 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     c = doc["compute"]
     overlaps = [k for k, on in c["overlap"].items() if on]
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
-    table = Table(title=f"predicted iteration ({c['schedule']}, {c['gpu']} {c['peak_tflops']:g} TFLOP/s x "
-                        f"{c['efficiency_gemm']:g} GEMM efficiency, recompute {'on' if c['recompute'] else 'off'}, "
-                        f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)", title_justify="left")
-    for col in ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed {k}" for k in kinds]:
-        table.add_column(col, justify="left" if col == "placement" else "right", no_wrap=col == "placement")
+    console.print(f"predicted iteration ({c['schedule']}, {c['gpu']} {c['peak_tflops']:g} TFLOP/s x "
+                  f"{c['efficiency_gemm']:g} GEMM efficiency, recompute {'on' if c['recompute'] else 'off'}, "
+                  f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)")
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
+    rows = []
     for p in doc["placements"]:
         it = p["iteration"]
-        table.add_row(p["name"], f"{it['time_s']['mean']:.3f} s", f"{100 * it['mfu']['mean']:.1f}%",
-                      f"{it['tokens_per_s']:,.0f}", f"{100 * it['bubble_fraction']:.1f}%",
-                      *[f"{it['exposed_comm_s'].get(k, 0.0):.4f} s" for k in kinds])
+        rows.append([p["name"], f"{it['time_s']['mean']:.3f} s", f"{100 * it['mfu']['mean']:.1f}%",
+                     f"{it['tokens_per_s']:,.0f}", f"{100 * it['bubble_fraction']:.1f}%",
+                     *[f"{it['exposed_comm_s'].get(k, 0.0):.3f} s" for k in kinds]])
+    _fill(table, cols, rows, bold_first=True)
     console.print(table)
     ours = doc["placements"][0]
     mine = ours["iteration"]
@@ -150,7 +246,7 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
 
 def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console: Console | None = None) -> None:
     """Print the flagged ranks, hosts and ToR groups, the hang and its culprits, and the files written."""
-    console = console or Console(width=130)
+    console = console or console_for(130)
     console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}")
     if d.flags:
         table = Table(title="flagged (robust z-score against all ranks)", title_justify="left")
@@ -173,9 +269,10 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
     console.print("wrote " + ", ".join(str(p) for p in written))
 
 
-def print_import_summary(result, lines: list[str]) -> None:
-    """Summary of an imported topology on stdout; warnings again on stderr, one line each, so they are not missed."""
+def print_import_summary(result, lines: list[str], stream=None) -> None:
+    """Summary of an imported topology on ``stream`` (default stdout; stderr when the spec itself goes to
+    stdout); warnings again on stderr, one line each, so they are not missed."""
     for line in lines:
-        print(line)
+        print(line, file=stream or sys.stdout)
     for warning in result.warnings:
         print(f"rankmap: warning: {warning}", file=sys.stderr)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from rankmap.cli.common import (
     add_example_args,
+    add_json_arg,
     example_inputs,
     fraction,
     non_negative_float,
@@ -60,6 +61,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="run TP, ZeRO all-gather and gradient reduction exposed (MegaScale's overlaps off)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
     p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
+    add_json_arg(p)
     p.set_defaults(func=run_simulate)
     return p
 
@@ -111,5 +113,9 @@ def run_simulate(args: argparse.Namespace) -> int:
                        time_limit_s=args.time_limit, hardware=_hardware_overrides(args))
     sim = run.simulation
     written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
-    print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({**sim.document, "outputs": [str(p) for p in written]})
+    else:
+        print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))
     return EXIT_OK

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rankmap.cli.common import positive_float, positive_int
+from rankmap.cli.common import add_json_arg, positive_float, positive_int
 from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
@@ -45,6 +45,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
                             description="Hosts, ToR groups and sizes, islands, depth, and warnings.")
     show.add_argument("file", type=Path, metavar="CLUSTER_OR_FILE")
+    add_json_arg(show)
     show.add_argument("--from", dest="source_format", choices=IMPORT_FORMATS + ("cluster",),
                       help="format of the file (default: guessed)")
     _import_options(show)
@@ -122,8 +123,8 @@ def _import(args: argparse.Namespace) -> int:
     if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
         raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
     result, text, lines = topo_import(args.file, args.source_format, _options(args))
-    print_import_summary(result, lines)
-    _write(args.out, text)
+    _write(args.out, text)  # the file first: a closed stdout (`| head`) must not lose it
+    print_import_summary(result, lines, sys.stderr if str(args.out) == "-" else None)
     return 0
 
 
@@ -131,7 +132,13 @@ def _show(args: argparse.Namespace) -> int:
     from rankmap.api import topo_show
     from rankmap.cli.report import print_import_summary
 
-    print_import_summary(*topo_show(args.file, args.source_format, _options(args)))
+    result, lines = topo_show(args.file, args.source_format, _options(args))
+    if args.json:
+        from rankmap.cli.report import cluster_doc, print_json
+        print_json({"source": result.source, "format": result.format, "cluster": cluster_doc(result.cluster),
+                    "warnings": [str(w) for w in result.warnings], "notes": list(result.notes)})
+        return 0
+    print_import_summary(result, lines)
     return 0
 
 

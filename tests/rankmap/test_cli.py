@@ -18,7 +18,7 @@ def test_plan_racks_example_writes_both_files(tmp_path):
     out = tmp_path / "out"
     run = rankmap("plan", "--example", "racks", "--out", out)
     assert run.returncode == 0, run.stderr
-    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "gap to bound"):
+    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "busiest ToR"):
         assert name in run.stdout
     doc = json.loads((out / "rankmap.json").read_text())
     assert doc["world_size"] == 480 and doc["summary"]["plan"]["gap_to_bound"] < 1e-5
@@ -95,6 +95,21 @@ def test_more_bad_input_is_one_line(tmp_path, cluster_text, args, message):
     assert not (tmp_path / "o").exists()
 
 
-def test_global_option_alone_runs_the_default_plan(tmp_path):
-    run = rankmap("--debug", cwd=tmp_path)
-    assert run.returncode == 0 and (tmp_path / "rankmap-out" / "rankmap.json").exists()
+def test_bare_rankmap_prints_help_and_plans_nothing(tmp_path):
+    for args in ((), ("--debug",)):
+        run = rankmap(*args, cwd=tmp_path)
+        assert run.returncode == 0 and run.stdout.startswith("usage: rankmap") and "plan" in run.stdout
+        assert not (tmp_path / "rankmap-out").exists()
+
+
+def test_version():
+    from importlib.metadata import version
+    run = rankmap("--version")
+    assert run.returncode == 0 and run.stdout.strip() == f"rankmap {version('rankmap')}"
+
+
+def test_debug_is_taken_after_the_command_too(tmp_path):
+    run = rankmap("verify", tmp_path / "missing.json", "--debug")
+    assert run.returncode == 3 and "Traceback" in run.stderr and "cannot read file" in run.stderr
+    quiet = rankmap("verify", tmp_path / "missing.json")
+    assert quiet.returncode == 3 and "Traceback" not in quiet.stderr

@@ -1,0 +1,100 @@
+"""What the command prints, for people and for scripts: JSON, pipes, terminal width, where errors point."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import yaml
+from rich.console import Console
+
+from rankmap import api
+from rankmap.cli.report import print_plan, print_simulation
+from rankmap.examples import example_inputs
+
+RACKS = ("--example", "racks")
+
+
+def rankmap(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "rankmap", *map(str, args)], capture_output=True, text=True,
+                          timeout=300, **kw)
+
+
+def test_plan_json_is_one_document_with_the_maps_summary(tmp_path):
+    run = rankmap("plan", *RACKS, "--out", tmp_path / "o", "--json")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads(run.stdout)
+    saved = json.loads((tmp_path / "o" / "rankmap.json").read_text())
+    assert doc["summary"] == saved["summary"]
+    assert doc["world_size"] == saved["world_size"] == 480 and doc["hosts"] == 60
+    assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 2.0
+    assert doc["outputs"] == [str(tmp_path / "o" / "rankmap.json"), str(tmp_path / "o" / "hostfile")]
+    verify = rankmap("verify", tmp_path / "o" / "rankmap.json", "--json")
+    assert json.loads(verify.stdout) == {"rankmap": str(tmp_path / "o" / "rankmap.json"), "valid": True,
+                                         "world_size": 480, "hosts": 60, "cluster": "racks-512",
+                                         "cluster_verified": False}
+    host = (tmp_path / "o" / "hostfile").read_text().split()[0]
+    node = json.loads(rankmap("node-rank", "--rankmap", tmp_path / "o" / "rankmap.json", "--host", host,
+                              "--json").stdout)
+    assert node["node_rank"] == 0 and "--node-rank=0" in node["torchrun_flags"]
+
+
+def test_a_closed_stdout_is_not_an_error_and_the_outputs_are_whole(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-m", "rankmap", "plan", *RACKS, "--out", str(tmp_path / "o")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is printed, as with `| head -0`
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=300) == 0, err
+    assert "Traceback" not in err and "error" not in err
+    assert json.loads((tmp_path / "o" / "rankmap.json").read_text())["world_size"] == 480
+
+
+def test_topo_import_to_stdout_prints_only_the_spec(tmp_path):
+    run = rankmap("topo", "import", "--from", "slurm", "tests/data/field-cases/slurm-islands.conf", "--out", "-")
+    assert run.returncode == 0, run.stderr
+    spec = yaml.safe_load(run.stdout)
+    assert spec["name"] == "slurm-islands" and "Slurm topology/tree" in run.stderr
+    show = json.loads(rankmap("topo", "show", "tests/data/field-cases/slurm-islands.conf", "--json").stdout)
+    assert show["cluster"]["hosts"] == 12 and show["format"] == "slurm"
+
+
+def test_errors_about_flag_values_name_the_flag_not_the_job_file(tmp_path):
+    run = rankmap("plan", *RACKS, "--dp", "400", "--out", tmp_path / "o")
+    assert run.returncode == 4 and run.stderr.startswith("rankmap: error: --dp: ") and "job.yaml" not in run.stderr
+    run = rankmap("plan", *RACKS, "--tp", "3", "--out", tmp_path / "o")
+    assert run.returncode in (3, 4) and run.stderr.startswith("rankmap: error: --tp: ")
+    assert not (tmp_path / "o").exists()
+    # A value from the file is still blamed on the file, with its line.
+    job = tmp_path / "job.yaml"
+    job.write_text("model: {preset: gpt3-13b}\nparallel: {tp: 8, dp: 400}\nbatch: {num_micro_batches: 2}\n")
+    run = rankmap("plan", "--cluster", "examples/racks/cluster.yaml", "--job", job, "--out", tmp_path / "o")
+    assert run.returncode == 4 and f"{job}: parallel.dp: " in run.stderr
+
+
+def test_model_flag_renames_the_job(tmp_path):
+    cluster, job = example_inputs("racks", None, None)
+    assert api.load_job(job, {"model": "gpt3-6.7b"}).name == "gpt3-6.7b"
+    assert api.load_job(job).name != "gpt3-6.7b"
+
+
+def _lines(printer) -> list[str]:
+    out = io.StringIO()
+    printer(Console(file=out, width=100, soft_wrap=True))
+    return out.getvalue().splitlines()
+
+
+def test_tables_fit_a_100_column_terminal_without_cutting_a_figure():
+    cluster_path, job_path = example_inputs("megascale-3tier", None, None)
+    cluster = api.load_cluster(cluster_path)
+    result = api.plan(cluster, api.load_job(job_path), time_limit_s=1.0)
+    lines = _lines(lambda c: print_plan(cluster, result, [], 0.0, console=c))
+    table = [line for line in lines if line.startswith((" rankmap plan", " hostname order", " spread"))]
+    assert len(table) == 3 and all(len(line) <= 100 and "…" not in line for line in table)
+    cluster_path, job_path = example_inputs("racks", None, None)
+    cluster = api.load_cluster(cluster_path)
+    run = api.simulate(cluster, api.load_job(job_path), compare=True, seeds=2)
+    lines = _lines(lambda c: print_simulation(cluster, run.job, run.simulation.document, [], 0.0, 1, console=c))
+    rows = [line for line in lines if line.startswith((" rankmap plan", " hostname order"))]  # table rows
+    assert len(rows) == 4 and all(len(line) <= 100 and "…" not in line for line in rows)

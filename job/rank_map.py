@@ -7,6 +7,8 @@
      "job": {<job spec, dp resolved>},
      "world_size": W, "nproc_per_node": G, "num_nodes": N,
      "summary": {<plan metrics>},
+     "context": {"excluded": <hostlist>, "reserved": <hostlist>, "failed": <hostlist replaced by replan>},
+                (only the keys the plan had)
      "ranks": [{"rank": 0, "host": "h", "node_rank": 0, "local_rank": 0, "tor_group": "tg00",
                 "rail": 0, "tp": 0, "pp": 0, "dp": 0, "cp": 0, "ep": 0}, ...]}
 
@@ -19,6 +21,7 @@ way, and the hostfile says ``host slots=N``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -73,6 +76,9 @@ class RankMap:
     nproc_per_node: int
     summary: dict = field(default_factory=dict, compare=False)
     source: str = field(default="rankmap.json", compare=False)
+    # What the plan was told besides the cluster and the job (hosts excluded and reserved, as
+    # hostlists), so that `rankmap replan` keeps honouring it.
+    context: dict = field(default_factory=dict, compare=False)
 
     @property
     def nprocs(self) -> tuple:
@@ -160,6 +166,7 @@ def rankmap_to_json(rm: RankMap) -> str:
         **({} if rm.uniform else {"nprocs": list(rm.nprocs)}),
         "num_nodes": len(rm.hosts),
         "summary": rm.summary,
+        **({"context": rm.context} if rm.context else {}),
     }
     lines = ["{"]
     for key, value in head.items():
@@ -237,7 +244,11 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
           or sum(nprocs) != job.world_size):
         raise RankMapFileError(f"nprocs must list ranks per node (1..{g}) summing to {job.world_size}",
                            source=source, key="nprocs")
-    return _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
+    context = doc.get("context") or {}
+    if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
+        raise RankMapFileError("context must map names to hostlists", source=source, key="context")
+    rm = _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
+    return dataclasses.replace(rm, context=context) if context else rm
 
 
 def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: list, summary: dict,

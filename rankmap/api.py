@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from rankmap.errors import LaunchError, RankmapError, SpecError
+from rankmap.errors import LaunchError, RankmapError, RankMapFileError, SpecError
 from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
 from rankmap.job.spec import JobSpec, parse_job
 from rankmap.job.spec import load_job as _load_job
@@ -34,7 +34,7 @@ __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "write_plan_files", "combine_constraints", "read_host_names", "select_hosts",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
            "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export",
-           "OVERRIDE_FLAGS", "blame_flags"]
+           "OVERRIDE_FLAGS", "blame_flags", "plan_context", "busy_hosts"]
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
@@ -148,6 +148,9 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
         result = _plan(cluster, job, **kwargs)
     except SpecError as exc:
         raise blame_flags(exc, job) from None
+    context = plan_context(kwargs.get("constraints"))
+    if context:
+        result = dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, context=context))
     unused = sorted(set(hosts or ()) - set(result.rankmap.hosts))
     if unused:
         raise SpecError(f"--hosts gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
@@ -156,10 +159,29 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
     return result
 
 
+def plan_context(constraints: PlacementConstraints | None) -> dict:
+    """What a rank map remembers of its constraints: excluded and reserved hosts as hostlists.
+
+    Examples
+    --------
+    >>> plan_context(PlacementConstraints(exclude=("n3", "n1", "n2"), reserve=("m7",)))
+    {'excluded': 'n[1-3]', 'reserved': 'm7'}
+    """
+    from rankmap.topology.hostnames import compress_hostlist
+
+    if constraints is None:
+        return {}
+    return {key: compress_hostlist(sorted(set(hosts))) for key, hosts in
+            (("excluded", constraints.exclude), ("reserved", constraints.reserve)) if hosts}
+
+
 def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constraints=None):
     """Replace failed hosts in ``previous``, moving only their ranks.
 
-    See :func:`rankmap.placement.replan.replan`. ``failed`` hosts must be in ``cluster``.
+    See :func:`rankmap.placement.replan.replan`. ``failed`` hosts must be in ``cluster``. Hosts
+    the original plan excluded or reserved (``previous.context``) stay out, besides ``constraints``;
+    the new map remembers both, and the hosts replaced so far (``context.failed``), which later
+    replans do not take back.
 
     Raises
     ------
@@ -173,21 +195,51 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
     for host in failed:
         if not cluster.has_host(host):
             raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--failed")
-    return _replan(cluster, previous, list(failed), constraints)
+    from rankmap.topology.hostnames import compress_hostlist
+
+    kept = {key: tuple(expand_hostlist(previous.context[key], source=previous.source, key=f"context.{key}"))
+            for key in ("excluded", "reserved", "failed") if previous.context.get(key)}
+    constraints = constraints or PlacementConstraints()
+    constraints = dataclasses.replace(constraints, exclude=constraints.exclude + kept.get("excluded", ()),
+                                      reserve=constraints.reserve + kept.get("reserved", ()))
+    context = plan_context(constraints)
+    result = _replan(cluster, previous, list(failed),
+                     dataclasses.replace(constraints, exclude=constraints.exclude + kept.get("failed", ())))
+    gone = set(kept.get("failed", ())) | {old for _, old, _ in result.replaced}
+    if gone:
+        context["failed"] = compress_hostlist(sorted(gone))
+    if context:
+        result = dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, context=context))
+    return result
 
 
 def verify(rankmap_path: str | Path, cluster: Cluster | None = None) -> RankMap:
-    """Read a rank map, check it, and (with ``cluster``) check that it belongs to that cluster.
+    """Read a rank map, check it, and (with ``cluster``) check that it belongs to that cluster
+    and that none of its hosts is marked failed there now.
 
     Raises
     ------
     RankMapFileError
-        Malformed or inconsistent file, or made for another cluster (file and key named).
+        Malformed or inconsistent file, made for another cluster (file and key named), or a
+        host of the map (node 0 is the rendezvous master) is failed in the cluster spec: the
+        message names them and the ``rankmap replan`` command that replaces them.
     """
     rm = read_rankmap(rankmap_path)
     if cluster is not None:
         rm.verify_cluster(cluster, str(rankmap_path))
+        down = [(n, h) for n, h in enumerate(rm.hosts) if cluster.host(h).state == "failed"]
+        if down:
+            names = ", ".join(f"{h} (node rank {n}{', the rendezvous master' if n == 0 else ''})" for n, h in down[:4])
+            raise RankMapFileError(f"{len(down)} host(s) of the map are failed in cluster {cluster.name!r}: {names}"
+                                   f"{' ...' if len(down) > 4 else ''}; replace them with `rankmap replan "
+                                   f"--rankmap {rankmap_path} --cluster CLUSTER.yaml`", source=str(rankmap_path),
+                                   key="ranks")
     return rm
+
+
+def busy_hosts(rm: RankMap, cluster: Cluster) -> list[str]:
+    """Hosts of ``rm`` that ``cluster`` marks busy (another job's, or this job's once running)."""
+    return [h for h in rm.hosts if cluster.has_host(h) and cluster.host(h).state == "busy"]
 
 
 @dataclass(frozen=True)

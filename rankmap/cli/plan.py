@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -130,11 +131,18 @@ def run_replan(args: argparse.Namespace) -> int:
 def run_verify(args: argparse.Namespace) -> int:
     from rankmap import api
 
-    rm = api.verify(args.rankmap, api.load_cluster(args.cluster) if args.cluster else None)
+    cluster = api.load_cluster(args.cluster) if args.cluster else None
+    rm = api.verify(args.rankmap, cluster)
+    busy = api.busy_hosts(rm, cluster) if cluster is not None else []
+    if busy:
+        print(f"rankmap: warning: {len(busy)} host(s) of the map are busy in cluster {cluster.name!r} "
+              f"({', '.join(busy[:4])}{' ...' if len(busy) > 4 else ''}): fine if this job runs there, otherwise "
+              f"`rankmap replan --rankmap {args.rankmap} --cluster {args.cluster} --failed HOSTS` moves its ranks",
+              file=sys.stderr)
     if args.json:
         from rankmap.cli.report import print_json
         print_json({"rankmap": str(args.rankmap), "valid": True, "world_size": rm.world_size, "hosts": len(rm.hosts),
-                    "cluster": rm.cluster_name, "cluster_verified": bool(args.cluster)})
+                    "cluster": rm.cluster_name, "cluster_verified": bool(args.cluster), "busy_hosts": busy})
         return EXIT_OK
     where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
     print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")

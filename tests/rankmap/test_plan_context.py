@@ -1,0 +1,60 @@
+"""A plan remembers what it was told (exclusions, reservations); replan and verify use it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from rankmap import api
+from rankmap.examples import example_inputs
+from rankmap.topology.hostnames import expand_hostlist
+
+EXCLUDED = "gpu-r1-n[01-04],gpu-r2-n[01-04]"
+
+
+def rankmap(*args):
+    return subprocess.run([sys.executable, "-m", "rankmap", *map(str, args)], capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_replan_keeps_the_plans_exclusions(tmp_path):
+    run = rankmap("plan", "--example", "racks", "--dp", "12", "--exclude", EXCLUDED, "--out", tmp_path / "p")
+    assert run.returncode == 0, run.stderr
+    doc = json.loads((tmp_path / "p" / "rankmap.json").read_text())
+    assert set(expand_hostlist(doc["context"]["excluded"])) == set(expand_hostlist(EXCLUDED))
+    cluster = api.load_cluster(example_inputs("racks", None, None)[0])
+    used = [r["host"] for r in doc["ranks"][::8]]
+    excluded = set(expand_hostlist(EXCLUDED))
+    spares = sorted(h.name for h in cluster.free_hosts() if h.name not in set(used) | excluded)
+    assert len(used) == 48 and len(spares) == 5 and not excluded & set(used)  # 60 free - 7 excluded - 48
+    failed = used[:5]  # as many as there are spares: only the spares may replace them
+    run = rankmap("replan", "--rankmap", tmp_path / "p" / "rankmap.json", "--cluster",
+                  example_inputs("racks", None, None)[0], "--failed", ",".join(failed), "--out", tmp_path / "r",
+                  "--json")
+    assert run.returncode == 0, run.stderr
+    new = sorted(r["new"] for r in json.loads(run.stdout)["replaced"])
+    assert new == spares
+    again = json.loads((tmp_path / "r" / "rankmap.json").read_text())
+    assert again["context"]["excluded"] == doc["context"]["excluded"]
+    assert set(expand_hostlist(again["context"]["failed"])) == set(failed)
+    # One more failure: no spare is left outside the exclusions and the hosts replaced before
+    # (remembered, though the cluster spec does not mark them failed), so the replan is refused.
+    run = rankmap("replan", "--rankmap", tmp_path / "r" / "rankmap.json", "--cluster",
+                  example_inputs("racks", None, None)[0], "--failed", used[6], "--out", tmp_path / "r2")
+    assert run.returncode == 4 and "spare" in run.stderr and not (tmp_path / "r2").exists()
+
+
+def test_verify_refuses_a_map_whose_hosts_failed_and_points_to_replan(tmp_path):
+    cluster_path = example_inputs("racks", None, None)[0]
+    assert rankmap("plan", "--example", "racks", "--dp", "12", "--out", tmp_path / "p").returncode == 0
+    master = (tmp_path / "p" / "hostfile").read_text().split()[0]
+    text = cluster_path.read_text()
+    cluster = api.load_cluster(cluster_path)
+    changed = tmp_path / "cluster.yaml"
+    changed.write_text(text.rstrip("\n") + f"\n  failed: {master}\n")  # under `availability:`, the last key
+    assert api.load_cluster(changed).host(master).state == "failed", "the edited spec must mark the master failed"
+    assert api.load_cluster(changed).spec_hash() == cluster.spec_hash()
+    run = rankmap("verify", tmp_path / "p" / "rankmap.json", "--cluster", changed)
+    assert run.returncode == 3
+    assert f"{master} (node rank 0, the rendezvous master)" in run.stderr and "rankmap replan" in run.stderr

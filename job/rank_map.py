@@ -187,9 +187,11 @@ def hostfile_text(rm: RankMap) -> str:
     return "".join(f"{h} slots={n}\n" for h, n in zip(rm.hosts, rm.nprocs))
 
 
-def write_plan_files(rm: RankMap, out_dir: str | Path) -> list[Path]:
-    """Write ``rankmap.json`` and ``hostfile`` into ``out_dir`` atomically (both or neither)."""
-    return atomic_write_files(out_dir, {"rankmap.json": rankmap_to_json(rm), "hostfile": hostfile_text(rm)})
+def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None) -> list[Path]:
+    """Write ``rankmap.json`` and ``hostfile`` (and ``extra``, ``{name: text or bytes}``, e.g. the
+    plan's picture) into ``out_dir`` atomically (all or none)."""
+    return atomic_write_files(out_dir, {"rankmap.json": rankmap_to_json(rm), "hostfile": hostfile_text(rm),
+                                        **(extra or {})})
 
 
 def read_rankmap(path: str | Path) -> RankMap:

@@ -34,7 +34,7 @@ __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "write_plan_files", "combine_constraints", "read_host_names", "select_hosts",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
            "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export",
-           "OVERRIDE_FLAGS", "blame_flags", "plan_context", "busy_hosts"]
+           "OVERRIDE_FLAGS", "blame_flags", "plan_context", "busy_hosts", "plan_picture"]
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
@@ -157,6 +157,23 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
                         f"{', '.join(unused[:4])}{' ...' if len(unused) > 4 else ''} would stay idle; set dp to fill "
                         f"them (dp auto) or list fewer hosts", key="--hosts")
     return result
+
+
+def plan_picture(cluster: Cluster, result=None, rankmap: RankMap | None = None) -> bytes:
+    """PNG of a plan on its cluster (:mod:`rankmap.placement.picture`): ``result``'s plan with its
+    baselines beside it, or one ``rankmap`` alone."""
+    from rankmap.placement.picture import plan_picture as _picture
+
+    if result is not None:
+        maps = [("rankmap plan", result.rankmap)] + [(b.name, result.candidate_rankmap(cluster, b))
+                                                     for b in result.baselines]
+        rm = result.rankmap
+    else:
+        maps, rm = [(Path(rankmap.source).name, rankmap)], rankmap
+    job = rm.job
+    title = (f"{job.name} (tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, {rm.world_size} ranks) on "
+             f"{cluster.name}: hosts coloured by pipeline stage")
+    return _picture(cluster, maps, title)
 
 
 def plan_context(constraints: PlacementConstraints | None) -> dict:

@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_parser(sub)
     noderank.add_parser(sub)
     plan.add_verify_parser(sub)
+    plan.add_show_parser(sub)
     for command in sub.choices.values():
         _add_debug(command)
     return parser

@@ -21,7 +21,7 @@ from rankmap.cli.common import (
 )
 from rankmap.errors import EXIT_OK
 
-__all__ = ["add_parsers", "add_verify_parser", "run_plan", "run_replan", "run_verify"]
+__all__ = ["add_parsers", "add_verify_parser", "add_show_parser", "run_plan", "run_replan", "run_verify", "run_show"]
 
 
 def add_parsers(sub) -> None:
@@ -54,6 +54,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--hosts", help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
                                    "line or `kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
+    p.add_argument("--no-picture", action="store_true",
+                   help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")
     add_json_arg(p)
     p.set_defaults(func=run_plan)
 
@@ -65,6 +67,18 @@ def add_parsers(sub) -> None:
     add_constraint_args(r)
     add_json_arg(r)
     r.set_defaults(func=run_replan)
+
+
+def add_show_parser(sub) -> None:
+    """Add ``show`` to the subparsers."""
+    s = sub.add_parser("show", help="draw a rank map on its cluster (PNG)",
+                       description="Draw a rank map on its cluster: ToR groups and pods, hosts coloured by pipeline "
+                                   "stage, DP rings and pipeline hops between ToR groups, busy and failed hosts.")
+    s.add_argument("rankmap", type=Path, help="rankmap.json")
+    s.add_argument("--cluster", type=Path,
+                   help="cluster spec YAML the map was made for (default: the embedded example of that name)")
+    s.add_argument("--out", type=Path, help="PNG to write (default: plan.png beside the rank map)")
+    s.set_defaults(func=run_show)
 
 
 def add_verify_parser(sub) -> None:
@@ -99,7 +113,8 @@ def run_plan(args: argparse.Namespace) -> int:
     result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                       constraints=constraints, objectives=goals, previous=previous,
                       tier_weights=weights, hosts=hosts)
-    written = api.write_plan_files(result.rankmap, args.out)
+    extra = {} if args.no_picture else {"plan.png": api.plan_picture(cluster, result)}
+    written = api.write_plan_files(result.rankmap, args.out, extra)
     if args.json:
         from rankmap.cli.report import plan_doc, print_json
         print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
@@ -146,4 +161,26 @@ def run_verify(args: argparse.Namespace) -> int:
         return EXIT_OK
     where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
     print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")
+    return EXIT_OK
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from rankmap import api
+    from rankmap.errors import RankMapFileError
+    from rankmap.examples import example_names, example_path
+    from rankmap.fileio import atomic_write_files
+
+    rm = api.read_rankmap(args.rankmap)
+    if args.cluster is None:
+        named = [name for name in example_names()
+                 if api.load_cluster(example_path(name, "cluster.yaml")).name == rm.cluster_name]
+        if not named:
+            raise RankMapFileError(f"cluster {rm.cluster_name!r} is not an embedded example: give --cluster "
+                                   f"CLUSTER.yaml", source=str(args.rankmap), key="cluster.name")
+        args.cluster = example_path(named[0], "cluster.yaml")
+    cluster = api.load_cluster(args.cluster)
+    rm.verify_cluster(cluster, str(args.rankmap))
+    out = args.out or args.rankmap.parent / "plan.png"
+    written = atomic_write_files(out.parent, {out.name: api.plan_picture(cluster, rankmap=rm)})
+    print(f"wrote {written[0]}: {rm.world_size} ranks on {len(rm.hosts)} hosts of cluster {cluster.name!r}")
     return EXIT_OK

@@ -8,13 +8,10 @@ import subprocess
 import sys
 
 import numpy as np
-import pytest
 
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import JobSpec, ModelShape
 from rankmap.placement.picture import group_crossings
-
-matplotlib = pytest.importorskip("matplotlib")
 
 
 def rankmap(*args):

@@ -18,7 +18,7 @@ import sys
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
-from rankmap.cli import diagnose, launch, noderank, plan, simulate, topo
+from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
 
 __all__ = ["build_parser", "main"]
@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     noderank.add_parser(sub)
     plan.add_verify_parser(sub)
     plan.add_show_parser(sub)
+    completion.add_parser(sub)
+    parser.set_defaults(root_parser=parser)
     for command in sub.choices.values():
         _add_debug(command)
     return parser

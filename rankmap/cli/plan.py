@@ -110,10 +110,13 @@ def run_plan(args: argparse.Namespace) -> int:
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
     hosts = api.select_hosts(cluster, args.hosts, constraints) if args.hosts else None
-    result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
-                      constraints=constraints, objectives=goals, previous=previous,
-                      tier_weights=weights, hosts=hosts)
-    extra = {} if args.no_picture else {"plan.png": api.plan_picture(cluster, result)}
+    from rankmap.cli.report import progress
+    with progress(f"planning {job.name} on {cluster.name}"):
+        result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
+                          constraints=constraints, objectives=goals, previous=previous,
+                          tier_weights=weights, hosts=hosts)
+    with progress("drawing plan.png"):
+        extra = {} if args.no_picture else {"plan.png": api.plan_picture(cluster, result)}
     written = api.write_plan_files(result.rankmap, args.out, extra)
     if args.json:
         from rankmap.cli.report import plan_doc, print_json

@@ -43,6 +43,30 @@ def console_for(table_width: int) -> Console:
     return _Console(width=max(table_width, int(columns) if columns.isdigit() else 0), soft_wrap=True)
 
 
+class progress:
+    """``with progress("planning"):`` shows a spinner with the elapsed time on stderr while a step
+    runs, when stderr is a terminal (nothing otherwise: logs and pipes stay clean). Rich's live
+    display; it disappears when the step ends."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self._live = None
+
+    def __enter__(self):
+        if sys.stderr.isatty():
+            from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+            self._live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                                  console=Console(stderr=True), transient=True)
+            self._live.start()
+            self._live.add_task(self.what, total=None)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._live is not None:
+            self._live.stop()
+
+
 def print_json(doc: dict) -> None:
     """``doc`` as one JSON document on stdout (``--json``): keys in a fixed order, numbers exact.
 
@@ -81,7 +105,7 @@ def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_
             "outputs": [str(p) for p in written], "elapsed_s": elapsed_s}
 
 
-__all__ = ["console_for", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
+__all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,

@@ -106,11 +106,14 @@ def run_simulate(args: argparse.Namespace) -> int:
         job = api.load_job(job_path)
     source = str(args.job) if args.job is not None else (str(args.rankmap) if given is not None
                                                           else f"example {args.example or 'megascale-12k'}")
-    run = api.simulate(cluster, job, rankmap=given, rankmap_name=f"given {args.rankmap.name}" if given else "",
-                       workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
-                       seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
-                       alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
-                       time_limit_s=args.time_limit, hardware=_hardware_overrides(args))
+    from rankmap.cli.report import progress
+    with progress(f"simulating one iteration ({'every placement' if args.compare else 'one placement'}, "
+                  f"{args.seeds} seed(s))"):
+        run = api.simulate(cluster, job, rankmap=given, rankmap_name=f"given {args.rankmap.name}" if given else "",
+                           workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
+                           seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
+                           alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
+                           time_limit_s=args.time_limit, hardware=_hardware_overrides(args))
     sim = run.simulation
     written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
     if args.json:

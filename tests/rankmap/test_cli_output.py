@@ -98,3 +98,47 @@ def test_tables_fit_a_100_column_terminal_without_cutting_a_figure():
     lines = _lines(lambda c: print_simulation(cluster, run.job, run.simulation.document, [], 0.0, 1, console=c))
     rows = [line for line in lines if line.startswith((" rankmap plan", " hostname order"))]  # table rows
     assert len(rows) == 4 and all(len(line) <= 100 and "…" not in line for line in rows)
+
+
+def _complete(script: str, *words: str) -> list[str]:
+    """Run the generated bash completion for ``rankmap WORDS...`` (the last word being typed)."""
+    words = ("rankmap",) + words
+    cmd = (f"{script}\nCOMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={len(words) - 1}\n"
+           "_rankmap; printf '%s\\n' \"${COMPREPLY[@]}\"")
+    run = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert run.returncode == 0, run.stderr
+    return run.stdout.split()
+
+
+def test_bash_completion_knows_commands_verbs_options_and_choices():
+    run = rankmap("completion", "bash")
+    assert run.returncode == 0 and subprocess.run(["bash", "-n"], input=run.stdout, text=True).returncode == 0
+    script = run.stdout
+    assert _complete(script, "pl") == ["plan"]
+    assert _complete(script, "topo", "") == ["export", "import", "show"]
+    assert "--no-picture" in _complete(script, "plan", "--no")
+    assert _complete(script, "topo", "import", "--from", "slurm-") == ["slurm-block"]
+    assert _complete(script, "topo", "show", "--from", "clu") == ["cluster"]
+    assert _complete(script, "launch", "--format", "") == ["torchrun", "slurm", "mpi", "deepspeed"]
+
+
+def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):
+    import os
+    import pty
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: rankmap with a terminal on stdin, stdout and stderr
+        os.execv(sys.executable, [sys.executable, "-m", "rankmap", "plan", *RACKS, "--out", str(tmp_path / "o")])
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    _, status = os.waitpid(pid, 0)
+    text = b"".join(chunks).decode(errors="replace")
+    assert os.waitstatus_to_exitcode(status) == 0, text
+    assert "wrote" in text and (tmp_path / "o" / "rankmap.json").is_file()

@@ -129,9 +129,11 @@ def _local(args: argparse.Namespace, rm) -> int:
     where = f"running {' '.join(args.command)}" if args.command else f"logs in {run_dir}"
     print(f"rankmap launch --local: {rm.world_size} ranks, {len(rm.hosts)} torchrun agents on 127.0.0.1 "
           f"(hosts {', '.join(rm.hosts[:4])}{', ...' if len(rm.hosts) > 4 else ''}); {where}", flush=True)
-    api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
-                     master_port=args.master_port, timeout_s=args.timeout, entry=tuple(args.command) or None,
-                     max_procs=args.max_procs, cwd=args.workdir)
+    from rankmap.cli.report import progress
+    with progress(f"{len(rm.hosts)} torchrun agents starting {rm.world_size} ranks (rendezvous, then the job)"):
+        api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
+                         master_port=args.master_port, timeout_s=args.timeout, entry=tuple(args.command) or None,
+                         max_procs=args.max_procs, cwd=args.workdir)
     if args.command:
         print(f"rankmap launch --local: {' '.join(args.command)} finished on all {rm.world_size} ranks")
         return EXIT_OK

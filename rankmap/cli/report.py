@@ -123,6 +123,11 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
                   f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "
                   f"{'/'.join(map(str, sizes)) or rm.nproc_per_node} GPUs, "
                   f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters")
+    told = [f"{key} {escape(hosts)}" for key, hosts in sorted(rm.context.items())]
+    if result.moved_hosts is not None:
+        told.append(f"{result.moved_hosts} host(s) moved from the previous plan")
+    if told:
+        console.print("[bold]constraints[/] " + "; ".join(told))
     tiers = crossed_tiers(cluster)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = (["placement", "weighted"] + [f"x-{t}" for t in tiers] + [f"{t}\nspread" for t in tiers]

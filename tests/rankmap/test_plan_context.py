@@ -21,6 +21,7 @@ def rankmap(*args):
 def test_replan_keeps_the_plans_exclusions(tmp_path):
     run = rankmap("plan", "--example", "racks", "--dp", "12", "--exclude", EXCLUDED, "--out", tmp_path / "p")
     assert run.returncode == 0, run.stderr
+    assert "constraints excluded gpu-r" in run.stdout  # the header says what the plan was told
     doc = json.loads((tmp_path / "p" / "rankmap.json").read_text())
     assert set(expand_hostlist(doc["context"]["excluded"])) == set(expand_hostlist(EXCLUDED))
     cluster = api.load_cluster(example_inputs("racks", None, None)[0])

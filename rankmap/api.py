@@ -100,6 +100,19 @@ def blame_flags(exc: SpecError, job: JobSpec | None = None, set_by: dict | None 
     return exc
 
 
+def _locate(exc: SpecError, job: JobSpec) -> SpecError:
+    """Give an error about a key of the job file (raised after parsing, e.g. by the planner) the
+    key's line in that file."""
+    if exc.line is None and exc.key and exc.source == job.source and Path(job.source).is_file():
+        from rankmap.yamlio import key_line, read_yaml
+        try:
+            exc.line = key_line(read_yaml(job.source), exc.key)
+        except SpecError:  # the file changed since it was read: leave the error as it is
+            return exc
+        exc.args = (str(exc),)
+    return exc
+
+
 def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
     """Read a job spec YAML file and apply ``overrides`` (keys of :data:`OVERRIDE_FLAGS`) on top.
 
@@ -147,7 +160,7 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
     try:
         result = _plan(cluster, job, **kwargs)
     except SpecError as exc:
-        raise blame_flags(exc, job) from None
+        raise _locate(blame_flags(exc, job), job) from None
     context = plan_context(kwargs.get("constraints"))
     if context:
         result = dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, context=context))

@@ -269,3 +269,23 @@ class Fields:
 def _show(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def key_line(data: Any, dotted_key: str) -> int | None:
+    """The 1-based line of ``dotted_key`` (``"parallel.dp"``) in YAML read by :func:`parse_yaml`;
+    the nearest enclosing key's line when the last parts are missing, None when none is found.
+
+    Examples
+    --------
+    >>> key_line(parse_yaml("name: j\\nparallel:\\n  tp: 8\\n  dp: auto\\n"), "parallel.dp")
+    4
+    >>> key_line(parse_yaml("name: j\\nparallel:\\n  tp: 8\\n"), "parallel.dp")
+    2
+    """
+    line = None
+    for part in dotted_key.split("."):
+        lines = getattr(data, "key_lines", None)
+        if not isinstance(data, dict) or not lines or part not in lines:
+            break
+        line, data = lines[part], data[part]
+    return line

@@ -41,9 +41,9 @@ def test_inline_job_overrides(tmp_path):
     ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\nparalel: {tp: 8}\n", [], 3,
      "job.yaml:3: paralel: unknown key 'paralel'"),
     ("parallel: {tp: 5}\nmodel: {layers: 4, hidden: 640, heads: 10, seq_len: 64}\nbatch: {num_micro_batches: 2}\n",
-     [], 4, "job.yaml: parallel.tp: tp=5 does not fit the hosts"),
+     [], 4, "job.yaml:1: parallel.tp: tp=5 does not fit the hosts"),
     ("parallel: {tp: 8, pp: 4, dp: 100}\nmodel: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", [], 4,
-     "job.yaml: parallel.dp: the job (tp*cp*pp*dp = 3200 GPUs on 8-GPU hosts) needs 400 hosts; 60 usable in "
+     "job.yaml:1: parallel.dp: the job (tp*cp*pp*dp = 3200 GPUs on 8-GPU hosts) needs 400 hosts; 60 usable in "
      "4 ToR groups (rack4: 15, rack3: 15, rack2: 15, rack1: 15): 340 short"),
     ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", ["--tp", "x"], 2, "expected a positive integer"),
     ("model: {preset: gpt3-13b}\nbatch: {num_micro_batches: 2}\n", ["--model", "gpt9"], 3, "unknown model preset"),

@@ -70,7 +70,7 @@ def test_errors_about_flag_values_name_the_flag_not_the_job_file(tmp_path):
     job = tmp_path / "job.yaml"
     job.write_text("model: {preset: gpt3-13b}\nparallel: {tp: 8, dp: 400}\nbatch: {num_micro_batches: 2}\n")
     run = rankmap("plan", "--cluster", "examples/racks/cluster.yaml", "--job", job, "--out", tmp_path / "o")
-    assert run.returncode == 4 and f"{job}: parallel.dp: " in run.stderr
+    assert run.returncode == 4 and f"{job}:2: parallel.dp: " in run.stderr  # exit-4 errors carry the line too
 
 
 def test_model_flag_renames_the_job(tmp_path):

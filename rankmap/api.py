@@ -604,7 +604,7 @@ def topo_import(path: str | Path, fmt: str, options=None) -> tuple:
     from rankmap.topology.spec import cluster_to_yaml
     from rankmap.topology.summary import summarize
 
-    result = import_file(fmt, path, options)
+    result = _with_identity(import_file(fmt, path, options), path, options)
     text = f"# Imported by rankmap topo import --from {fmt} from {Path(path).name}\n" + cluster_to_yaml(result.cluster)
     if parse_cluster(text, "<import>") != result.cluster:  # the spec must carry everything imported
         raise RuntimeError("cluster spec does not read back as the imported cluster")
@@ -620,7 +620,18 @@ def topo_show(path: str | Path, fmt: str | None = None, options=None) -> tuple:
     from rankmap.topology.summary import summarize
 
     result = load_any(path, fmt, options)
+    if result.format != "cluster":
+        result = _with_identity(result, path, options)
     return result, summarize(result)
+
+
+def _with_identity(result, path, options):
+    """The exported cluster's name, group names and hash back, when the file carries them
+    (:mod:`rankmap.topology.identity`)."""
+    from rankmap.fileio import read_text
+    from rankmap.topology.identity import restore
+
+    return restore(result, read_text(path), keep_name=bool(options is not None and options.name))
 
 
 def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
@@ -635,4 +646,6 @@ def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
 
     if levels and fmt != "k8s-labels":
         raise RankmapError("--levels applies to --to k8s-labels only")
-    return export_cluster(fmt, cluster, **({"levels": levels} if levels else {}))
+    from rankmap.topology.identity import stamp
+
+    return stamp(fmt, cluster, export_cluster(fmt, cluster, **({"levels": levels} if levels else {})))

@@ -23,6 +23,7 @@ import hostlist
 import pytest
 
 from rankmap.topology import load_cluster
+from rankmap.topology.identity import stamp
 from rankmap.topology.model import Cluster
 from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
 from rankmap.topology.slurmconf import compress_names
@@ -134,7 +135,8 @@ def _assert_same_tree(seen: dict[str, dict[str, str]], cluster: Cluster) -> None
 @pytest.mark.parametrize("case", ["slurm-tree-forward-refs.conf", "slurm-islands.conf"])
 def test_slurmctld_reads_exported_field_cases(case, tmp_path):
     cluster = parse_slurm_tree((CASES / case).read_text(), case, ImportOptions()).cluster
-    with slurmctld(tmp_path, cluster, export_slurm_tree(cluster)) as conf:
+    # As `rankmap topo export` writes it: with the cluster spec in `# rankmap-cluster-spec:` comments.
+    with slurmctld(tmp_path, cluster, stamp("slurm", cluster, export_slurm_tree(cluster))) as conf:
         seen = _topology(conf)
     _assert_same_tree(seen, cluster)
     below = {c for f in seen.values() for c in hostlist.expand_hostlist(f.get("Switches", ""))}

@@ -52,7 +52,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
     exp = verbs.add_parser("export", help="write a cluster spec's topology for a scheduler",
                            description="Export a cluster spec as Slurm topology.conf (tree or block) or "
-                                       "Kubernetes node labels; importing the result gives the same cluster (name, ToR group names and spec hash: the spec rides along in # comments or a node annotation, so rank maps still verify).")
+                                       "Kubernetes node labels; importing the result gives the same cluster (name, ToR "
+                                       "group names and spec hash: the spec rides along in # comments or a node "
+                                       "annotation, so rank maps still verify).")
     exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
     exp.add_argument("--out", type=Path, required=True, help="file to write ('-': stdout)")

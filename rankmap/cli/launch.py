@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rankmap.cli.common import non_negative_int, port, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, non_negative_int, port, positive_float, positive_int
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_launch"]
@@ -63,6 +63,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "rankmap.launch.local.default_max_procs(), 2 per CPU and at least 8)")
     p.add_argument("command", nargs="*", metavar="-- SCRIPT ARGS",
                    help="your training command, run by torchrun on every host (train.py ARGS or -m MODULE ARGS)")
+    add_json_arg(p)
     p.set_defaults(func=run_launch)
     return p
 
@@ -111,6 +112,12 @@ def _files(args: argparse.Namespace, rm) -> int:
     for path in written:
         if path.suffix in (".sh", ".sbatch"):
             path.chmod(path.stat().st_mode | 0o111)
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({"format": "slurm-plan-in-allocation" if args.plan_in_allocation else args.format,
+                    "world_size": rm.world_size, "hosts": len(rm.hosts), "node0": rm.hosts[0],
+                    "outputs": [str(p) for p in written]})
+        return EXIT_OK
     what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
     print(f"rankmap launch: {what} for {rm.world_size} ranks on {len(rm.hosts)} hosts (node 0: {rm.hosts[0]}):")
     for path in written:

@@ -41,6 +41,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     imp.add_argument("file", type=Path, metavar="FILE")
     _import_options(imp)
     imp.add_argument("--out", type=Path, required=True, help="cluster spec YAML to write ('-': stdout)")
+    add_json_arg(imp)
 
     show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
                             description="Hosts, ToR groups and sizes, islands, depth, and warnings.")
@@ -58,6 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
     exp.add_argument("--out", type=Path, required=True, help="file to write ('-': stdout)")
+    add_json_arg(exp)
     exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
                                                    "(default: AWS network-node-layer-N)")
     return topo
@@ -126,8 +128,27 @@ def _import(args: argparse.Namespace) -> int:
         raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
     result, text, lines = topo_import(args.file, args.source_format, _options(args))
     _write(args.out, text)  # the file first: a closed stdout (`| head`) must not lose it
+    if args.json:
+        _print_doc(result, args.out)
+        return 0
     print_import_summary(result, lines, sys.stderr if str(args.out) == "-" else None)
     return 0
+
+
+def _print_doc(result, out: Path) -> None:
+    """``--json`` for import and show: the cluster's figures, warnings and notes (stderr when the
+    spec itself goes to stdout)."""
+    import json
+
+    from rankmap.cli.report import cluster_doc, print_json
+
+    doc = {"source": result.source, "format": result.format, "cluster": cluster_doc(result.cluster),
+           "warnings": [str(w) for w in result.warnings], "notes": list(result.notes),
+           **({"output": str(out)} if str(out) not in ("-", "") else {})}
+    if str(out) == "-":
+        print(json.dumps(doc, indent=2), file=sys.stderr)
+    else:
+        print_json(doc)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -136,9 +157,7 @@ def _show(args: argparse.Namespace) -> int:
 
     result, lines = topo_show(args.file, args.source_format, _options(args))
     if args.json:
-        from rankmap.cli.report import cluster_doc, print_json
-        print_json({"source": result.source, "format": result.format, "cluster": cluster_doc(result.cluster),
-                    "warnings": [str(w) for w in result.warnings], "notes": list(result.notes)})
+        _print_doc(result, Path(""))
         return 0
     print_import_summary(result, lines)
     return 0
@@ -150,7 +169,11 @@ def _export(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     text = topo_export(cluster, args.target_format, args.levels)
     _write(args.out, text)
-    if str(args.out) != "-":
+    if args.json and str(args.out) != "-":
+        from rankmap.cli.report import cluster_doc, print_json
+        print_json({"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
+                    "sha256": cluster.spec_hash()})
+    elif str(args.out) != "-":
         islands = len(cluster.islands())
         print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "
               f"{len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR groups, {islands} "

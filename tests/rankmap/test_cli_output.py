@@ -142,3 +142,20 @@ def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):
     text = b"".join(chunks).decode(errors="replace")
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert "wrote" in text and (tmp_path / "o" / "rankmap.json").is_file()
+
+
+def test_every_result_printing_command_takes_json(tmp_path):
+    assert rankmap("plan", *RACKS, "--no-picture", "--out", tmp_path / "p").returncode == 0
+    runs = {
+        "launch": rankmap("launch", "--rankmap", tmp_path / "p" / "rankmap.json", "--format", "torchrun",
+                          "--no-resolve", "--out", tmp_path / "l", "--json"),
+        "export": rankmap("topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out",
+                          tmp_path / "t.conf", "--json"),
+    }
+    runs["import"] = rankmap("topo", "import", "--from", "slurm", tmp_path / "t.conf", "--out", tmp_path / "t.yaml",
+                             "--json")
+    for name, run in runs.items():
+        assert run.returncode == 0, (name, run.stderr)
+        json.loads(run.stdout)
+    assert json.loads(runs["launch"].stdout)["outputs"][0].startswith(str(tmp_path / "l"))
+    assert json.loads(runs["import"].stdout)["cluster"]["name"] == "racks-512"

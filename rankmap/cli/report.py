@@ -152,7 +152,7 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
                   "DP/PP rank pairs in different ToR groups; busiest ToR: bytes through the busiest ToR group's "
                   "uplinks, in and out; gap: to the lower bound")
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
-                  f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, status {result.solver_status}: "
+                  f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}")
     for note in result.notes:
         console.print(f"note: {note}")

@@ -135,6 +135,6 @@ def test_optimal_is_never_printed_with_a_gap(groups, tp, dp, pp):
     if result.solver_status == SolverStatus.OPTIMAL:
         assert result.gap <= GAP_TOLERANCE
         assert "solver status OPTIMAL" in text and text.split("rankmap plan")[1].split("\n")[0].rstrip(" │").endswith(
-            "0.00%")
+            "0.0%")
     else:
         assert "solver status OPTIMAL" not in text

@@ -20,7 +20,7 @@ from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
 from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
-__all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
+__all__ = ["SLURM_VERSION", "slurm_release", "ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
            "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE"]
 
 TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
@@ -53,6 +53,12 @@ class ImportOptions:
         ``Topology`` levels); None detects AWS or GKE labels.
     strict : bool
         Turn warnings into errors.
+    topology : str or None
+        Slurm topology.yaml: the named topology to read (None: the ``cluster_default`` one).
+    slurm_version : str
+        The Slurm release the file is for ("25.05", "23.02.5", ...): which hostlist forms
+        and topology/block relaxations slurmctld of that release accepts (default: the
+        current release, :data:`SLURM_VERSION`).
     """
 
     gpus: int = 8
@@ -63,8 +69,11 @@ class ImportOptions:
     hosts: tuple[str, ...] | None = None
     levels: tuple[str, ...] | None = None
     strict: bool = False
+    topology: str | None = None
+    slurm_version: str = "25.05"
 
     def __post_init__(self) -> None:
+        slurm_release(self.slurm_version, key="slurm_version")
         for key in ("gpus", "capacity") + (("rails",) if self.rails is not None else ()):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -77,6 +86,33 @@ class ImportOptions:
         if self.nic_gbps is None:
             return Links()
         return Links(nic_gbps=float(self.nic_gbps), tor_downlink_gbps=float(self.nic_gbps))
+
+
+SLURM_VERSION = "25.05"   # the current Slurm release, the default target
+
+
+def slurm_release(version: str, key: str = "--slurm-version") -> tuple[int, int, int]:
+    """A Slurm release string as a comparable ``(year, month, micro)`` tuple.
+
+    Raises
+    ------
+    SpecError
+        Not ``YY.MM`` or ``YY.MM.N`` (Slurm numbers releases by year and month).
+
+    Examples
+    --------
+    >>> slurm_release("23.02.5"), slurm_release("25.05")
+    ((23, 2, 5), (25, 5, 0))
+    >>> slurm_release("latest")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.SpecError: --slurm-version: expected a Slurm release such as 25.05 or 23.02.5, got 'latest'
+    """
+    parts = str(version).split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise SpecError(f"expected a Slurm release such as 25.05 or 23.02.5, got {version!r}", key=key)
+    year, month, micro = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+    return year, month, micro
 
 
 @dataclass(frozen=True)

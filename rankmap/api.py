@@ -486,7 +486,7 @@ def topo_show(path: str | Path, fmt: str | None = None, options=None) -> tuple:
     return result, summarize(result)
 
 
-def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
+def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None, slurm_version: str | None = None) -> str:
     """A cluster's topology as a scheduler reads it: Slurm topology.conf (tree or block) or k8s node labels.
 
     Raises
@@ -498,4 +498,7 @@ def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
 
     if levels and fmt != "k8s-labels":
         raise RankmapError("--levels applies to --to k8s-labels only")
-    return export_cluster(fmt, cluster, **({"levels": levels} if levels else {}))
+    if slurm_version and fmt not in ("slurm-block", "slurm-yaml"):
+        raise RankmapError("--slurm-version applies to --to slurm-block and --to slurm-yaml only")
+    kwargs = {"levels": levels} if levels else {"slurm_version": slurm_version} if slurm_version else {}
+    return export_cluster(fmt, cluster, **kwargs)

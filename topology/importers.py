@@ -69,7 +69,7 @@ def import_file(fmt: str, path: str | Path, options: ImportOptions | None = None
 
 
 _FIRST_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=", re.M)
-_HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9.-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
+_HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9:][A-Za-z0-9.:-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
 
 
 def detect_format(text: str) -> str | None:

@@ -12,6 +12,7 @@ Job YAML format (every key optional except the model; defaults shown)::
     hardware: {gpu: a100, efficiency_gemm: 0.65, efficiency_elementwise: 0.7,
                recompute: false, optimizer_step_s: auto}
     overlap: {tp: true, dp_gather: true, dp_reduce: true}
+    framework: engine                 # or megatron, torchtitan, deepspeed; or {name: megatron, version: "0.12"}
 
 ``hardware`` and ``overlap`` drive the iteration-time model (rankmap.simulator.compute,
 rankmap.simulator.schedule): GPU preset (a100, h100, h200, b200), achieved fraction of peak
@@ -22,6 +23,12 @@ transformer block, ZeRO's first all-gather under data loading, the gradient
 reduce-scatter per model chunk under the backwards left).
 
 ``dp: auto`` fills the free GPUs of the cluster the job is planned on.
+
+``framework`` names what will train the job (:data:`FRAMEWORKS`; default ``engine``, rankmap's
+own engine on torch.distributed, with its version None meaning the current release); the
+rules that differ between frameworks follow it and their messages say whose rule applies
+(:func:`interleaved_rule`). ``parallel.etp`` is the expert tensor-parallel size (default tp);
+see :mod:`rankmap.job.layout` for how expert groups are built.
 """
 
 from __future__ import annotations
@@ -34,11 +41,52 @@ from rankmap.errors import SpecError
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
-           "load_job", "parse_job", "job_from_data", "job_to_dict", "model_params"]
+           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "interleaved_rule", "load_job", "parse_job", "job_from_data",
+           "job_to_dict", "model_params"]
 
 DIMS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 GPU_NAMES = ("a100", "h100", "h200", "b200")   # presets of rankmap.simulator.compute.GPUS
+FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
+DEFAULT_FRAMEWORK = "engine"
+
+
+def _version(text: str | None) -> tuple[int, ...] | None:
+    return None if text is None else tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> str | None:
+    """Why ``framework`` cannot run an interleaved pipeline of ``micro_batches`` (None: it can).
+
+    - Megatron-LM (``megatron``; also DeepSpeed's Megatron fork) needs a multiple of pp:
+      ``forward_backward_pipelining_with_interleaving`` in
+      ``megatron/core/pipeline_parallel/schedules.py`` refuses other counts.
+    - torch.distributed.pipelining's ``ScheduleInterleaved1F1B`` (``engine`` and
+      ``torchtitan``) runs ``rounds = max(1, m // pp)`` rounds and needs ``m % rounds == 0``
+      (torch/distributed/pipelining/schedules.py): 10 micro-batches on pp=4 run 2 rounds of 5.
+    - DeepSpeed's pipeline engine has no interleaved schedule.
+
+    Examples
+    --------
+    >>> interleaved_rule("engine", 4, 2, 10) is None, interleaved_rule("engine", 4, 2, 11) is not None
+    (True, True)
+    >>> print(interleaved_rule("megatron", 4, 2, 10))
+    Megatron-LM's interleaved schedule (vpp=2) needs micro-batches per pipeline (10) divisible by pp=4
+    """
+    if vpp <= 1 or pp <= 1:
+        return None
+    if framework == "deepspeed":
+        return f"DeepSpeed's pipeline engine has no interleaved schedule: vpp={vpp} needs another framework"
+    if framework == "megatron":
+        if micro_batches % pp:
+            return (f"Megatron-LM's interleaved schedule (vpp={vpp}) needs micro-batches per pipeline "
+                    f"({micro_batches}) divisible by pp={pp}")
+        return None
+    rounds = max(1, micro_batches // pp)
+    if micro_batches % rounds:
+        return (f"torch.distributed.pipelining's interleaved 1F1B ({framework}, vpp={vpp}) runs max(1, m // pp) = "
+                f"{rounds} rounds and needs micro-batches per pipeline ({micro_batches}) divisible by them")
+    return None
 
 
 def model_params(layers: int, hidden: int, vocab: int, seq_len: int) -> int:
@@ -142,6 +190,12 @@ class JobSpec:
         Model chunks per pipeline rank (``parallel.vpp``; interleaved 1F1B when > 1).
     hardware : Hardware
         GPU, kernel efficiencies, recomputation and overlaps of the iteration-time model.
+    framework : str
+        What trains the job, one of :data:`FRAMEWORKS` (default ``engine``).
+    framework_version : str or None
+        Its release ("0.12"); None: the current one.
+    etp : int or None
+        Expert tensor-parallel size (Megatron-Core ``expert_tensor_parallel_size``); None: tp.
     """
 
     name: str = "job"
@@ -162,6 +216,9 @@ class JobSpec:
     sequence_parallel: bool = True
     virtual_stages: int = 1
     hardware: Hardware = field(default_factory=Hardware)
+    framework: str = DEFAULT_FRAMEWORK
+    framework_version: str | None = None
+    etp: int | None = None
     source: str = field(default="<inline>", compare=False)
 
     @property
@@ -232,9 +289,10 @@ def _check_batch(job: JobSpec) -> None:
     if g is not None and g % (b * job.dp):
         raise SpecError(f"global_batch_size {g} is not a multiple of micro_batch_size*dp = {b * job.dp}",
                         key="batch.global_batch_size")
-    if job.virtual_stages > 1 and job.micro_batches() % job.pp:
-        raise SpecError(f"the interleaved schedule (vpp={job.virtual_stages}) needs micro-batches per pipeline "
-                        f"({job.micro_batches()}) divisible by pp={job.pp}", key="batch.num_micro_batches")
+    why = interleaved_rule(job.framework, job.pp, job.virtual_stages, job.micro_batches())
+    if why:
+        raise SpecError(f"{why} (framework: {job.framework}; set framework: to the one that trains the job)",
+                        key="batch.num_micro_batches")
     if m is not None and g is not None and g != b * m * job.dp:
         raise SpecError(f"global_batch_size {g} != micro_batch_size*num_micro_batches*dp = {b * m * job.dp}",
                         key="batch.global_batch_size")
@@ -263,7 +321,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     """Build a JobSpec from parsed YAML; ``overrides`` come from the command line."""
     top = Fields(data if data is not None else {}, source).only(
         "name", "parallel", "model", "batch", "precision", "data_parallel", "sequence_parallel", "hardware",
-        "overlap")
+        "overlap", "framework")
     overrides = dict(overrides or {})
     par = top.sub("parallel").only(*_PARALLEL_KEYS)
     values: dict = {}
@@ -293,6 +351,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
         data_parallel=top.choice("data_parallel", ("zero", "allreduce"), "zero"),
         sequence_parallel=top.bool("sequence_parallel", True),
         hardware=_hardware(top.sub("hardware"), top.sub("overlap")),
+        **_framework(top),
         source=source,
         **values,
     )
@@ -305,6 +364,23 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     top.done()
     _check_shape(job, {"": top, "parallel": par, "batch": batch})
     return job
+
+
+def _framework(top: Fields) -> dict:
+    """``framework: NAME`` or ``framework: {name: NAME, version: "X.Y"}``."""
+    raw = top.raw("framework", DEFAULT_FRAMEWORK)
+    if isinstance(raw, dict):
+        f = top.sub("framework").only("name", "version")
+        name = f.choice("name", FRAMEWORKS)
+        version = f.raw("version", None)
+        if version is not None and not isinstance(version, str):
+            raise f.error("version", f"write the version as a string such as \"0.10\" (YAML reads {version!r} "
+                                     "as a number)")
+        if version is not None and not all(p.isdigit() for p in version.split(".")):
+            raise f.error("version", f"expected a release such as \"0.12\", got {version!r}")
+        f.done()
+        return {"framework": name, "framework_version": None if version is None else str(version)}
+    return {"framework": top.choice("framework", FRAMEWORKS, DEFAULT_FRAMEWORK), "framework_version": None}
 
 
 def _fraction(f: Fields, key: str, default: float) -> float:
@@ -413,4 +489,14 @@ def job_to_dict(job: JobSpec) -> dict:
         "data_parallel": job.data_parallel,
         "sequence_parallel": job.sequence_parallel,
         **_hardware_dict(job.hardware),
+        **_framework_dict(job),
     }
+
+
+def _framework_dict(job: JobSpec) -> dict:
+    """``{"framework": ...}`` in the YAML layout; empty for the default (keeps older outputs identical)."""
+    if job.framework == DEFAULT_FRAMEWORK and job.framework_version is None:
+        return {}
+    if job.framework_version is None:
+        return {"framework": job.framework}
+    return {"framework": {"name": job.framework, "version": job.framework_version}}

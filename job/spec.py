@@ -3,7 +3,7 @@
 Job YAML format (every key optional except the model; defaults shown)::
 
     name: gpt3-175b
-    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, vpp: 1, order: tp-cp-ep-dp-pp}
+    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, etp: tp, vpp: 1, order: tp-cp-ep-dp-pp}
     model: {preset: gpt3-175b}        # or layers, hidden, heads, seq_len, vocab, params
     batch: {micro_batch_size: 1, num_micro_batches: 8}   # or global_batch_size
     precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
@@ -38,13 +38,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rankmap.errors import SpecError
+from rankmap.job.generators import DIMS, megatron_check
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
            "FRAMEWORKS", "DEFAULT_FRAMEWORK", "interleaved_rule", "load_job", "parse_job", "job_from_data",
            "job_to_dict", "model_params"]
 
-DIMS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 GPU_NAMES = ("a100", "h100", "h200", "b200")   # presets of rankmap.simulator.compute.GPUS
 FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
@@ -169,7 +169,8 @@ class JobSpec:
         Tensor, pipeline, context and expert parallel sizes.
     dp : int or None
         Data-parallel size (dense); None means "fill the free GPUs" until resolved.
-        EP groups are carved out of DP, as in Megatron-Core: ``ep`` divides ``dp``.
+        Expert groups come from their own rank generator (Megatron-Core >= 0.10 parallel
+        folding): ``etp * ep * pp`` divides the world size; ``ep`` need not divide ``dp``.
     order : str
         Megatron-style order of rank dimensions, fastest-varying first, or "auto" (the
         planner picks the order that moves the fewest bytes across ToR groups).
@@ -228,7 +229,7 @@ class JobSpec:
 
     @property
     def world_size(self) -> int:
-        """``tp * cp * dp * pp`` (EP lives inside DP); requires a resolved dp."""
+        """``tp * cp * dp * pp`` (expert groups fold over the same ranks); requires a resolved dp."""
         if self.dp is None:
             raise ValueError("dp is not resolved")
         return self.model_parallel * self.dp
@@ -255,11 +256,9 @@ class JobSpec:
         dp = self.dp
         if dp is None:
             dp = free_gpus // self.model_parallel
-            dp -= dp % self.ep
-            if self.global_batch_size is not None:
-                per = self.global_batch_size // self.micro_batch_size
-                while dp > 0 and per % dp:
-                    dp -= self.ep
+            per = None if self.global_batch_size is None else self.global_batch_size // self.micro_batch_size
+            while dp > 0 and (self.tp * self.cp * dp % ((self.etp or self.tp) * self.ep) or (per and per % dp)):
+                dp -= 1
             if dp <= 0:
                 raise SpecError(f"one model replica needs tp*cp*pp*ep = {self.model_parallel * self.ep} GPUs, "
                                 f"only {free_gpus} are free", source=self.source, key="parallel.dp")
@@ -281,9 +280,15 @@ class JobSpec:
 
 def _check_batch(job: JobSpec) -> None:
     b, m, g = job.micro_batch_size, job.num_micro_batches, job.global_batch_size
-    if job.dp % job.ep:
-        raise SpecError(f"ep={job.ep} must divide dp={job.dp} (EP groups are carved out of DP)",
-                        key="parallel.ep")
+    etp = job.etp or job.tp
+    if job.world_size % (etp * job.ep * job.pp):
+        raise SpecError(f"expert tp*ep*pp = {etp}*{job.ep}*{job.pp} must divide the {job.world_size} ranks "
+                        f"(tp*cp*dp*pp; Megatron-Core builds expert groups over the same ranks)", key="parallel.ep")
+    if job.order != "auto" and (job.ep > 1 or etp != job.tp):
+        why = megatron_check({**job.sizes(), "etp": etp}, job.order)
+        if why:
+            raise SpecError(f"Megatron-Core's initialize_model_parallel refuses this layout: {why}",
+                            key="parallel.order")
     if m is None and g is None:
         raise SpecError("give batch.num_micro_batches or batch.global_batch_size", key="batch")
     if g is not None and g % (b * job.dp):
@@ -314,7 +319,7 @@ def parse_job(text: str, source: str = "<string>", overrides: dict | None = None
     return job_from_data(parse_yaml(text, source), source, overrides)
 
 
-_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "order")
+_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "order")
 
 
 def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
@@ -330,6 +335,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     values["dp"] = None if par.raw("dp", "auto") == "auto" else par.int("dp", minimum=1)
     values["order"] = par.str("order", DEFAULT_ORDER)
     values["virtual_stages"] = par.int("vpp", 1, minimum=1)
+    values["etp"] = par.int("etp", None, minimum=1)
     par.done()
     model_key = overrides.pop("model", None)
     if model_key is not None and model_key not in MODEL_PRESETS:
@@ -481,7 +487,8 @@ def job_to_dict(job: JobSpec) -> dict:
     return {
         "name": job.name,
         "parallel": {"tp": job.tp, "pp": job.pp, "dp": job.dp if job.dp is not None else "auto",
-                     "cp": job.cp, "ep": job.ep, "vpp": job.virtual_stages, "order": job.order},
+                     "cp": job.cp, "ep": job.ep, "vpp": job.virtual_stages, "order": job.order,
+                     **({"etp": job.etp} if job.etp is not None else {})},
         "model": model,
         "batch": batch,
         "precision": {"activation_bytes": job.activation_bytes, "param_bytes": job.param_bytes,

@@ -39,10 +39,10 @@ from rankmap.topology.slurmconf import (
     slurm_rejects,
 )
 from rankmap.topology.sources import (
+    SLURM_VERSION,
     Diagnostics,
     ImportOptions,
     ImportResult,
-    SLURM_VERSION,
     Leaf,
     build_cluster,
     check_known_hosts,

@@ -28,10 +28,10 @@ from rankmap.topology.model import Cluster
 from rankmap.topology.slurm import warn_unreadable
 from rankmap.topology.slurmconf import Record, Token, check_switch_name, compress_names, parse_records
 from rankmap.topology.sources import (
+    SLURM_VERSION,
     Diagnostics,
     ImportOptions,
     ImportResult,
-    SLURM_VERSION,
     Leaf,
     build_cluster,
     check_known_hosts,

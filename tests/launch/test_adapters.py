@@ -36,8 +36,9 @@ def test_megatron_flags_on_the_default_build_the_maps_groups():
     assert flags.startswith("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 "
                             "--context-parallel-size 2 --expert-model-parallel-size 1")
     mcore = megatron_layout(flags, rm.world_size)
-    for token, kind in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("dp-cp", "dp"), ("dp", "dp_ep")):
+    for token, kind in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("dp-cp", "dp")):
         assert (mcore.ranks(token) == rm.layout.groups(kind)).all(), token
+    assert (mcore.ranks("dp") == rm.layout.ranks("dp")).all()  # dense DP without CP
     assert (mcore.ranks("tp-pp") == rm.layout.ranks("tp-pp")).all()  # model-parallel groups
 
 

@@ -37,7 +37,15 @@ import re
 
 from rankmap.errors import SpecError
 from rankmap.topology.hostnames import check_hostname
-from rankmap.topology.sources import Diagnostics, ImportOptions, ImportResult, Leaf, build_cluster, file_stem
+from rankmap.topology.sources import (
+    Diagnostics,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    file_stem,
+    warn_odd_names,
+)
 
 __all__ = ["parse_hostfile", "FLAT_GROUP"]
 
@@ -87,6 +95,8 @@ def parse_hostfile(text: str, source: str, options: ImportOptions | None = None)
             diags.note(f"host {name} is listed on {len(seen)} lines (first on line {seen[0][0]}): read as "
                        f"{len(seen)} slots, one per line, as Open MPI and MPICH do")
         hosts.append((name, len(seen) if len(seen) > 1 else seen[0][1] or options.gpus))
+    warn_odd_names([Leaf(name=FLAT_GROUP, hosts=hosts)], diags, source, {n: seen[0][0] for n, seen in lines.items()},
+                   what="hostfile group")
     diags.note(f"a hostfile says nothing about switches: all {len(hosts)} hosts are in one ToR group "
                f"{FLAT_GROUP!r}")
     cluster = build_cluster([Leaf(name=FLAT_GROUP, hosts=hosts)], options, default_name=file_stem(source),

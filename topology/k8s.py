@@ -50,6 +50,7 @@ from rankmap.topology.sources import (
     file_stem,
     name_tiers,
     note_tiers,
+    warn_odd_names,
 )
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
@@ -88,6 +89,7 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
         seen[name] = line
     levels = _levels(nodes, options, diags, source)
     leaves, switches = _domains(nodes, levels, options, diags, source)
+    warn_odd_names(leaves, diags, source, seen, what="domain")
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
     cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)

@@ -49,6 +49,7 @@ from rankmap.topology.sources import (
     file_stem,
     note_tiers,
     slurm_release,
+    warn_odd_names,
 )
 from rankmap.topology.tree import find_cycle, name_key
 
@@ -124,6 +125,7 @@ def tree_from_records(records: list[Record], source: str, options: ImportOptions
     _check_children(lines, by_name, source)
     leaves = _leaves(lines, source, diags)
     leaves = check_known_hosts(leaves, options, diags, source, ("switch", "switches"))
+    warn_odd_names(leaves, diags, source, what="switch")
     switches = tuple(Switch(name=ln.name, children=tuple(sorted(ln.children, key=name_key)),
                             link_speed=ln.link_speed) for ln in lines if ln.children is not None)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)

@@ -39,6 +39,7 @@ from rankmap.topology.sources import (
     name_tiers,
     note_tiers,
     slurm_release,
+    warn_odd_names,
 )
 
 __all__ = ["parse_slurm_block", "block_from_records", "export_slurm_block", "BLOCK_RELAXED_SINCE"]
@@ -91,6 +92,7 @@ def block_from_records(records: list[Record], source: str, options: ImportOption
         raise SpecError("No blocks configured (no BlockName= line)", source=source,
                         line=sizes_token.line if sizes_token else 1)
     leaves = check_known_hosts(blocks, options, diags, source, ("block", "blocks"))
+    warn_odd_names(leaves, diags, source, what="block")
     sizes = _block_sizes(sizes_token, leaves, source, diags, relaxed)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
     cluster = name_tiers(cluster, lambda level: f"block {sizes[level]}" if level < len(sizes) else "spine")

@@ -12,6 +12,7 @@ warning into an error.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
@@ -21,7 +22,7 @@ from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
 __all__ = ["SLURM_VERSION", "slurm_release", "ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE"]
+           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE", "name_pattern", "warn_odd_names"]
 
 TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
              "defaults (spine.switches switches per domain, shared by rails, ports to cable its largest "
@@ -277,6 +278,39 @@ def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnos
             diags.warn(f"{what[1]} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
                        "(hosts under no leaf are left out)", source=source, line=1)
     return out
+
+
+def name_pattern(name: str) -> str:
+    """A host name with every run of digits as ``#`` (``gpu-017.rack2`` -> ``gpu-#.rack#``).
+
+    Examples
+    --------
+    >>> name_pattern("gpu-017.rack2"), name_pattern("gpu-0l7.rack2")
+    ('gpu-#.rack#', 'gpu-#l#.rack#')
+    """
+    return re.sub(r"\d+", "#", name)
+
+
+def warn_odd_names(leaves: list[Leaf], diags: Diagnostics, source: str, host_lines: dict | None = None,
+                   what: str = "leaf") -> None:
+    """Warn about a host whose name pattern (:func:`name_pattern`) differs from every other
+    host's in its leaf while the others share one: a likely typo (``gpu-0l7`` among
+    ``gpu-001`` ... ``gpu-016``). Needs three hosts in the leaf; the warning names the host
+    and its line (``host_lines[host]``, else the leaf's line).
+    """
+    for leaf in leaves:
+        names = [h for h, _ in leaf.hosts]
+        if len(names) < 3:
+            continue
+        patterns = [name_pattern(n) for n in names]
+        counts = {p: patterns.count(p) for p in patterns}
+        for name, pattern in zip(names, patterns):
+            if counts[pattern] == 1 and max(counts.values()) >= 2:
+                usual = max(counts, key=lambda p: (counts[p], p))
+                line = (host_lines or {}).get(name, leaf.line)
+                diags.warn(f"host {name} does not look like its {len(names) - 1} neighbours in {what} {leaf.name} "
+                           f"(pattern {pattern!r}, {counts[usual]} of them {usual!r}): a typo?", source=source,
+                           line=line, key=name)
 
 
 def file_stem(source: str) -> str:

@@ -90,3 +90,27 @@ def test_field_case_ipv6_hostfile():
 def test_ipv6_neighbours(line, expected):
     r = parse_hostfile(line, "hosts", ImportOptions(gpus=8))
     assert [(h.name, h.gpus) for h in r.cluster.hosts] == [expected]
+
+
+def test_a_name_unlike_its_neighbours_is_a_warning_naming_it_and_its_line():
+    r = parse_hostfile("gpu-001 slots=8\ngpu-002 slots=8\ngpu-0O3 slots=8\ngpu-004 slots=8\n", "hosts")
+    assert [str(w) for w in r.warnings] == [
+        "hosts:3: gpu-0O3: host gpu-0O3 does not look like its 3 neighbours in hostfile group flat "
+        "(pattern 'gpu-#O#', 3 of them 'gpu-#'): a typo?"]
+    assert len(r.cluster.hosts) == 4  # kept: only a warning
+    with pytest.raises(SpecError, match="an error with --strict"):
+        parse_hostfile("gpu-001\ngpu-002\ngpu-0O3\n", "hosts", ImportOptions(strict=True))
+    # Neighbours: names that differ only in numbers, two hosts only, or no shared pattern at all: no warning.
+    for text in ("n9\nn10\nn11\n", "a1\nb1\n", "alpha\nbeta\ngamma\n", "mpi-worker.1.fabric.test\n"
+                 "mpi-worker.2.fabric.test\nmpi-worker.3.fabric.test\n"):
+        assert parse_hostfile(text, "hosts").warnings == ()
+
+
+def test_odd_name_in_a_slurm_leaf_names_the_leaf_line():
+    from rankmap.topology.slurm import parse_slurm_tree
+
+    r = parse_slurm_tree("SwitchName=s Switches=l[1-2]\nSwitchName=l1 Nodes=gpu-[001-004],gpu-OO5\n"
+                         "SwitchName=l2 Nodes=n[1-3]", "t.conf")
+    assert [str(w) for w in r.warnings] == [
+        "t.conf:2: gpu-OO5: host gpu-OO5 does not look like its 4 neighbours in switch l1 (pattern 'gpu-OO#', "
+        "4 of them 'gpu-#'): a typo?"]

@@ -23,7 +23,10 @@ def generator_sizes(sizes: dict, expert: bool) -> dict[str, int]:
     """Digit sizes of the dense or expert generator, from the job's sizes.
 
     ``sizes`` has tp, cp, ep, dp (dense) and pp, and optionally etp (default tp). The
-    expert generator has tp = etp, cp = 1 and dp = tp*cp*dp / (etp*ep) (expert DP).
+    expert generator has tp = etp, cp = 1 and dp = tp*cp*dp / (etp*ep) (expert DP), as
+    Megatron-Core >= 0.10 builds it. With ``sizes["ep_in_dp"]`` true it is the generator of
+    Megatron-Core before 0.10 (``RankGenerator.get_ranks(token, independent_ep=True)``): the
+    dense digits with an ep digit and dp / ep in place of dp (EP carved out of DP, CP kept).
 
     Examples
     --------
@@ -33,6 +36,9 @@ def generator_sizes(sizes: dict, expert: bool) -> dict[str, int]:
     """
     if not expert:
         return {"tp": sizes["tp"], "cp": sizes["cp"], "ep": 1, "dp": sizes["dp"], "pp": sizes["pp"]}
+    if sizes.get("ep_in_dp"):
+        return {"tp": sizes["tp"], "cp": sizes["cp"], "ep": sizes["ep"], "dp": sizes["dp"] // sizes["ep"],
+                "pp": sizes["pp"]}
     etp = sizes.get("etp") or sizes["tp"]
     return {"tp": etp, "cp": 1, "ep": sizes["ep"], "dp": sizes["tp"] * sizes["cp"] * sizes["dp"] // (etp * sizes["ep"]),
             "pp": sizes["pp"]}
@@ -80,7 +86,7 @@ def digit_values(digits: list[tuple[str, int]], world: int) -> dict[str, np.ndar
 def megatron_check(sizes: dict, order: str) -> str | None:
     """Why Megatron-Core's ``initialize_model_parallel`` would refuse these sizes and order, or None.
 
-    Its checks: the world size is a multiple of etp*ep*pp; the PP groups of the dense and the
+    Its checks (0.10 and later): the world size is a multiple of etp*ep*pp; the PP groups of the dense and the
     expert generator are equal; and unless the order ends in pp (or pp = 1) the expert DP
     size equals the dense one.
 
@@ -91,6 +97,16 @@ def megatron_check(sizes: dict, order: str) -> str | None:
     >>> megatron_check({"tp": 2, "cp": 1, "ep": 3, "dp": 4, "pp": 1}, "tp-cp-ep-dp-pp")
     'expert tp*ep*pp = 2*3*1 does not divide the 8 ranks'
     """
+    if sizes.get("ep_in_dp"):  # Megatron-Core < 0.10: EP carved out of DP, no expert TP of its own
+        if sizes["dp"] % sizes["ep"]:
+            return f"ep={sizes['ep']} must divide dp={sizes['dp']} (Megatron-Core before 0.10 carves EP out of DP)"
+        if sizes.get("etp") not in (None, sizes["tp"]):
+            return "an expert tensor-parallel size of its own needs Megatron-Core 0.10 or later"
+        try:
+            rank_digits(order, generator_sizes(sizes, True))
+        except ValueError as exc:
+            return str(exc)
+        return None
     dense_sizes, expert_sizes = generator_sizes(sizes, False), generator_sizes(sizes, True)
     world = int(np.prod(list(dense_sizes.values())))
     if int(np.prod(list(expert_sizes.values()))) != world:

@@ -57,6 +57,8 @@ import numpy as np
 
 from rankmap.job.generators import DIMS, digit_values, generator_sizes, get_ranks, megatron_check, rank_digits
 
+from rankmap.job.spec import layout_sizes
+
 if TYPE_CHECKING:
     from rankmap.job.spec import JobSpec
 
@@ -128,7 +130,8 @@ class ParallelLayout:
     ----------
     sizes : dict
         ``{"tp": .., "cp": .., "ep": .., "dp": .., "pp": ..}``; ``dp`` is the dense size;
-        an ``"etp"`` key (expert tensor parallel) defaults to tp.
+        an ``"etp"`` key (expert tensor parallel) defaults to tp; ``"ep_in_dp": True`` builds
+        expert groups as Megatron-Core before 0.10 did (:func:`rankmap.job.spec.layout_sizes`).
     order : str
         Order string, fastest first; dims missing from it must have size 1.
 
@@ -160,10 +163,7 @@ class ParallelLayout:
     @classmethod
     def of(cls, job: JobSpec) -> "ParallelLayout":
         """The layout of a resolved job (``job.dp`` set, ``job.order`` not ``auto``)."""
-        sizes = job.sizes()
-        if job.etp is not None:
-            sizes = {**sizes, "etp": job.etp}
-        return cls(sizes, job.order)
+        return cls(layout_sizes(job), job.order)
 
     @cached_property
     def digits(self) -> list[tuple[str, int]]:

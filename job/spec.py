@@ -42,7 +42,7 @@ from rankmap.job.generators import DIMS, megatron_check
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
-           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "interleaved_rule", "load_job", "parse_job", "job_from_data",
+           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "interleaved_rule", "layout_sizes", "load_job", "parse_job", "job_from_data",
            "job_to_dict", "model_params"]
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
@@ -278,14 +278,37 @@ class JobSpec:
         return job
 
 
+FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
+
+
+def layout_sizes(job: JobSpec) -> dict:
+    """The job's sizes as :class:`~rankmap.job.layout.ParallelLayout` reads them: ``job.sizes()``,
+    plus ``etp`` when given and ``ep_in_dp`` for a Megatron-Core target before 0.10 (whose
+    expert groups carve EP out of DP instead of folding; see :mod:`rankmap.job.generators`).
+
+    Examples
+    --------
+    >>> job = JobSpec(tp=2, dp=4, ep=2, num_micro_batches=1, framework="megatron", framework_version="0.9")
+    >>> layout_sizes(job)["ep_in_dp"], "ep_in_dp" in layout_sizes(JobSpec(tp=2, dp=4, num_micro_batches=1))
+    (True, False)
+    """
+    sizes = job.sizes()
+    if job.etp is not None:
+        sizes["etp"] = job.etp
+    version = _version(job.framework_version)
+    if job.framework == "megatron" and version is not None and version < FOLDING_SINCE:
+        sizes["ep_in_dp"] = True
+    return sizes
+
+
 def _check_batch(job: JobSpec) -> None:
     b, m, g = job.micro_batch_size, job.num_micro_batches, job.global_batch_size
     etp = job.etp or job.tp
-    if job.world_size % (etp * job.ep * job.pp):
+    if job.world_size % (etp * job.ep * job.pp) and not layout_sizes(job).get("ep_in_dp"):
         raise SpecError(f"expert tp*ep*pp = {etp}*{job.ep}*{job.pp} must divide the {job.world_size} ranks "
                         f"(tp*cp*dp*pp; Megatron-Core builds expert groups over the same ranks)", key="parallel.ep")
     if job.order != "auto" and (job.ep > 1 or etp != job.tp):
-        why = megatron_check({**job.sizes(), "etp": etp}, job.order)
+        why = megatron_check(layout_sizes(job), job.order)
         if why:
             raise SpecError(f"Megatron-Core's initialize_model_parallel refuses this layout: {why}",
                             key="parallel.order")

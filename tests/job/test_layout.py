@@ -243,3 +243,32 @@ def test_megatron_assertions_refuse_what_it_refuses():
     assert "expert data-parallel size (4) must equal the dense one (2)" in bad.check()
     skew = ParallelLayout({"tp": 2, "cp": 1, "ep": 2, "etp": 1, "dp": 2, "pp": 2}, "tp-pp-cp-ep-dp")
     assert "pipeline groups differ" in skew.check()
+
+
+def test_megatron_before_0_10_carves_ep_out_of_dp():
+    # Megatron-Core < 0.10: one RankGenerator; expert groups use the order with ep and dp / ep
+    # (get_ranks(token, independent_ep=True)), CP kept. tp=2 cp=2 ep=2 dp=4 (32 ranks):
+    # expert rank = tp + 2 cp + 4 ep + 8 (dp/ep) + 16 pp... here pp=1.
+    from rankmap.job.spec import JobSpec
+
+    def job(version):
+        return JobSpec(tp=2, cp=2, ep=2, dp=4, num_micro_batches=1, framework="megatron", framework_version=version)
+
+    old, new = ParallelLayout.of(job("0.9")), ParallelLayout.of(job("0.12"))
+    assert old.groups("ep").tolist()[:2] == [[0, 4], [1, 5]]
+    assert old.groups("ep").tolist() == mcore_get_ranks(2, 2, 2, 1, 2, "tp-cp-ep-dp-pp", "ep")  # dp digit = dp/ep
+    assert new.groups("ep").tolist()[:2] == [[0, 2], [1, 3]]                                   # folded over CP
+    assert old.groups("dp").tolist() == new.groups("dp").tolist()                              # dense: the same
+    assert old.groups("dp_ep").tolist()[0] == [0, 8]
+
+
+def test_megatron_before_0_10_needs_ep_to_divide_dp():
+    from rankmap.errors import SpecError
+    from rankmap.job.spec import JobSpec, ModelShape
+
+    moe = ModelShape(layers=4, hidden=64, heads=4, seq_len=32, experts=8)
+    ok = JobSpec(tp=2, ep=4, etp=1, dp=2, model=moe, num_micro_batches=1).resolved(32)  # 0.10+: EP need not divide DP
+    assert ParallelLayout.of(ok).groups("ep").tolist() == [[0, 1, 2, 3]]
+    with pytest.raises(SpecError, match="ep=4 must divide dp=2 \\(Megatron-Core before 0.10 carves EP out of DP\\)"):
+        JobSpec(tp=2, ep=4, dp=2, model=moe, num_micro_batches=1, framework="megatron",
+                framework_version="0.9").resolved(32)

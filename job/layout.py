@@ -56,7 +56,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rankmap.job.generators import DIMS, digit_values, generator_sizes, get_ranks, megatron_check, rank_digits
-
 from rankmap.job.spec import layout_sizes
 
 if TYPE_CHECKING:

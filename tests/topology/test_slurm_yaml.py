@@ -161,3 +161,13 @@ def test_cli_import_and_export_round_trip(tmp_path):
     bad = subprocess.run(cli + ["topo", "show", str(CASE / "topology.yaml"), "--topology", "x"],
                          capture_output=True, text=True)
     assert bad.returncode == 3 and "no topology named 'x'" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_text_after_a_bracket_is_read_in_topology_yaml_and_written_back_portably():
+    # Slurm >= 23.02.5 reads ip-10-[1-2]-5; topology.yaml needs 25.05, so no warning. The export writes
+    # brackets around trailing digits only (what every release reads), and expands to the same hosts.
+    text = "- topology: t\n  tree:\n    switches:\n      - switch: l1\n        nodes: ip-10-[1-2]-5\n"
+    r = read(text)
+    assert [h.name for h in r.cluster.hosts] == ["ip-10-1-5", "ip-10-2-5"] and r.warnings == ()
+    out = export_slurm_yaml(r.cluster)
+    assert "        nodes: ip-10-1-5,ip-10-2-5" in out and read(out).cluster == r.cluster

@@ -129,3 +129,25 @@ def test_framework_key_forms_and_round_trip():
     with pytest.raises(SpecError, match=r"job.yaml:3: framework: expected one of engine, megatron, torchtitan, "
                                         r"deepspeed; got 'nemo'"):
         parse_job(base + "framework: nemo\n", "job.yaml")
+
+
+@pytest.mark.slow
+def test_field_case_engine_runs_10_micro_batches_on_pp4_vpp2(tmp_path):
+    """The engine really runs the field case's schedule: 4 gloo processes, pp=4 x 2 chunks, 10 micro-batches,
+    two steps, and its first loss equals one process's."""
+    import numpy as np
+    from helpers import launch_cli, make_rankmap, read_log
+
+    from rankmap.engine.config import load_config
+    from rankmap.engine.reference import reference_losses
+    from rankmap.engine.runspec import resolve_run
+    from rankmap.job.rank_map import read_rankmap
+
+    rankmap = make_rankmap(tmp_path / "plan", pp=4, vpp=2, micro_batches=10, layers=8, hosts=("solo",))
+    run = launch_cli("--rankmap", rankmap, "--local", "--steps", 2, "--out", tmp_path / "run", "--timeout", 120,
+                     timeout=150)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    losses = [r["loss"] for r in read_log(tmp_path / "run")]
+    cfg = load_config(None)
+    ref = reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), 2)
+    assert len(losses) == 2 and np.allclose(losses, ref, atol=2e-5, rtol=0)

@@ -226,3 +226,21 @@ def test_sbatch_nodelist_is_a_hostlist_every_slurm_release_reads(tmp_path):
     expr = line.split("=", 1)[1]
     assert expr == "ip-10-20-6-[18-19],ip-10-25-6-[18-19]"
     assert sorted(hostlist.expand_hostlist(expr)) == sorted(hosts)
+
+
+def test_ipv6_hostfile_plans_and_every_launch_format_reads_back(tmp_path):
+    # turn2/hostfile-ipv6: hosts named by IPv6 address travel through the plan into every launch file.
+    from rankmap.job.spec import MODEL_PRESETS, JobSpec
+    from rankmap.placement.plan import plan
+    from rankmap.topology.importers import import_file
+
+    cluster = import_file("hostfile", TURN2 / "hostfile-ipv6" / "hostfile").cluster
+    job = JobSpec(tp=8, dp=2, model=MODEL_PRESETS["gpt3-1.3b"], num_micro_batches=1)
+    rm = plan(cluster, job).rankmap
+    assert sorted(rm.hosts) == ["fd00:10::11", "fd00:10::12"]
+    ds = read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["hostfile"])
+    assert ds == [(h, 8) for h in rm.hosts]
+    entries = read_rankfile(launch_files(rm, "mpi", opts(), tmp_path)["rankfile"])
+    check_against_map(rm, rankfile=entries, hostfile=ds, slurm_hosts=list(rm.hosts))
+    lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
+    assert [line.options["master-addr"] for line in lines] == [rm.hosts[0]] * 2

@@ -42,7 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rankmap.engine.model import GPT
 from rankmap.errors import EngineError
-from rankmap.job.spec import interleaved_rule
+from rankmap.job.frameworks import interleaved_rule
 
 __all__ = ["Layout", "ModelParts", "lm_loss", "stage_layers", "split_stage", "apply_tp", "apply_dp",
            "build_parts", "resolve_schedule"]

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rankmap.errors import SpecError
+from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FOLDING_SINCE, FRAMEWORKS, interleaved_rule, release
 from rankmap.job.generators import DIMS, megatron_check
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
@@ -47,48 +48,6 @@ __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "D
 
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 GPU_NAMES = ("a100", "h100", "h200", "b200")   # presets of rankmap.simulator.compute.GPUS
-FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
-DEFAULT_FRAMEWORK = "engine"
-
-
-def _version(text: str | None) -> tuple[int, ...] | None:
-    return None if text is None else tuple(int(p) for p in text.split(".") if p.isdigit())
-
-
-def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> str | None:
-    """Why ``framework`` cannot run an interleaved pipeline of ``micro_batches`` (None: it can).
-
-    - Megatron-LM (``megatron``; also DeepSpeed's Megatron fork) needs a multiple of pp:
-      ``forward_backward_pipelining_with_interleaving`` in
-      ``megatron/core/pipeline_parallel/schedules.py`` refuses other counts.
-    - torch.distributed.pipelining's ``ScheduleInterleaved1F1B`` (``engine`` and
-      ``torchtitan``) runs ``rounds = max(1, m // pp)`` rounds and needs ``m % rounds == 0``
-      (torch/distributed/pipelining/schedules.py): 10 micro-batches on pp=4 run 2 rounds of 5.
-    - DeepSpeed's pipeline engine has no interleaved schedule.
-
-    Examples
-    --------
-    >>> interleaved_rule("engine", 4, 2, 10) is None, interleaved_rule("engine", 4, 2, 11) is not None
-    (True, True)
-    >>> print(interleaved_rule("megatron", 4, 2, 10))
-    Megatron-LM's interleaved schedule (vpp=2) needs micro-batches per pipeline (10) divisible by pp=4
-    """
-    if vpp <= 1 or pp <= 1:
-        return None
-    if framework == "deepspeed":
-        return f"DeepSpeed's pipeline engine has no interleaved schedule: vpp={vpp} needs another framework"
-    if framework == "megatron":
-        if micro_batches % pp:
-            return (f"Megatron-LM's interleaved schedule (vpp={vpp}) needs micro-batches per pipeline "
-                    f"({micro_batches}) divisible by pp={pp}")
-        return None
-    rounds = max(1, micro_batches // pp)
-    if micro_batches % rounds:
-        return (f"torch.distributed.pipelining's interleaved 1F1B ({framework}, vpp={vpp}) runs max(1, m // pp) = "
-                f"{rounds} rounds and needs micro-batches per pipeline ({micro_batches}) divisible by them")
-    return None
-
-
 def model_params(layers: int, hidden: int, vocab: int, seq_len: int) -> int:
     """Parameters of a GPT-style decoder, from its shape.
 
@@ -278,7 +237,6 @@ class JobSpec:
         return job
 
 
-FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
 
 
 def layout_sizes(job: JobSpec) -> dict:
@@ -295,7 +253,7 @@ def layout_sizes(job: JobSpec) -> dict:
     sizes = job.sizes()
     if job.etp is not None:
         sizes["etp"] = job.etp
-    version = _version(job.framework_version)
+    version = release(job.framework_version)
     if job.framework == "megatron" and version is not None and version < FOLDING_SINCE:
         sizes["ep_in_dp"] = True
     return sizes

@@ -42,6 +42,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from rankmap.engine.model import GPT
 from rankmap.errors import EngineError
+from rankmap.job.frameworks import interleaved_rule
 
 __all__ = ["Layout", "ModelParts", "lm_loss", "stage_layers", "split_stage", "apply_tp", "apply_dp",
            "build_parts", "resolve_schedule"]
@@ -91,8 +92,9 @@ def resolve_schedule(name: str, pp: int, vpp: int, micro_batches: int) -> str:
     if vpp > 1 and name != "interleaved-1f1b":
         raise EngineError(f"parallel.schedule {name} runs one stage per pipeline rank; vpp={vpp} needs "
                           f"interleaved-1f1b")
-    if name == "interleaved-1f1b" and pp > 1 and micro_batches % pp:
-        raise EngineError(f"interleaved 1F1B needs micro-batches ({micro_batches}) divisible by pp={pp}")
+    why = interleaved_rule("engine", pp, vpp, micro_batches) if name == "interleaved-1f1b" else None
+    if why:
+        raise EngineError(why)
     return name
 
 

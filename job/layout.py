@@ -1,106 +1,136 @@
 """Global rank <-> parallel coordinates, and the process groups of every kind.
 
-A rank generator in the manner of Megatron-Core's ``RankGenerator``
+Two rank generators in the manner of Megatron-Core (>= 0.10) ``initialize_model_parallel``
 (NVIDIA Megatron-LM, ``megatron/core/parallel_state.py``: ``RankGenerator.get_ranks`` over
-``generate_masked_orthogonal_rank_groups``). An order string such as ``"tp-cp-ep-dp-pp"``
-lists the rank *digits* fastest-varying first: with tp=2, pp=2, dp=4 (16 ranks),
-rank = tp + 2*dp + 8*pp, so the DP group of rank 0 is [0, 2, 4, 6] and its PP group is
-[0, 8]. Expert parallelism is carved out of data parallelism (Megatron-Core's
-expert-data-parallel): the ``dp`` digit has size ``dp / ep``, and the dense DP
-coordinate combines the ``ep`` and ``dp`` digits.
+``generate_masked_orthogonal_rank_groups``), both over the same order string, which lists
+the rank *digits* fastest-varying first:
+
+- the *dense* generator (attention and dense layers): digits tp, cp, dp, pp (ep has size 1).
+  With tp=2, pp=2, dp=4 (16 ranks) and order ``tp-cp-ep-dp-pp``, rank = tp + 2*dp + 8*pp,
+  so the DP group of rank 0 is [0, 2, 4, 6] and its PP group is [0, 8];
+- the *expert* generator (MoE layers, "parallel folding"): digits etp (expert tensor
+  parallel, default tp), ep, edp = world / (etp*ep*pp), pp, and no cp digit: CP ranks fold
+  into the expert data-parallel dimension. So EP need not divide DP, and with cp > 1 the EP
+  groups differ from any dense split (the ep digit follows tp directly).
+
+Megatron-Core asserts that both generators give the same PP groups, and that the dense and
+expert data-parallel sizes agree unless pp is the slowest digit; :meth:`ParallelLayout.check`
+does the same.
 
 Two vocabularies name groups:
 
-- :meth:`ParallelLayout.ranks` takes a Megatron-Core token over the digits (``"tp"``,
-  ``"dp-cp"``, ``"tp-pp"`` ...): the groups of ranks that differ only in those digits.
-- :meth:`ParallelLayout.groups` takes a group *kind* (:data:`GROUP_KINDS`) or kinds joined
-  by ``-`` (``"tp-pp"``, ``"tp-dp"``), whose digits are the union of the parts' digits.
-  The kinds are the communicators the job runs collectives in:
+- :meth:`ParallelLayout.ranks` takes a Megatron-Core token over the dense digits (``"tp"``,
+  ``"dp-cp"``, ``"tp-pp"`` ...) and :meth:`ParallelLayout.expert_ranks` one over the expert
+  digits (``"ep"``, ``"tp-ep"``, ``"dp"``: expert tp, ep, expert dp).
+- :meth:`ParallelLayout.groups` takes a group *kind* (:data:`GROUP_KINDS`) or kinds of one
+  generator joined by ``-`` (``"tp-pp"``, ``"tp-dp"``). The kinds are the communicators the
+  job runs collectives in:
 
-  ======  =============  ====================================================
-  kind    digits         group
-  ======  =============  ====================================================
-  tp      tp             tensor (and sequence) parallel
-  cp      cp             context parallel
-  ep      ep             expert parallel (all-to-all of tokens)
-  dp      cp, ep, dp     gradient reduction: DP x CP (Megatron-Core ``dp-cp``)
-  dp_ep   dp             expert data parallel: DP without the EP ranks
-  pp      pp             pipeline stages
-  ======  =============  ====================================================
+  ======  =========  =============  ===============================================
+  kind    generator  digits         group
+  ======  =========  =============  ===============================================
+  tp      dense      tp             tensor (and sequence) parallel
+  cp      dense      cp             context parallel
+  ep      expert     ep             expert parallel (all-to-all of tokens)
+  dp      dense      cp, dp         gradient reduction: DP x CP (Megatron-Core ``dp-cp``)
+  dp_ep   expert     dp             expert data parallel (expert gradients)
+  pp      dense      pp             pipeline stages (the same in both generators)
+  ======  =========  =============  ===============================================
 
 Groups list their ranks in increasing order, which is the order in which NCCL rings
 are formed from the communicator's ranks (the ring order the planner controls); rows
 are ordered by their smallest rank, as ``generate_masked_orthogonal_rank_groups``
 enumerates them.
 
-Coordinates: :attr:`ParallelLayout.coord_table` has one named column per dimension;
-:data:`COORD` maps a dimension to its column and :meth:`ParallelLayout.column` returns it.
+Coordinates: :attr:`ParallelLayout.coord_table` has one named column per dimension (tp, cp,
+dp, pp from the dense generator; ep from the expert one); :data:`COORD` maps a dimension to
+its column and :meth:`ParallelLayout.column` returns it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from rankmap.job.spec import DIMS, JobSpec
+from rankmap.job.generators import DIMS, digit_values, generator_sizes, get_ranks, megatron_check, rank_digits
+from rankmap.job.spec import layout_sizes
 
-__all__ = ["ParallelLayout", "GROUP_KINDS", "COORD", "kind_digits", "kind_size"]
+if TYPE_CHECKING:
+    from rankmap.job.spec import JobSpec
 
-# Which rank digits vary inside one group of each kind. DP reduces gradients over
-# DP x CP, as Megatron-Core does (CP ranks hold the same parameters); the expert
-# data-parallel group (dp_ep) is the ``dp`` digit alone.
-GROUP_KINDS = {"tp": ("tp",), "cp": ("cp",), "ep": ("ep",), "dp": ("cp", "ep", "dp"), "dp_ep": ("dp",),
+__all__ = ["ParallelLayout", "GROUP_KINDS", "EXPERT_KINDS", "COORD", "kind_digits", "kind_size",
+           "generator_sizes"]
+
+# Which rank digits vary inside one group of each kind, in that kind's generator. DP
+# reduces gradients over DP x CP, as Megatron-Core does (CP ranks hold the same parameters).
+GROUP_KINDS = {"tp": ("tp",), "cp": ("cp",), "ep": ("ep",), "dp": ("cp", "dp"), "dp_ep": ("dp",),
                "pp": ("pp",)}
+EXPERT_KINDS = ("ep", "dp_ep")   # kinds of the expert generator
 
-# Column of each dimension in ``ParallelLayout.coord_table`` (dp: the dense DP coordinate).
+# Column of each dimension in ``ParallelLayout.coord_table``.
 COORD = {dim: i for i, dim in enumerate(DIMS)}
 
 
+def _generator(name: str) -> str:
+    """"dense" or "expert": the generator of a kind or of kinds joined by ``-`` (pp fits both)."""
+    parts = name.split("-")
+    for part in parts:
+        if part not in GROUP_KINDS:
+            raise ValueError(f"unknown group kind {part!r} in {name!r} (known: {', '.join(GROUP_KINDS)})")
+    expert = {p in EXPERT_KINDS for p in parts if p != "pp"}
+    if len(expert) > 1:
+        raise ValueError(f"group kinds {name!r} mix the dense generator's kinds with the expert one's "
+                         f"({', '.join(EXPERT_KINDS)})")
+    return "expert" if expert == {True} else "dense"
+
+
 def kind_digits(name: str) -> tuple[str, ...]:
-    """Rank digits that vary inside a group of kind ``name`` (kinds may be joined by ``-``).
+    """Rank digits that vary inside a group of kind ``name`` (kinds may be joined by ``-``), in
+    the kind's generator (see the module docstring).
 
     Raises
     ------
     ValueError
-        A part is not one of :data:`GROUP_KINDS`.
+        A part is not one of :data:`GROUP_KINDS`, or the parts mix the two generators.
 
     Examples
     --------
-    >>> kind_digits("dp"), kind_digits("tp-pp"), kind_digits("dp-ep")
-    (('cp', 'ep', 'dp'), ('tp', 'pp'), ('cp', 'ep', 'dp'))
+    >>> kind_digits("dp"), kind_digits("tp-pp"), kind_digits("dp_ep"), kind_digits("ep-pp")
+    (('cp', 'dp'), ('tp', 'pp'), ('dp',), ('ep', 'pp'))
     """
+    _generator(name)
     out: list[str] = []
     for part in name.split("-"):
-        if part not in GROUP_KINDS:
-            raise ValueError(f"unknown group kind {part!r} in {name!r} (known: {', '.join(GROUP_KINDS)})")
         out += [d for d in GROUP_KINDS[part] if d not in out]
     return tuple(d for d in DIMS if d in out)
 
 
 def kind_size(sizes: dict, name: str) -> int:
-    """Ranks per group of kind ``name``, from the job's sizes (``dp`` dense; no order needed).
+    """Ranks per group of kind ``name``, from the job's sizes (no order needed).
 
     Examples
     --------
     >>> sizes = {"tp": 8, "cp": 2, "ep": 4, "dp": 16, "pp": 4}
     >>> kind_size(sizes, "dp"), kind_size(sizes, "dp_ep"), kind_size(sizes, "tp-pp")
-    (32, 4, 32)
+    (32, 8, 32)
     """
-    digit = {"tp": sizes["tp"], "cp": sizes["cp"], "ep": sizes["ep"], "dp": sizes["dp"] // sizes["ep"],
-             "pp": sizes["pp"]}
+    digit = generator_sizes(sizes, _generator(name) == "expert")
     return int(np.prod([digit[d] for d in kind_digits(name)]))
 
 
 @dataclass(frozen=True)
 class ParallelLayout:
-    """Rank layout of a resolved job.
+    """Rank layout of a resolved job: its dense and expert rank generators.
 
     Parameters
     ----------
     sizes : dict
-        ``{"tp": .., "cp": .., "ep": .., "dp": .., "pp": ..}``; ``dp`` is the dense size.
+        ``{"tp": .., "cp": .., "ep": .., "dp": .., "pp": ..}``; ``dp`` is the dense size;
+        an ``"etp"`` key (expert tensor parallel) defaults to tp; ``"ep_in_dp": True`` builds
+        expert groups as Megatron-Core before 0.10 did (:func:`rankmap.job.spec.layout_sizes`).
     order : str
         Order string, fastest first; dims missing from it must have size 1.
 
@@ -113,11 +143,17 @@ class ParallelLayout:
     ([0, 1, 8, 9], [0, 1])
     >>> lay.coords(9)
     {'tp': 1, 'cp': 0, 'ep': 0, 'dp': 0, 'pp': 1}
+    >>> moe = ParallelLayout({"tp": 2, "cp": 2, "ep": 4, "dp": 2, "pp": 1}, "tp-cp-ep-dp-pp")
+    >>> moe.group_of("ep", 0).tolist(), moe.group_of("dp", 0).tolist()   # CP folds into expert DP
+    ([0, 2, 4, 6], [0, 2, 4, 6])
+    >>> moe.group_of("dp_ep", 0).tolist()
+    [0]
 
     References
     ----------
     NVIDIA Megatron-LM, ``megatron/core/parallel_state.py``: ``RankGenerator``,
-    ``generate_masked_orthogonal_rank_groups``.
+    ``generate_masked_orthogonal_rank_groups``, ``initialize_model_parallel`` (the dense
+    ``decoder_rank_generator`` and the ``expert_decoder_rank_generator``).
     """
 
     sizes: dict
@@ -126,57 +162,53 @@ class ParallelLayout:
     @classmethod
     def of(cls, job: JobSpec) -> "ParallelLayout":
         """The layout of a resolved job (``job.dp`` set, ``job.order`` not ``auto``)."""
-        return cls(job.sizes(), job.order)
+        return cls(layout_sizes(job), job.order)
 
     @cached_property
     def digits(self) -> list[tuple[str, int]]:
-        """``[(digit, size)]`` fastest first; the ``dp`` digit has size ``dp / ep``."""
-        out = []
-        for dim in self.order.split("-"):
-            size = self.sizes[dim] // self.sizes["ep"] if dim == "dp" else self.sizes[dim]
-            out.append((dim, size))
-        for dim in DIMS:
-            if dim not in self.order.split("-") and self.sizes[dim] != 1:
-                raise ValueError(f"order {self.order!r} lacks {dim} of size {self.sizes[dim]}")
-        return out
+        """``[(digit, size)]`` of the dense generator, fastest first (ep has size 1 there)."""
+        return rank_digits(self.order, generator_sizes(self.sizes, expert=False))
+
+    @cached_property
+    def expert_digits(self) -> list[tuple[str, int]]:
+        """``[(digit, size)]`` of the expert generator: tp is expert TP, dp expert DP, cp 1.
+
+        Raises
+        ------
+        ValueError
+            etp*ep*pp does not divide the world size, or the order lacks ep.
+        """
+        sizes = generator_sizes(self.sizes, expert=True)
+        if np.prod(list(sizes.values())) != self.world_size:
+            etp = sizes["tp"]
+            raise ValueError(f"expert tp*ep*pp = {etp}*{self.sizes['ep']}*{self.sizes['pp']} does not divide the "
+                             f"{self.world_size} ranks")
+        return rank_digits(self.order, sizes)
+
+    def check(self) -> str | None:
+        """Why Megatron-Core's ``initialize_model_parallel`` would refuse these generators, or None
+        (:func:`rankmap.job.generators.megatron_check`)."""
+        return megatron_check(self.sizes, self.order)
 
     @property
     def world_size(self) -> int:
-        """Number of ranks: the product of the digit sizes."""
+        """Number of ranks: the product of the dense digit sizes."""
         return int(np.prod([s for _, s in self.digits]))
 
     @cached_property
-    def _grid(self) -> np.ndarray:
-        # Axis i of the C-ordered array is digit len-1-i (the first digit varies fastest).
-        shape = [s for _, s in reversed(self.digits)]
-        return np.arange(self.world_size).reshape(shape)
-
-    def _axis(self, digit: str) -> int:
-        names = [d for d, _ in self.digits]
-        return len(names) - 1 - names.index(digit)
-
-    @cached_property
     def coord_table(self) -> np.ndarray:
-        """``coords[W, 5]`` int array: columns :data:`COORD` (tp, cp, ep, dp, pp; dense dp) of every rank."""
+        """``coords[W, 5]`` int array: columns :data:`COORD` (tp, cp, ep, dp, pp) of every rank.
+
+        tp, cp, dp and pp are dense coordinates; ep is the rank's place in its EP group.
+        """
         w = self.world_size
-        digit_val: dict[str, np.ndarray] = {}
-        stride = 1
-        ranks = np.arange(w)
-        for name, size in self.digits:
-            digit_val[name] = (ranks // stride) % size
-            stride *= size
-        zero = np.zeros(w, dtype=np.int64)
-        ep = digit_val.get("ep", zero)
-        dpi = digit_val.get("dp", zero)
-        names = [d for d, _ in self.digits]
-        n_ep, n_dpi = self.sizes["ep"], self.sizes["dp"] // self.sizes["ep"]
-        ep_first = "ep" in names and "dp" in names and names.index("ep") < names.index("dp")
-        cols = {dim: digit_val.get(dim, zero) for dim in DIMS}
-        cols["dp"] = ep + n_ep * dpi if ep_first else dpi + n_dpi * ep
+        dense = digit_values(self.digits, w)
+        cols = {dim: dense.get(dim, np.zeros(w, np.int64)) for dim in DIMS}
+        cols["ep"] = digit_values(self.expert_digits, w)["ep"] if self.sizes["ep"] > 1 else np.zeros(w, np.int64)
         return np.stack([cols[dim] for dim in COORD], axis=1).astype(np.int64)
 
     def column(self, dim: str) -> np.ndarray:
-        """``coord[W]``: every rank's coordinate along ``dim`` (tp, cp, ep, dp or pp; dp dense).
+        """``coord[W]``: every rank's coordinate along ``dim`` (tp, cp, ep, dp or pp).
 
         Raises
         ------
@@ -190,14 +222,12 @@ class ParallelLayout:
         return {d: int(v) for d, v in zip(COORD, self.coord_table[rank])}
 
     def ranks(self, token: str) -> np.ndarray:
-        """Megatron-Core's ``RankGenerator.get_ranks(token)`` over this layout's digits.
+        """Megatron-Core's dense ``RankGenerator.get_ranks(token)``.
 
         Parameters
         ----------
         token : str
             Digits joined by ``-`` in any order, e.g. ``"dp"``, ``"dp-cp"``, ``"tp-pp"``.
-            Here the ``dp`` digit is the expert-data-parallel one (size ``dp / ep``); with
-            ``ep == 1`` it is Megatron-Core's dense ``dp``.
 
         Returns
         -------
@@ -210,31 +240,27 @@ class ParallelLayout:
         ValueError
             A part of ``token`` is not a dimension (tp, cp, ep, dp, pp).
         """
-        parts = token.split("-")
-        unknown = [p for p in parts if p not in DIMS]
-        if unknown:
-            raise ValueError(f"unknown rank digit {unknown[0]!r} in {token!r} (known: {', '.join(DIMS)})")
-        present = dict(self.digits)
-        axes = [self._axis(d) for d in DIMS if d in parts and d in present]
-        rest = [a for a in range(self._grid.ndim) if a not in axes]
-        size = int(np.prod([self._grid.shape[a] for a in axes])) if axes else 1
-        table = np.transpose(self._grid, rest + axes).reshape(-1, size)
-        table = np.sort(table, axis=1)
-        return table[np.argsort(table[:, 0], kind="stable")]
+        return get_ranks(self.digits, token)
+
+    def expert_ranks(self, token: str) -> np.ndarray:
+        """Megatron-Core's expert ``RankGenerator.get_ranks(token)`` (``"tp"``: expert TP, ``"dp"``:
+        expert DP, ``"tp-ep"``, ``"tp-ep-pp"`` ...); shape and order as :meth:`ranks`."""
+        return get_ranks(self.expert_digits, token)
 
     def groups(self, kind: str) -> np.ndarray:
         """All groups of one kind as ``ranks[n_groups, group_size]``, each row ascending.
 
         Rows are ordered by their smallest rank. ``kind`` is one of :data:`GROUP_KINDS`
-        (tp, cp, ep, dp, dp_ep, pp) or several joined by ``-`` (``"tp-pp"``: the ranks of
-        one model replica's TP x PP slice; ``"tp-dp"``: TP x DP x CP).
+        (tp, cp, ep, dp, dp_ep, pp) or several of one generator joined by ``-``
+        (``"tp-pp"``: the ranks of one model replica's TP x PP slice; ``"tp-dp"``: TP x DP x CP).
 
         Raises
         ------
         ValueError
-            An unknown kind.
+            An unknown kind, or kinds of both generators.
         """
-        return self.ranks("-".join(kind_digits(kind)))
+        token = "-".join(kind_digits(kind))
+        return self.expert_ranks(token) if _generator(kind) == "expert" else self.ranks(token)
 
     def group_of(self, kind: str, rank: int) -> np.ndarray:
         """The ranks of ``rank``'s group of ``kind``, ascending."""

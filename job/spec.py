@@ -3,7 +3,7 @@
 Job YAML format (every key optional except the model; defaults shown)::
 
     name: gpt3-175b
-    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, vpp: 1, order: tp-cp-ep-dp-pp}
+    parallel: {tp: 8, pp: 8, dp: auto, cp: 1, ep: 1, etp: tp, vpp: 1, order: tp-cp-ep-dp-pp}
     model: {preset: gpt3-175b}        # or layers, hidden, heads, seq_len, vocab, params
     batch: {micro_batch_size: 1, num_micro_batches: 8}   # or global_batch_size
     precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
@@ -12,6 +12,7 @@ Job YAML format (every key optional except the model; defaults shown)::
     hardware: {gpu: a100, efficiency_gemm: 0.65, efficiency_elementwise: 0.7,
                recompute: false, optimizer_step_s: auto}
     overlap: {tp: true, dp_gather: true, dp_reduce: true}
+    framework: engine                 # or megatron, torchtitan, deepspeed; or {name: megatron, version: "0.12"}
 
 ``hardware`` and ``overlap`` drive the iteration-time model (rankmap.simulator.compute,
 rankmap.simulator.schedule): GPU preset (a100, h100, h200, b200), achieved fraction of peak
@@ -22,6 +23,12 @@ transformer block, ZeRO's first all-gather under data loading, the gradient
 reduce-scatter per model chunk under the backwards left).
 
 ``dp: auto`` fills the free GPUs of the cluster the job is planned on.
+
+``framework`` names what will train the job (:data:`FRAMEWORKS`; default ``engine``, rankmap's
+own engine on torch.distributed, with its version None meaning the current release); the
+rules that differ between frameworks follow it and their messages say whose rule applies
+(:func:`interleaved_rule`). ``parallel.etp`` is the expert tensor-parallel size (default tp);
+see :mod:`rankmap.job.layout` for how expert groups are built.
 """
 
 from __future__ import annotations
@@ -31,16 +38,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rankmap.errors import SpecError
+from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FOLDING_SINCE, FRAMEWORKS, interleaved_rule, release
+from rankmap.job.generators import DIMS, megatron_check
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
 __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
-           "load_job", "parse_job", "job_from_data", "job_to_dict", "model_params"]
+           "FRAMEWORKS", "DEFAULT_FRAMEWORK", "interleaved_rule", "layout_sizes", "load_job", "parse_job", "job_from_data",
+           "job_to_dict", "model_params"]
 
-DIMS = ("tp", "cp", "ep", "dp", "pp")
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 GPU_NAMES = ("a100", "h100", "h200", "b200")   # presets of rankmap.simulator.compute.GPUS
-
-
 def model_params(layers: int, hidden: int, vocab: int, seq_len: int) -> int:
     """Parameters of a GPT-style decoder, from its shape.
 
@@ -121,7 +128,8 @@ class JobSpec:
         Tensor, pipeline, context and expert parallel sizes.
     dp : int or None
         Data-parallel size (dense); None means "fill the free GPUs" until resolved.
-        EP groups are carved out of DP, as in Megatron-Core: ``ep`` divides ``dp``.
+        Expert groups come from their own rank generator (Megatron-Core >= 0.10 parallel
+        folding): ``etp * ep * pp`` divides the world size; ``ep`` need not divide ``dp``.
     order : str
         Megatron-style order of rank dimensions, fastest-varying first, or "auto" (the
         planner picks the order that moves the fewest bytes across ToR groups).
@@ -142,6 +150,12 @@ class JobSpec:
         Model chunks per pipeline rank (``parallel.vpp``; interleaved 1F1B when > 1).
     hardware : Hardware
         GPU, kernel efficiencies, recomputation and overlaps of the iteration-time model.
+    framework : str
+        What trains the job, one of :data:`FRAMEWORKS` (default ``engine``).
+    framework_version : str or None
+        Its release ("0.12"); None: the current one.
+    etp : int or None
+        Expert tensor-parallel size (Megatron-Core ``expert_tensor_parallel_size``); None: tp.
     """
 
     name: str = "job"
@@ -162,6 +176,9 @@ class JobSpec:
     sequence_parallel: bool = True
     virtual_stages: int = 1
     hardware: Hardware = field(default_factory=Hardware)
+    framework: str = DEFAULT_FRAMEWORK
+    framework_version: str | None = None
+    etp: int | None = None
     source: str = field(default="<inline>", compare=False)
     # Keys the caller set on top of the file (e.g. ``{"parallel.dp": "--dp"}``): errors about them
     # name the flag, not the file (see rankmap.api.load_job).
@@ -174,7 +191,7 @@ class JobSpec:
 
     @property
     def world_size(self) -> int:
-        """``tp * cp * dp * pp`` (EP lives inside DP); requires a resolved dp."""
+        """``tp * cp * dp * pp`` (expert groups fold over the same ranks); requires a resolved dp."""
         if self.dp is None:
             raise ValueError("dp is not resolved")
         return self.model_parallel * self.dp
@@ -201,11 +218,9 @@ class JobSpec:
         dp = self.dp
         if dp is None:
             dp = free_gpus // self.model_parallel
-            dp -= dp % self.ep
-            if self.global_batch_size is not None:
-                per = self.global_batch_size // self.micro_batch_size
-                while dp > 0 and per % dp:
-                    dp -= self.ep
+            per = None if self.global_batch_size is None else self.global_batch_size // self.micro_batch_size
+            while dp > 0 and (self.tp * self.cp * dp % ((self.etp or self.tp) * self.ep) or (per and per % dp)):
+                dp -= 1
             if dp <= 0:
                 raise SpecError(f"one model replica needs tp*cp*pp*ep = {self.model_parallel * self.ep} GPUs, "
                                 f"only {free_gpus} are free", source=self.source, key="parallel.dp")
@@ -225,19 +240,48 @@ class JobSpec:
         return job
 
 
+
+
+def layout_sizes(job: JobSpec) -> dict:
+    """The job's sizes as :class:`~rankmap.job.layout.ParallelLayout` reads them: ``job.sizes()``,
+    plus ``etp`` when given and ``ep_in_dp`` for a Megatron-Core target before 0.10 (whose
+    expert groups carve EP out of DP instead of folding; see :mod:`rankmap.job.generators`).
+
+    Examples
+    --------
+    >>> job = JobSpec(tp=2, dp=4, ep=2, num_micro_batches=1, framework="megatron", framework_version="0.9")
+    >>> layout_sizes(job)["ep_in_dp"], "ep_in_dp" in layout_sizes(JobSpec(tp=2, dp=4, num_micro_batches=1))
+    (True, False)
+    """
+    sizes = job.sizes()
+    if job.etp is not None:
+        sizes["etp"] = job.etp
+    version = release(job.framework_version)
+    if job.framework == "megatron" and version is not None and version < FOLDING_SINCE:
+        sizes["ep_in_dp"] = True
+    return sizes
+
+
 def _check_batch(job: JobSpec) -> None:
     b, m, g = job.micro_batch_size, job.num_micro_batches, job.global_batch_size
-    if job.dp % job.ep:
-        raise SpecError(f"ep={job.ep} must divide dp={job.dp} (EP groups are carved out of DP)",
-                        key="parallel.ep")
+    etp = job.etp or job.tp
+    if job.world_size % (etp * job.ep * job.pp) and not layout_sizes(job).get("ep_in_dp"):
+        raise SpecError(f"expert tp*ep*pp = {etp}*{job.ep}*{job.pp} must divide the {job.world_size} ranks "
+                        f"(tp*cp*dp*pp; Megatron-Core builds expert groups over the same ranks)", key="parallel.ep")
+    if job.order != "auto" and (job.ep > 1 or etp != job.tp):
+        why = megatron_check(layout_sizes(job), job.order)
+        if why:
+            raise SpecError(f"Megatron-Core's initialize_model_parallel refuses this layout: {why}",
+                            key="parallel.order")
     if m is None and g is None:
         raise SpecError("give batch.num_micro_batches or batch.global_batch_size", key="batch")
     if g is not None and g % (b * job.dp):
         raise SpecError(f"global_batch_size {g} is not a multiple of micro_batch_size*dp = {b * job.dp}",
                         key="batch.global_batch_size")
-    if job.virtual_stages > 1 and job.micro_batches() % job.pp:
-        raise SpecError(f"the interleaved schedule (vpp={job.virtual_stages}) needs micro-batches per pipeline "
-                        f"({job.micro_batches()}) divisible by pp={job.pp}", key="batch.num_micro_batches")
+    why = interleaved_rule(job.framework, job.pp, job.virtual_stages, job.micro_batches())
+    if why:
+        raise SpecError(f"{why} (framework: {job.framework}; set framework: to the one that trains the job)",
+                        key="batch.num_micro_batches")
     if m is not None and g is not None and g != b * m * job.dp:
         raise SpecError(f"global_batch_size {g} != micro_batch_size*num_micro_batches*dp = {b * m * job.dp}",
                         key="batch.global_batch_size")
@@ -259,14 +303,14 @@ def parse_job(text: str, source: str = "<string>", overrides: dict | None = None
     return job_from_data(parse_yaml(text, source), source, overrides)
 
 
-_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "order")
+_PARALLEL_KEYS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "order")
 
 
 def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     """Build a JobSpec from parsed YAML; ``overrides`` come from the command line."""
     top = Fields(data if data is not None else {}, source).only(
         "name", "parallel", "model", "batch", "precision", "data_parallel", "sequence_parallel", "hardware",
-        "overlap")
+        "overlap", "framework")
     overrides = dict(overrides or {})
     par = top.sub("parallel").only(*_PARALLEL_KEYS)
     values: dict = {}
@@ -275,6 +319,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     values["dp"] = None if par.raw("dp", "auto") == "auto" else par.int("dp", minimum=1)
     values["order"] = par.str("order", DEFAULT_ORDER)
     values["virtual_stages"] = par.int("vpp", 1, minimum=1)
+    values["etp"] = par.int("etp", None, minimum=1)
     par.done()
     model_key = overrides.pop("model", None)
     if model_key is not None and model_key not in MODEL_PRESETS:
@@ -296,6 +341,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
         data_parallel=top.choice("data_parallel", ("zero", "allreduce"), "zero"),
         sequence_parallel=top.bool("sequence_parallel", True),
         hardware=_hardware(top.sub("hardware"), top.sub("overlap")),
+        **_framework(top),
         source=source,
         **values,
     )
@@ -308,6 +354,23 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     top.done()
     _check_shape(job, {"": top, "parallel": par, "batch": batch})
     return job
+
+
+def _framework(top: Fields) -> dict:
+    """``framework: NAME`` or ``framework: {name: NAME, version: "X.Y"}``."""
+    raw = top.raw("framework", DEFAULT_FRAMEWORK)
+    if isinstance(raw, dict):
+        f = top.sub("framework").only("name", "version")
+        name = f.choice("name", FRAMEWORKS)
+        version = f.raw("version", None)
+        if version is not None and not isinstance(version, str):
+            raise f.error("version", f"write the version as a string such as \"0.10\" (YAML reads {version!r} "
+                                     "as a number)")
+        if version is not None and not all(p.isdigit() for p in version.split(".")):
+            raise f.error("version", f"expected a release such as \"0.12\", got {version!r}")
+        f.done()
+        return {"framework": name, "framework_version": None if version is None else str(version)}
+    return {"framework": top.choice("framework", FRAMEWORKS, DEFAULT_FRAMEWORK), "framework_version": None}
 
 
 def _fraction(f: Fields, key: str, default: float) -> float:
@@ -408,7 +471,8 @@ def job_to_dict(job: JobSpec) -> dict:
     return {
         "name": job.name,
         "parallel": {"tp": job.tp, "pp": job.pp, "dp": job.dp if job.dp is not None else "auto",
-                     "cp": job.cp, "ep": job.ep, "vpp": job.virtual_stages, "order": job.order},
+                     "cp": job.cp, "ep": job.ep, "vpp": job.virtual_stages, "order": job.order,
+                     **({"etp": job.etp} if job.etp is not None else {})},
         "model": model,
         "batch": batch,
         "precision": {"activation_bytes": job.activation_bytes, "param_bytes": job.param_bytes,
@@ -416,4 +480,14 @@ def job_to_dict(job: JobSpec) -> dict:
         "data_parallel": job.data_parallel,
         "sequence_parallel": job.sequence_parallel,
         **_hardware_dict(job.hardware),
+        **_framework_dict(job),
     }
+
+
+def _framework_dict(job: JobSpec) -> dict:
+    """``{"framework": ...}`` in the YAML layout; empty for the default (keeps older outputs identical)."""
+    if job.framework == DEFAULT_FRAMEWORK and job.framework_version is None:
+        return {}
+    if job.framework_version is None:
+        return {"framework": job.framework}
+    return {"framework": {"name": job.framework, "version": job.framework_version}}

@@ -20,7 +20,8 @@ from rankmap.job.comm import CommOp, iteration_comm
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import JobSpec
 
-__all__ = ["GroupTraffic", "job_traffic", "group_traffic", "group_edges", "weighted_edges", "alignment_problems"]
+__all__ = ["GroupTraffic", "job_traffic", "group_traffic", "group_edges", "weighted_edges", "alignment_problems",
+           "ring_channels", "rail_crossings"]
 
 
 @dataclass(frozen=True)
@@ -144,15 +145,44 @@ def weighted_edges(layout: ParallelLayout, tr: GroupTraffic) -> list:
 
 
 def alignment_problems(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
-                       rank_host: np.ndarray, rank_local: np.ndarray, limit: int = 3) -> list[str]:
-    """Why a placement breaks the rules: a TP group leaving a host, or an inter-host edge
-    between different local ranks (not rail-aligned: its traffic would change rails).
+                       rank_host: np.ndarray, rank_local: np.ndarray, limit: int = 3,
+                       rank_rail: np.ndarray | None = None, pxn: bool = True) -> list[str]:
+    """Why a placement breaks the rules: a TP group leaving a host, or inter-host traffic that
+    NCCL cannot keep on one rail.
+
+    What NCCL does, not rank order, decides (see :func:`ring_channels`): a ring group (CP, DP)
+    is fine when some NIC rail serves a member on every host it spans -- NCCL orders each
+    node's GPUs itself and runs a channel through that rail on every node. A point-to-point
+    or all-to-all pair (PP, EP) from host A to a peer on rail r is fine when a member of the
+    group on host A sits on rail r: with PXN (on by default, ``NCCL_PXN_DISABLE=0``) NCCL
+    moves the data over NVLink to that member and sends it from its NIC [1]_, [2]_. With
+    ``pxn=False`` the two ranks must share a rail.
+
+    Parameters
+    ----------
+    rank_host, rank_local : ndarray
+        ``[W]``: host index and local rank of every rank.
+    rank_rail : ndarray, optional
+        ``[W]``: the rail (NIC) of every rank's GPU; default its local rank (one NIC per GPU).
+    limit : int
+        Messages per kind.
+    pxn : bool
+        Whether NCCL may send through another member's NIC (``NCCL_PXN_DISABLE`` unset or 0).
 
     Returns
     -------
     list of str
-        Up to ``limit`` messages per kind; empty when the placement is aligned.
+        Up to ``limit`` messages per kind; empty when every inter-host byte can stay on a rail.
+
+    References
+    ----------
+    .. [1] NCCL documentation, Environment Variables: ``NCCL_PXN_DISABLE``, ``NCCL_CROSS_NIC``.
+       https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/env.html
+    .. [2] NVIDIA/nccl, ``src/graph/search.cc`` (per-channel ring search: a channel enters and
+       leaves a node through one NIC) and ``src/graph/paths.cc`` (``ncclTopoGetIntermediateRank``:
+       PXN relays through a local rank of the communicator close to the NIC).
     """
+    rank_rail = rank_local if rank_rail is None else rank_rail
     problems: list[str] = []
     tp_hosts = rank_host[layout.groups("tp")]
     bad = np.nonzero((tp_hosts != tp_hosts[:, :1]).any(axis=1))[0]
@@ -160,11 +190,117 @@ def alignment_problems(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
         ranks = layout.groups("tp")[bad[0]].tolist()
         problems.append(f"TP group {ranks} spans {len(set(tp_hosts[bad[0]].tolist()))} hosts")
     for kind, tr in traffic.items():
+        if kind == "tp" or tr.group_size < 2:
+            continue
+        groups = layout.groups(kind)
+        members = _member_rails(groups, rank_host, rank_rail)        # [group]{host: rails of its members}
+        found = 0
+        if tr.pattern == "ring":
+            for g, group in enumerate(groups):
+                on = members[g]
+                if len(on) > 1 and not set.intersection(*on.values()):
+                    where = "; ".join(f"host {h}: rails {sorted(r)}" for h, r in list(on.items())[:3])
+                    problems.append(f"{kind.upper()} group {group.tolist()[:8]} spans {len(on)} hosts with no NIC "
+                                    f"rail common to all ({where}): every NCCL channel changes rails "
+                                    "(not rail-aligned)")
+                    found += 1
+                    if found >= limit:
+                        break
+            continue
         src, dst = (np.concatenate(parts) for parts in zip(*(e for e, _ in weighted_edges(layout, tr))))
-        inter = rank_host[src] != rank_host[dst]
-        off_rail = np.nonzero(inter & (rank_local[src] != rank_local[dst]))[0]
-        for e in off_rail[:limit]:
-            a, b = int(src[e]), int(dst[e])
-            problems.append(f"{kind.upper()} edge rank {a} -> rank {b} joins local rank {rank_local[a]} "
-                            f"to local rank {rank_local[b]} on another host (not rail-aligned)")
+        group_of = np.empty(rank_host.size, dtype=np.int64)
+        group_of[groups] = np.arange(groups.shape[0])[:, None]
+        for a, b in zip(src.tolist(), dst.tolist()):
+            ha, hb = int(rank_host[a]), int(rank_host[b])
+            if ha == hb:
+                continue
+            via = members[int(group_of[a])][ha] if pxn else {int(rank_rail[a])}
+            if int(rank_rail[b]) not in via:
+                problems.append(f"{kind.upper()} edge rank {a} -> rank {b} joins local rank {rank_local[a]} "
+                                f"to local rank {rank_local[b]} on another host, and no member of the group on "
+                                f"rank {a}'s host sits on rail {int(rank_rail[b])} (not rail-aligned)")
+                found += 1
+                if found >= limit:
+                    break
     return problems
+
+
+def _member_rails(groups: np.ndarray, rank_host: np.ndarray, rank_rail: np.ndarray) -> list[dict]:
+    """``[group]{host: set of rails of the group's members on that host}``, hosts in rank order."""
+    out = []
+    for hosts, rails in zip(rank_host[groups].tolist(), rank_rail[groups].tolist()):
+        on: dict = {}
+        for h, r in zip(hosts, rails):
+            on.setdefault(h, set()).add(r)
+        out.append(on)
+    return out
+
+
+def ring_channels(group: np.ndarray, rank_host: np.ndarray, rank_rail: np.ndarray) -> list[list[int]]:
+    """NCCL's rings of one group: the rail each channel uses on each host, hosts in ring order.
+
+    NCCL lays one ring per channel over the group's nodes in the order their first ranks
+    come (``src/graph/connect.cc``), orders each node's GPUs itself, and gives each channel
+    one NIC per node, through which the ring enters and leaves it (``src/graph/search.cc``).
+    Modelled here: one channel per rail of the host with the fewest member rails; channel c
+    runs on the c-th rail common to all hosts while there are any (no rail change), then on
+    each host's c-th remaining rail.
+
+    Returns
+    -------
+    list of list of int
+        ``rails[channel][host in ring order]``; ``[]`` for a group inside one host.
+
+    Examples
+    --------
+    >>> host, rail = np.array([0, 0, 1, 1]), np.array([0, 4, 0, 4])
+    >>> ring_channels(np.array([0, 1, 2, 3]), host, rail)      # both hosts on rails 0 and 4
+    [[0, 0], [4, 4]]
+    >>> ring_channels(np.array([0, 1, 2, 3]), host, np.array([0, 1, 4, 5]))
+    [[0, 4], [1, 5]]
+    """
+    order: list[int] = []
+    rails: dict[int, list[int]] = {}
+    for r in sorted(group.tolist()):
+        h = int(rank_host[r])
+        if h not in rails:
+            order.append(h)
+            rails[h] = []
+        if int(rank_rail[r]) not in rails[h]:
+            rails[h].append(int(rank_rail[r]))
+    if len(order) < 2:
+        return []
+    common = sorted(set.intersection(*(set(v) for v in rails.values())))
+    rest = {h: sorted(set(v) - set(common)) for h, v in rails.items()}
+    channels = min(len(v) for v in rails.values())
+    return [[common[c] if c < len(common) else rest[h][c - len(common)] for h in order] for c in range(channels)]
+
+
+def rail_crossings(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_host: np.ndarray,
+                   rank_rail: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Per ring kind: ``(channel hops between hosts, those that change rails)``, over all groups.
+
+    A channel of a ring over k >= 2 hosts makes k host-to-host hops (the last one closes the
+    ring); a hop changes rails when the channel's rail differs on its two ends
+    (:func:`ring_channels`), which sends its bytes through the spine.
+
+    Examples
+    --------
+    >>> from rankmap.job.spec import JobSpec
+    >>> job = JobSpec(tp=4, cp=2, dp=4, num_micro_batches=2)
+    >>> lay = ParallelLayout.of(job)
+    >>> ranks = np.arange(32)
+    >>> rail_crossings(lay, job_traffic(job), ranks // 8, ranks % 8)["dp"]   # 4 groups x 2 channels x 4 hops
+    (32, 0)
+    """
+    out: dict[str, tuple[int, int]] = {}
+    for kind, tr in traffic.items():
+        if tr.pattern != "ring" or tr.group_size < 2:
+            continue
+        hops = changes = 0
+        for group in layout.groups(kind):
+            for channel in ring_channels(group, rank_host, rank_rail):
+                hops += len(channel)
+                changes += sum(a != b for a, b in zip(channel, channel[1:] + channel[:1]))
+        out[kind] = (hops, changes)
+    return out

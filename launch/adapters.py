@@ -9,8 +9,8 @@ order a framework cannot express is refused, saying why.
 - Megatron-LM / Megatron-Core: ``initialize_model_parallel(order=...)`` builds its groups with
   ``RankGenerator``; Megatron-LM passes ``order="tp-cp-ep-dp-pp"``, or ``"tp-cp-ep-pp-dp"`` with
   ``--use-tp-pp-dp-mapping`` [1]_, [2]_. Its expert groups come from a second generator without a
-  CP digit (CP ranks fold into expert data parallelism), so ``ep > 1`` with ``cp > 1`` gives
-  other EP groups than the map's and is refused.
+  CP digit (CP ranks fold into expert data parallelism, Megatron-Core >= 0.10), as the map's do
+  (:mod:`rankmap.job.layout`); ``--expert-tensor-parallel-size`` is passed when it differs from tp.
 - torchtitan: ``ParallelDims`` builds the mesh ``("pp", "dp_replicate", "dp_shard", "cp", "tp")``,
   slowest first, i.e. the order ``tp-cp-dp-pp`` [3]_; its EP is carved out of ``dp_shard`` x
   ``cp``, so ``ep > 1`` is refused.
@@ -69,12 +69,10 @@ def _express(rm: RankMap, framework: str, orders: dict) -> tuple:
 def megatron_flags(rm: RankMap) -> list[str]:
     """Megatron-LM flags for the map's sizes and order (see the module docstring)."""
     job = rm.job
-    if job.ep > 1 and job.cp > 1:
-        raise LaunchError("Megatron-Core cannot build the map's EP groups with cp > 1: its expert groups have no "
-                          "CP digit (CP ranks fold into expert data parallelism), the map's EP groups step over CP")
     extra = _express(rm, "Megatron-LM", MEGATRON_ORDERS)
+    etp = ["--expert-tensor-parallel-size", str(job.etp)] if job.etp not in (None, job.tp) else []
     return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp),
-            "--context-parallel-size", str(job.cp), "--expert-model-parallel-size", str(job.ep), *extra]
+            "--context-parallel-size", str(job.cp), "--expert-model-parallel-size", str(job.ep), *etp, *extra]
 
 
 def torchtitan_flags(rm: RankMap) -> list[str]:

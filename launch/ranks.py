@@ -13,9 +13,12 @@ Where a process runs:
 - else ``SLURMD_NODENAME``, when it is a host of the map: the node name Slurm gave this task
   (srun sets it; torchrun's workers inherit it), which is the map's name for a plan made from
   ``SLURM_JOB_NODELIST``;
-- otherwise the machine's own names (``socket.gethostname()``, its FQDN, their short forms) are
-  matched against the map's hosts, and a map host given as an address matches if this machine
-  can bind that (non-loopback) address.
+- otherwise the machine's own names (``socket.gethostname()`` and its FQDN) are matched against
+  the map's hosts, and a map host given as an address matches if this machine can bind that
+  (non-loopback) address. An exact match (names compare case-insensitively, RFC 4343) always
+  wins; only when there is none does a short name (the first label) match. Container and task
+  names such as ``mpi-worker.1.fabric.test`` and ``mpi-worker.2.fabric.test`` share their first
+  label, so a short-name match alone would find both.
 
 Launcher variables: torchrun's ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``GROUP_RANK``, Open MPI's
 ``OMPI_COMM_WORLD_RANK``/``..._LOCAL_RANK``/``..._SIZE``, Slurm's ``SLURM_PROCID``/``SLURM_LOCALID``/
@@ -114,18 +117,30 @@ def _owns_address(addr: str) -> bool:
 
 
 def machine_names() -> set[str]:
-    """This machine's names: hostname, FQDN and their short forms."""
-    names = {socket.gethostname(), socket.getfqdn()}
-    return names | {n.split(".")[0] for n in names if not _is_ip(n)}
+    """This machine's own names: hostname and FQDN (short forms are matched by :func:`find_host`)."""
+    return {socket.gethostname(), socket.getfqdn()}
 
 
-def find_host(hosts: tuple, env: dict | None = None) -> str | None:
+def _short(name: str) -> str:
+    return name if _is_ip(name) else name.split(".")[0].lower()
+
+
+def find_host(hosts: tuple, env: dict | None = None, names: set[str] | None = None) -> str | None:
     """The map host this process runs on, or None if none matches (see the module docstring).
+
+    ``names`` are this machine's names (default :func:`machine_names`). Exact matches win
+    over short-name matches.
 
     Raises
     ------
     PlacementMismatch
-        This machine matches more than one host of the map.
+        This machine matches more than one host of the map equally well.
+
+    Examples
+    --------
+    >>> hosts = ("mpi-worker.1.fabric.test", "mpi-worker.2.fabric.test")
+    >>> find_host(hosts, {}, {"mpi-worker.2.fabric.test"}), find_host(("gpu7.cluster",), {}, {"GPU7"})
+    ('mpi-worker.2.fabric.test', 'gpu7.cluster')
     """
     env = os.environ if env is None else env
     named = env.get("RANKMAP_HOST")
@@ -133,12 +148,15 @@ def find_host(hosts: tuple, env: dict | None = None) -> str | None:
         return named if named in hosts else None
     if env.get("SLURMD_NODENAME") in hosts:
         return env["SLURMD_NODENAME"]
-    names = machine_names()
-    found = [h for h in hosts if (h in names or (not _is_ip(h) and h.split(".")[0] in names)
-                                  or (_is_ip(h) and _owns_address(h)))]
+    names = machine_names() if names is None else set(names)
+    exact = {n.lower() for n in names}
+    found = [h for h in hosts if h.lower() in exact or (_is_ip(h) and _owns_address(h))]
+    if not found:  # no exact name: short names (first labels), both ways
+        short = {_short(n) for n in names}
+        found = [h for h in hosts if not _is_ip(h) and _short(h) in short]
     if len(found) > 1:
-        raise PlacementMismatch(f"this machine ({socket.gethostname()}) matches hosts {', '.join(found)} of the "
-                                f"rank map; set RANKMAP_HOST to the one it is")
+        raise PlacementMismatch(f"this machine ({', '.join(sorted(names))}) matches hosts {', '.join(found)} of the "
+                                f"rank map equally well (by short name); set RANKMAP_HOST to the one it is")
     return found[0] if found else None
 
 

@@ -5,7 +5,10 @@
 line per task in node-rank order: task i runs on line i [1]_. Each task runs ``torchrun.sh``
 (:mod:`rankmap.launch.torchrun`), which picks the torchrun line of its task id
 (``SLURM_PROCID`` = node rank). The node list is given compressed (``#SBATCH --nodelist``,
-[2]_); the hostfile, not the node list, sets the order. No torch here.
+[2]_) the way the topology exporters write hostlists (:func:`rankmap.topology.slurmconf.compress_names`:
+brackets only around trailing digits, which every Slurm release reads; text after a bracket
+needs 23.02.5), and every hostlist is expanded by python-hostlist; the hostfile, not the node
+list, sets the order. No torch here.
 
 The srun line gives ``--ntasks`` but never ``--nodes``, and the script unsets an inherited
 ``SLURM_NNODES`` (srun reads it as ``--nodes`` [1]_). What changed between Slurm 22.05 and 25.05
@@ -13,8 +16,7 @@ for this line, from SchedMD's change logs and release notes:
 
 - 23.02.0: newlines delimit hostlists (``SLURM_JOB_NODELIST``) [4]_; no change for this script.
 - 23.11.0: hostlists may carry a shared suffix after the bracket (``node[0001-0010]-int``) [5]_;
-  the ``--nodelist`` this module writes brackets only trailing digits
-  (:func:`~rankmap.topology.hostnames.compress_hostlist` with ``suffix=False``), which every
+  the ``--nodelist`` this module writes brackets only trailing digits (above), which every
   release reads.
 - 23.11.0rc1: arbitrary distribution fixed for sbatch/salloc [4]_; 23.11.1: slurmctld rejects an
   arbitrary-distribution job whose minimum node count differs from the number of distinct nodes
@@ -58,7 +60,7 @@ from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import LaunchOptions, read_host, script_header, text_lines, workdir_lines
 from rankmap.launch.torchrun import torchrun_lines, torchrun_listing, torchrun_script
-from rankmap.topology.hostnames import compress_hostlist
+from rankmap.topology.slurmconf import compress_names
 
 __all__ = ["slurm_hostfile", "slurm_script", "srun_line", "sbatch_head", "slurm_files", "read_slurm_hostfile",
            "check_slurm_hosts"]
@@ -76,7 +78,7 @@ def sbatch_head(rm: RankMap, nodelist: bool = True) -> str:
     """``#!/bin/bash`` and the ``#SBATCH`` lines: one task per node, the map's nodes (with ``nodelist``)."""
     n = len(rm.hosts)
     name = _JOB_NAME.sub("-", rm.job.name)[:64] or "rankmap"
-    hosts = f"#SBATCH --nodelist={compress_hostlist(list(rm.hosts), suffix=False)}\n" if nodelist else ""
+    hosts = f"#SBATCH --nodelist={compress_names(rm.hosts)}\n" if nodelist else ""
     return (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n"
             f"#SBATCH --ntasks-per-node=1\n{hosts}#SBATCH --exclusive\n")
 

@@ -634,7 +634,7 @@ def _with_identity(result, path, options):
     return restore(result, read_text(path), keep_name=bool(options is not None and options.name))
 
 
-def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
+def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None, slurm_version: str | None = None) -> str:
     """A cluster's topology as a scheduler reads it: Slurm topology.conf (tree or block) or k8s node labels.
 
     Raises
@@ -646,6 +646,9 @@ def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None) -> str:
 
     if levels and fmt != "k8s-labels":
         raise RankmapError("--levels applies to --to k8s-labels only")
+    if slurm_version and fmt not in ("slurm-block", "slurm-yaml"):
+        raise RankmapError("--slurm-version applies to --to slurm-block and --to slurm-yaml only")
     from rankmap.topology.identity import stamp
 
-    return stamp(fmt, cluster, export_cluster(fmt, cluster, **({"levels": levels} if levels else {})))
+    kwargs = {"levels": levels} if levels else {"slurm_version": slurm_version} if slurm_version else {}
+    return stamp(fmt, cluster, export_cluster(fmt, cluster, **kwargs))

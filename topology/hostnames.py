@@ -99,42 +99,22 @@ def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = 
     return names
 
 
-def compress_hostlist(names: list[str], *, suffix: bool = True) -> str:
+def compress_hostlist(names: list[str]) -> str:
     """Compress host names into a hostlist expression that expands back to the same set.
 
     Zero padding is kept and no host is invented (python-hostlist keeps ``k010`` and
-    ``k10`` apart). The expression lists hosts in natural order.
-
-    ``suffix=False`` writes only ranges of a name's trailing digits (``gpu[1-4]``), never text
-    after a bracket (``node[1-4]-ib``) or a range in the middle of a name: Slurm accepts a suffix
-    after the bracket only since 23.11 (RELEASE_NOTES of slurm-23-11-0-1, "shared suffix ... in
-    the hostlist format", https://github.com/SchedMD/slurm), so files meant for older releases
-    use this form; names without trailing digits are listed as they are.
+    ``k10`` apart). The expression lists hosts in natural order. Text after a bracket may
+    result (``n[1-2]-ib``), which Slurm reads only since 23.11: files for Slurm use
+    :func:`rankmap.topology.slurmconf.compress_names` instead.
 
     Examples
     --------
     >>> compress_hostlist(["srv-007", "srv-008"])
     'srv-[007-008]'
-    >>> compress_hostlist(["n1-ib", "n2-ib"])
-    'n[1-2]-ib'
-    >>> compress_hostlist(["n1-ib", "n2-ib", "a7", "a8"], suffix=False)
-    'a[7-8],n1-ib,n2-ib'
     """
     if not names:
         return ""
-    if suffix:
-        return hostlist.collect_hostlist(list(names))
-    by_prefix: dict[str, list[str]] = {}
-    for name in names:
-        m = re.fullmatch(r"(.*?)(\d+)", name)
-        by_prefix.setdefault(m.group(1) if m else name, []).append(name)
-    parts = []
-    for prefix, group in sorted(by_prefix.items()):
-        if len(group) == 1 or not re.fullmatch(r"(.*?)(\d+)", group[0]):
-            parts.extend(group)
-        else:  # only the trailing digits differ: python-hostlist can only bracket those
-            parts.append(hostlist.collect_hostlist(group))
-    return ",".join(sorted(parts, key=natural_key))
+    return hostlist.collect_hostlist(list(names))
 
 
 def natural_key(name: str) -> list:

@@ -18,6 +18,7 @@ from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
 from rankmap.topology.model import Cluster
 from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
 from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
+from rankmap.topology.slurm_yaml import export_slurm_yaml, looks_like_topology_yaml, parse_slurm_yaml
 from rankmap.topology.sources import ImportOptions, ImportResult
 from rankmap.topology.spec import parse_cluster
 from rankmap.topology.volcano import parse_hypernodes
@@ -28,6 +29,7 @@ __all__ = ["IMPORT_FORMATS", "EXPORT_FORMATS", "import_text", "import_file", "de
 IMPORTERS: dict[str, Callable[..., ImportResult]] = {
     "slurm": parse_slurm_tree,
     "slurm-block": parse_slurm_block,
+    "slurm-yaml": parse_slurm_yaml,
     "k8s-labels": parse_k8s_nodes,
     "volcano": parse_hypernodes,
     "hostfile": parse_hostfile,
@@ -35,6 +37,7 @@ IMPORTERS: dict[str, Callable[..., ImportResult]] = {
 EXPORTERS: dict[str, Callable[..., str]] = {
     "slurm": export_slurm_tree,
     "slurm-block": export_slurm_block,
+    "slurm-yaml": export_slurm_yaml,
     "k8s-labels": export_k8s_labels,
 }
 IMPORT_FORMATS = tuple(IMPORTERS)
@@ -44,6 +47,9 @@ EXPORT_FORMATS = tuple(EXPORTERS)
 def import_text(fmt: str, text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
     """Parse ``text`` as format ``fmt`` (one of :data:`IMPORT_FORMATS`).
 
+    ``"slurm"`` given a topology.yaml reads it as ``"slurm-yaml"`` (Slurm 25.05 reads
+    topology.yaml in place of topology.conf).
+
     Examples
     --------
     >>> r = import_text("hostfile", "n1 slots=4\\n", "hosts")
@@ -52,6 +58,8 @@ def import_text(fmt: str, text: str, source: str, options: ImportOptions | None 
     """
     if fmt not in IMPORTERS:
         raise SpecError(f"unknown topology format {fmt!r} (expected one of: {', '.join(IMPORT_FORMATS)})")
+    if fmt == "slurm" and looks_like_topology_yaml(text):
+        fmt = "slurm-yaml"
     return IMPORTERS[fmt](text, source, options or ImportOptions())
 
 
@@ -61,7 +69,7 @@ def import_file(fmt: str, path: str | Path, options: ImportOptions | None = None
 
 
 _FIRST_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=", re.M)
-_HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9][A-Za-z0-9.-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
+_HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9:][A-Za-z0-9.:-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
 
 
 def detect_format(text: str) -> str | None:
@@ -78,6 +86,8 @@ def detect_format(text: str) -> str | None:
         return None
     if body[0][:1] in "{[":
         return "k8s-labels"
+    if looks_like_topology_yaml(text):
+        return "slurm-yaml"
     first = _FIRST_KEY.match(body[0])
     if first:
         key = first.group(1).lower()

@@ -15,11 +15,19 @@ A label value is only unique under its parent, so a domain is named by its whole
 of values joined with ``/`` (``nn-top0001/nn-mid0001/nn-bot0001``). The deepest domain
 of a node becomes its ToR group; the domains above become switches. Levels that name
 the host itself (``kubernetes.io/hostname``, ``gce-topology-host``) are not switches and
-are dropped. GPUs come from ``status.capacity`` (``nvidia.com/gpu``, ``amd.com/gpu``) or
-the ``nvidia.com/gpu.count`` label.
+are dropped. GPUs come from ``status.allocatable`` (``nvidia.com/gpu``, ``amd.com/gpu``):
+what the scheduler can hand out, which the device plugin lowers below ``status.capacity``
+when a GPU is unhealthy [1]_, [2]_; a node whose allocatable count is below its capacity
+(or its ``nvidia.com/gpu.count`` label) gets the allocatable count and a warning naming it.
+Without ``allocatable`` the capacity, then the label, is used.
 
 References
 ----------
+.. [1] Kubernetes documentation, "Node Allocatable" and Node status ("Capacity and Allocatable").
+   https://kubernetes.io/docs/reference/node/node-status/#capacity
+.. [2] Kubernetes device plugins: a device reported Unhealthy is not allocatable.
+   https://kubernetes.io/docs/concepts/extend-kubernetes/compute-storage-net/device-plugins/
+
 AWS EC2 instance topology, https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology.html ;
 Kueue Topology Aware Scheduling, https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/
 """
@@ -42,6 +50,7 @@ from rankmap.topology.sources import (
     file_stem,
     name_tiers,
     note_tiers,
+    warn_odd_names,
 )
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
@@ -80,6 +89,7 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
         seen[name] = line
     levels = _levels(nodes, options, diags, source)
     leaves, switches = _domains(nodes, levels, options, diags, source)
+    warn_odd_names(leaves, diags, source, seen, what="domain")
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
     cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)
@@ -205,10 +215,13 @@ def _node(item, index: int, lines, source: str):
         why = check_hostname(name) if isinstance(name, str) else "missing"
         raise SpecError(f"bad node name {name!r}: {why}", source=source, line=line, key=f"{where}.metadata.name")
     labels = meta.get("labels") or {}
-    capacity = (item.get("status") or {}).get("capacity") or {}
-    if not isinstance(labels, dict) or not isinstance(capacity, dict):
-        raise SpecError("labels and status.capacity must be mappings", source=source, line=line, key=name)
-    return name, {str(k): str(v) for k, v in labels.items()}, capacity, line
+    status = item.get("status") or {}
+    resources = {part: status.get(part) or {} for part in ("capacity", "allocatable")} if isinstance(status, dict) \
+        else None
+    if not isinstance(labels, dict) or resources is None or not all(isinstance(v, dict) for v in resources.values()):
+        raise SpecError("labels, status.capacity and status.allocatable must be mappings", source=source, line=line,
+                        key=name)
+    return name, {str(k): str(v) for k, v in labels.items()}, resources, line
 
 
 def _levels(nodes, options: ImportOptions, diags: Diagnostics, source: str) -> tuple[str, ...] | None:
@@ -256,11 +269,13 @@ def _path(name: str, labels: dict, levels, source: str, line: int) -> list[str]:
     return path
 
 
-def _gpus(name, labels, capacity, options, diags, source, line) -> int:
+def _gpus(name, labels, resources, options, diags, source, line) -> int:
+    """GPUs the scheduler can give on node ``name``: allocatable, else capacity, else the label."""
     found = {}
-    for key in GPU_RESOURCES:
-        if key in capacity:
-            found[f"capacity {key}"] = capacity[key]
+    for part in ("allocatable", "capacity"):
+        for key in GPU_RESOURCES:
+            if key in resources[part]:
+                found[f"{part} {key}"] = resources[part][key]
     if GPU_LABEL in labels:
         found[f"label {GPU_LABEL}"] = labels[GPU_LABEL]
     counts = {}
@@ -274,10 +289,13 @@ def _gpus(name, labels, capacity, options, diags, source, line) -> int:
         diags.warn(f"node {name} says nothing about GPUs: assuming {options.gpus}", source=source, line=line,
                    key=name)
         return options.gpus
-    if len(set(counts.values())) > 1:
-        diags.warn(f"node {name}: GPU counts differ ({', '.join(f'{k}={v}' for k, v in counts.items())}); "
-                   "using the capacity", source=source, line=line, key=name)
     gpus = next(iter(counts.values()))
+    if len(set(counts.values())) > 1:
+        first = next(iter(counts))
+        why = (" (an unhealthy or reserved GPU: the scheduler cannot give the others)"
+               if first.startswith("allocatable") and gpus < max(counts.values()) else "")
+        diags.warn(f"node {name}: GPU counts differ ({', '.join(f'{k}={v}' for k, v in counts.items())}); "
+                   f"using {first} = {gpus}{why}", source=source, line=line, key=name)
     if gpus == 0:
         diags.warn(f"node {name} has no GPUs: left out", source=source, line=line, key=name)
     return gpus

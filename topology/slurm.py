@@ -39,6 +39,7 @@ from rankmap.topology.slurmconf import (
     slurm_rejects,
 )
 from rankmap.topology.sources import (
+    SLURM_VERSION,
     Diagnostics,
     ImportOptions,
     ImportResult,
@@ -47,10 +48,16 @@ from rankmap.topology.sources import (
     check_known_hosts,
     file_stem,
     note_tiers,
+    slurm_release,
+    warn_odd_names,
 )
 from rankmap.topology.tree import find_cycle, name_key
 
-__all__ = ["parse_slurm_tree", "export_slurm_tree", "warn_unreadable"]
+__all__ = ["parse_slurm_tree", "tree_from_records", "export_slurm_tree", "warn_unreadable", "HOSTLIST_SUFFIX_SINCE"]
+
+# Slurm reads text after a hostlist bracket (``ip-10-[20,25]-6-18``) from 23.02.5 on
+# (Slurm NEWS, 23.02.5: hostlist expressions with a suffix after the range).
+HOSTLIST_SUFFIX_SINCE = (23, 2, 5)
 
 TREE_KEYS = ("SwitchName", "Nodes", "Switches", "LinkSpeed")
 
@@ -100,26 +107,35 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     (Switch(name='top', children=('l1', 'l2'), link_speed=None),)
     """
     options = options or ImportOptions()
-    diags = Diagnostics(options.strict)
     records = parse_records(text, source, TREE_KEYS)
-    lines = _switch_lines(records, source, diags)
+    return tree_from_records(records, source, options, last_line=max(1, text.count("\n") + (not text.endswith("\n"))))
+
+
+def tree_from_records(records: list[Record], source: str, options: ImportOptions, *, last_line: int = 1,
+                      fmt: str = "slurm") -> ImportResult:
+    """The tree of ``SwitchName=`` records (from topology.conf, or topology.yaml's ``tree``).
+
+    ``last_line`` is where "no switches" is reported; ``fmt`` names the importer in the result.
+    """
+    diags = Diagnostics(options.strict)
+    lines = _switch_lines(records, source, diags, options.slurm_version)
     if not lines:
-        raise SpecError("No switches configured (no SwitchName= line)", source=source,
-                        line=max(1, text.count("\n") + (not text.endswith("\n"))))
+        raise SpecError("No switches configured (no SwitchName= line)", source=source, line=last_line)
     by_name = {ln.name: ln for ln in lines}
     _check_children(lines, by_name, source)
     leaves = _leaves(lines, source, diags)
     leaves = check_known_hosts(leaves, options, diags, source, ("switch", "switches"))
+    warn_odd_names(leaves, diags, source, what="switch")
     switches = tuple(Switch(name=ln.name, children=tuple(sorted(ln.children, key=name_key)),
                             link_speed=ln.link_speed) for ln in lines if ln.children is not None)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     _note_islands(cluster, diags)
     note_tiers(cluster, diags)
-    return ImportResult(cluster=cluster, format="slurm", source=source, warnings=tuple(diags.warnings),
+    return ImportResult(cluster=cluster, format=fmt, source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
 
 
-def _switch_lines(records: list[Record], source: str, diags: Diagnostics) -> list[_Line]:
+def _switch_lines(records: list[Record], source: str, diags: Diagnostics, version: str) -> list[_Line]:
     lines: list[_Line] = []
     seen: dict[str, int] = {}
     for rec in records:
@@ -139,7 +155,7 @@ def _switch_lines(records: list[Record], source: str, diags: Diagnostics) -> lis
         if nodes and switches:
             raise SpecError(f"switch {name} has both child switches and nodes", source=source,
                             line=rec.line, key=switches.text)
-        warn_unreadable(nodes or switches, source, diags)
+        warn_unreadable(nodes or switches, source, diags, version)
         lines.append(_Line(
             name=name, record=rec,
             nodes=expand_hostlist(nodes.value, source=source, line=rec.line, key=nodes.text) if nodes else None,
@@ -148,12 +164,15 @@ def _switch_lines(records: list[Record], source: str, diags: Diagnostics) -> lis
     return lines
 
 
-def warn_unreadable(token: Token | None, source: str, diags: Diagnostics) -> None:
-    """Warn about a hostlist element that python-hostlist reads but slurmctld refuses."""
+def warn_unreadable(token: Token | None, source: str, diags: Diagnostics, version: str = SLURM_VERSION) -> None:
+    """Warn about a hostlist element that python-hostlist reads but slurmctld ``version`` refuses
+    (text after a bracket, which Slurm reads from 23.02.5 on: :data:`HOSTLIST_SUFFIX_SINCE`)."""
+    if slurm_release(version) >= HOSTLIST_SUFFIX_SINCE:
+        return
     bad = slurm_rejects(token.value) if token else None
     if bad:
-        diags.warn(f"slurmctld cannot read {bad!r}: Slurm allows no text after a bracket "
-                   "(read here as python-hostlist does)", source=source, line=token.line, key=token.text)
+        diags.warn(f"slurmctld {version} cannot read {bad!r}: Slurm before 23.02.5 allows no text after a "
+                   "bracket (read here as python-hostlist does)", source=source, line=token.line, key=token.text)
 
 
 def _link_speed(token: Token | None, source: str) -> int | None:

@@ -28,6 +28,7 @@ from rankmap.topology.model import Cluster
 from rankmap.topology.slurm import warn_unreadable
 from rankmap.topology.slurmconf import Record, Token, check_switch_name, compress_names, parse_records
 from rankmap.topology.sources import (
+    SLURM_VERSION,
     Diagnostics,
     ImportOptions,
     ImportResult,
@@ -37,11 +38,16 @@ from rankmap.topology.sources import (
     file_stem,
     name_tiers,
     note_tiers,
+    slurm_release,
+    warn_odd_names,
 )
 
-__all__ = ["parse_slurm_block", "export_slurm_block"]
+__all__ = ["parse_slurm_block", "block_from_records", "export_slurm_block", "BLOCK_RELAXED_SINCE"]
 
 BLOCK_KEYS = ("BlockName", "Nodes", "BlockSizes")
+# Slurm 25.05 relaxed topology/block: blocks smaller than the base block size, and
+# placeholder blocks without nodes (Slurm 25.05 release notes; topology.conf(5)).
+BLOCK_RELAXED_SINCE = (25, 5, 0)
 _MAX_LEVEL = 15  # slurmctld: a level may aggregate at most 2**15 base blocks
 
 
@@ -68,22 +74,35 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     (['b1', 'b2'], (2, 4))
     """
     options = options or ImportOptions()
+    return block_from_records(parse_records(text, source, BLOCK_KEYS), source, options)
+
+
+def block_from_records(records: list[Record], source: str, options: ImportOptions, *,
+                       fmt: str = "slurm-block") -> ImportResult:
+    """The blocks of ``BlockName=`` / ``BlockSizes=`` records (topology.conf, or topology.yaml's ``block``).
+
+    With ``options.slurm_version`` 25.05 or later, a block may have fewer nodes than the base
+    block size, and a block without nodes is a placeholder that keeps its position (an empty
+    ToR group); earlier releases refuse both (Slurm 25.05 release notes, topology/block).
+    """
     diags = Diagnostics(options.strict)
-    records = parse_records(text, source, BLOCK_KEYS)
-    sizes_token, blocks = _block_lines(records, source, diags)
+    relaxed = slurm_release(options.slurm_version) >= BLOCK_RELAXED_SINCE
+    sizes_token, blocks = _block_lines(records, source, diags, options.slurm_version)
     if not blocks:
         raise SpecError("No blocks configured (no BlockName= line)", source=source,
                         line=sizes_token.line if sizes_token else 1)
     leaves = check_known_hosts(blocks, options, diags, source, ("block", "blocks"))
-    sizes = _block_sizes(sizes_token, leaves, source, diags)
+    warn_odd_names(leaves, diags, source, what="block")
+    sizes = _block_sizes(sizes_token, leaves, source, diags, relaxed)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
     cluster = name_tiers(cluster, lambda level: f"block {sizes[level]}" if level < len(sizes) else "spine")
     note_tiers(cluster, diags)
-    return ImportResult(cluster=cluster, format="slurm-block", source=source,
+    return ImportResult(cluster=cluster, format=fmt, source=source,
                         warnings=tuple(diags.warnings), notes=tuple(diags.notes))
 
 
-def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tuple[Token | None, list[Leaf]]:
+def _block_lines(records: list[Record], source: str, diags: Diagnostics,
+                 version: str) -> tuple[Token | None, list[Leaf]]:
     sizes: Token | None = None
     blocks: list[Leaf] = []
     seen: dict[str, int] = {}
@@ -102,7 +121,7 @@ def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tupl
         if first.key != "BlockName":
             raise SpecError(f"a line must start with BlockName= or BlockSizes=, not {first.key}=",
                             source=source, line=rec.line, key=first.text)
-        block = _block(rec, seen, source, diags)
+        block = _block(rec, seen, source, diags, version)
         for host, _ in block.hosts:
             if host in block_of:
                 other, line = block_of[host]
@@ -113,7 +132,7 @@ def _block_lines(records: list[Record], source: str, diags: Diagnostics) -> tupl
     return sizes, blocks
 
 
-def _block(rec: Record, seen: dict[str, int], source: str, diags: Diagnostics) -> Leaf:
+def _block(rec: Record, seen: dict[str, int], source: str, diags: Diagnostics, version: str) -> Leaf:
     """One ``BlockName=`` line as a leaf (hosts without GPU counts yet)."""
     first = rec.tokens[0]
     name = first.value
@@ -126,15 +145,19 @@ def _block(rec: Record, seen: dict[str, int], source: str, diags: Diagnostics) -
     seen[name] = rec.line
     nodes = rec.get("Nodes")
     if nodes is None:
-        raise SpecError(f"block {name} hasn't got nodes (Nodes= is missing)", source=source,
-                        line=rec.line, key=first.text)
-    warn_unreadable(nodes, source, diags)
+        if slurm_release(version) >= BLOCK_RELAXED_SINCE:  # a placeholder block: keeps its position
+            return Leaf(name=name, hosts=[], line=rec.line)
+        raise SpecError(f"block {name} hasn't got nodes (Nodes= is missing; placeholder blocks need "
+                        f"Slurm 25.05, the target is {version})", source=source, line=rec.line, key=first.text)
+    warn_unreadable(nodes, source, diags, version)
     hosts = expand_hostlist(nodes.value, source=source, line=rec.line, key=nodes.text)
     return Leaf(name=name, hosts=[(h, 0) for h in hosts], line=rec.line)
 
 
-def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Diagnostics) -> tuple[int, ...]:
-    """The aggregation sizes slurmctld will use, in hosts."""
+def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Diagnostics,
+                 relaxed: bool = False) -> tuple[int, ...]:
+    """The aggregation sizes slurmctld will use, in hosts (``relaxed``: 25.05's rules, where a
+    block may be smaller than the base block size)."""
     if token is None:
         base = len(blocks[0].hosts)
         if base == 0:
@@ -143,9 +166,10 @@ def _block_sizes(token: Token | None, blocks: list[Leaf], source: str, diags: Di
     else:
         base, levels = _parse_sizes(token, source)
     for block in blocks:
-        if len(block.hosts) < base:
+        if len(block.hosts) < base and not relaxed:
             raise SpecError(f"Block configuration ({block.name}) children count lower than the base block "
-                            f"size: {len(block.hosts)} hosts, base blocks have {base}", source=source,
+                            f"size: {len(block.hosts)} hosts, base blocks have {base} (Slurm 25.05 "
+                            "allows smaller blocks: --slurm-version 25.05)", source=source,
                             line=block.line, key=f"BlockName={block.name}")
     used = []
     for level in levels:  # slurmctld stops at the first level that covers every block
@@ -180,7 +204,7 @@ def _parse_sizes(token: Token, source: str) -> tuple[int, list[int]]:
     return base, levels
 
 
-def export_slurm_block(cluster: Cluster) -> str:
+def export_slurm_block(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> str:
     """Write a topology/block topology.conf; ``parse_slurm_block`` reads the same blocks back.
 
     ToR groups become base blocks in group order. A cluster without block sizes gets
@@ -208,25 +232,42 @@ def export_slurm_block(cluster: Cluster) -> str:
                         "them apart (export with --to slurm)")
     if not cluster.tor_groups:
         raise SpecError(f"cluster {cluster.name!r} has no ToR groups: refusing to write an empty topology.conf")
-    sizes = cluster.block_sizes or _default_sizes(cluster)
     out = [f"# topology.conf (topology/block) for cluster {cluster.name!r}, written by rankmap"]
-    for group in cluster.tor_groups:
-        why = check_switch_name(group.name)
-        if why:
-            raise SpecError(f"cannot write {group.name!r} as a Slurm block name: {why}")
-        if len(group.hosts) < sizes[0]:
-            raise SpecError(f"ToR group {group.name!r} has {len(group.hosts)} hosts, fewer than the base "
-                            f"block size {sizes[0]}: slurmctld would refuse it")
-        out.append(f"BlockName={group.name} Nodes={compress_names(group.hosts)}".replace("#", "\\#"))
+    sizes, rows = block_lines(cluster, slurm_version)
+    for name, nodes in rows:
+        out.append((f"BlockName={name}" + (f" Nodes={nodes}" if nodes else "")).replace("#", "\\#"))
     out.append("BlockSizes=" + ",".join(map(str, sizes)))
     return "\n".join(out) + "\n"
 
 
+def block_lines(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> tuple[tuple[int, ...], list[tuple[str, str]]]:
+    """``(block sizes, [(block name, hostlist or "")])`` of a cluster, checked as slurmctld
+    ``slurm_version`` would check them (also for topology.yaml's ``block``).
+
+    Raises
+    ------
+    SpecError
+        A name Slurm cannot read; before 25.05, a group smaller than the base block size or
+        without hosts.
+    """
+    relaxed = slurm_release(slurm_version) >= BLOCK_RELAXED_SINCE
+    sizes = cluster.block_sizes or _default_sizes(cluster)
+    rows = []
+    for group in cluster.tor_groups:
+        why = check_switch_name(group.name)
+        if why:
+            raise SpecError(f"cannot write {group.name!r} as a Slurm block name: {why}")
+        if len(group.hosts) < sizes[0] and not relaxed:
+            raise SpecError(f"ToR group {group.name!r} has {len(group.hosts)} hosts, fewer than the base "
+                            f"block size {sizes[0]}: slurmctld {slurm_version} would refuse it (25.05 accepts it)")
+        rows.append((group.name, compress_names(group.hosts) if group.hosts else ""))
+    return sizes, rows
+
+
 def _default_sizes(cluster: Cluster) -> tuple[int, ...]:
-    base = min(len(g.hosts) for g in cluster.tor_groups)
+    base = min((len(g.hosts) for g in cluster.tor_groups if g.hosts), default=0)
     if base == 0:
-        empty = next(g.name for g in cluster.tor_groups if not g.hosts)
-        raise SpecError(f"ToR group {empty!r} has no hosts: a Slurm block needs nodes")
+        raise SpecError(f"cluster {cluster.name!r} has no hosts: a Slurm block needs nodes")
     sizes, n = [base], 1
     while n < len(cluster.tor_groups):
         n *= 2

@@ -12,6 +12,7 @@ warning into an error.
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
@@ -20,8 +21,8 @@ from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
 from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
-__all__ = ["ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE"]
+__all__ = ["SLURM_VERSION", "slurm_release", "ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
+           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE", "name_pattern", "warn_odd_names"]
 
 TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
              "defaults (spine.switches switches per domain, shared by rails, ports to cable its largest "
@@ -53,6 +54,12 @@ class ImportOptions:
         ``Topology`` levels); None detects AWS or GKE labels.
     strict : bool
         Turn warnings into errors.
+    topology : str or None
+        Slurm topology.yaml: the named topology to read (None: the ``cluster_default`` one).
+    slurm_version : str
+        The Slurm release the file is for ("25.05", "23.02.5", ...): which hostlist forms
+        and topology/block relaxations slurmctld of that release accepts (default: the
+        current release, :data:`SLURM_VERSION`).
     """
 
     gpus: int = 8
@@ -63,8 +70,11 @@ class ImportOptions:
     hosts: tuple[str, ...] | None = None
     levels: tuple[str, ...] | None = None
     strict: bool = False
+    topology: str | None = None
+    slurm_version: str = "25.05"
 
     def __post_init__(self) -> None:
+        slurm_release(self.slurm_version, key="slurm_version")
         for key in ("gpus", "capacity") + (("rails",) if self.rails is not None else ()):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -77,6 +87,33 @@ class ImportOptions:
         if self.nic_gbps is None:
             return Links()
         return Links(nic_gbps=float(self.nic_gbps), tor_downlink_gbps=float(self.nic_gbps))
+
+
+SLURM_VERSION = "25.05"   # the current Slurm release, the default target
+
+
+def slurm_release(version: str, key: str = "--slurm-version") -> tuple[int, int, int]:
+    """A Slurm release string as a comparable ``(year, month, micro)`` tuple.
+
+    Raises
+    ------
+    SpecError
+        Not ``YY.MM`` or ``YY.MM.N`` (Slurm numbers releases by year and month).
+
+    Examples
+    --------
+    >>> slurm_release("23.02.5"), slurm_release("25.05")
+    ((23, 2, 5), (25, 5, 0))
+    >>> slurm_release("latest")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.SpecError: --slurm-version: expected a Slurm release such as 25.05 or 23.02.5, got 'latest'
+    """
+    parts = str(version).split(".")
+    if not 2 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
+        raise SpecError(f"expected a Slurm release such as 25.05 or 23.02.5, got {version!r}", key=key)
+    year, month, micro = (int(p) for p in parts + ["0"] * (3 - len(parts)))
+    return year, month, micro
 
 
 @dataclass(frozen=True)
@@ -241,6 +278,39 @@ def check_known_hosts(leaves: list[Leaf], options: ImportOptions, diags: Diagnos
             diags.warn(f"{what[1]} lack access to {len(missing)} nodes: {compress_hostlist(missing)} "
                        "(hosts under no leaf are left out)", source=source, line=1)
     return out
+
+
+def name_pattern(name: str) -> str:
+    """A host name with every run of digits as ``#`` (``gpu-017.rack2`` -> ``gpu-#.rack#``).
+
+    Examples
+    --------
+    >>> name_pattern("gpu-017.rack2"), name_pattern("gpu-0l7.rack2")
+    ('gpu-#.rack#', 'gpu-#l#.rack#')
+    """
+    return re.sub(r"\d+", "#", name)
+
+
+def warn_odd_names(leaves: list[Leaf], diags: Diagnostics, source: str, host_lines: dict | None = None,
+                   what: str = "leaf") -> None:
+    """Warn about a host whose name pattern (:func:`name_pattern`) differs from every other
+    host's in its leaf while the others share one: a likely typo (``gpu-0l7`` among
+    ``gpu-001`` ... ``gpu-016``). Needs three hosts in the leaf; the warning names the host
+    and its line (``host_lines[host]``, else the leaf's line).
+    """
+    for leaf in leaves:
+        names = [h for h, _ in leaf.hosts]
+        if len(names) < 3:
+            continue
+        patterns = [name_pattern(n) for n in names]
+        counts = {p: patterns.count(p) for p in patterns}
+        for name, pattern in zip(names, patterns):
+            if counts[pattern] == 1 and max(counts.values()) >= 2:
+                usual = max(counts, key=lambda p: (counts[p], p))
+                line = (host_lines or {}).get(name, leaf.line)
+                diags.warn(f"host {name} does not look like its {len(names) - 1} neighbours in {what} {leaf.name} "
+                           f"(pattern {pattern!r}, {counts[usual]} of them {usual!r}): a typo?", source=source,
+                           line=line, key=name)
 
 
 def file_stem(source: str) -> str:

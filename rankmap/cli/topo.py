@@ -21,8 +21,8 @@ from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
 
-IMPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels", "volcano", "hostfile")
-EXPORT_FORMATS = ("slurm", "slurm-block", "k8s-labels")
+IMPORT_FORMATS = ("slurm", "slurm-block", "slurm-yaml", "k8s-labels", "volcano", "hostfile")
+EXPORT_FORMATS = ("slurm", "slurm-block", "slurm-yaml", "k8s-labels")
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -62,6 +62,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_json_arg(exp)
     exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
                                                    "(default: AWS network-node-layer-N)")
+    exp.add_argument("--slurm-version", metavar="YY.MM[.N]", help="slurm-block, slurm-yaml: the Slurm release "
+                                                                  "to write for (default 25.05)")
     return topo
 
 
@@ -76,6 +78,10 @@ def _import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
+    p.add_argument("--topology", metavar="NAME", help="slurm topology.yaml: the topology to read "
+                                                       "(default: the cluster_default one)")
+    p.add_argument("--slurm-version", default="25.05", metavar="YY.MM[.N]",
+                   help="the Slurm release the file is for (default 25.05): hostlist forms, block rules")
 
 
 def _labels(text: str) -> tuple[str, ...]:
@@ -117,7 +123,7 @@ def _options(args: argparse.Namespace):
         levels = parse_kueue_levels(read_text(args.kueue_topology), str(args.kueue_topology))
     return ImportOptions(gpus=args.gpus, rails=args.rails, nic_gbps=args.nic_gbps, capacity=args.capacity,
                          name=args.name, hosts=tuple(hosts) if hosts is not None else None, levels=levels,
-                         strict=args.strict)
+                         strict=args.strict, topology=args.topology, slurm_version=args.slurm_version)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -167,7 +173,7 @@ def _export(args: argparse.Namespace) -> int:
     from rankmap.api import load_cluster, topo_export
 
     cluster = load_cluster(args.cluster)
-    text = topo_export(cluster, args.target_format, args.levels)
+    text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
     _write(args.out, text)
     if args.json and str(args.out) != "-":
         from rankmap.cli.report import cluster_doc, print_json

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from rankmap.errors import SpecError
-from rankmap.job.spec import JobSpec, load_job, parse_job
+from rankmap.job.spec import JobSpec, interleaved_rule, job_to_dict, load_job, parse_job
 
 
 def test_example_job():
@@ -76,3 +78,76 @@ def test_hardware_settings_round_trip_and_default_stays_out_of_dicts():
     assert job.hardware == Hardware(gpu="h100", recompute=True, overlap_tp=False)
     assert job_from_data(job_to_dict(job), "again").hardware == job.hardware
     assert "hardware" not in job_to_dict(parse_job("model: {preset: gpt3-13b}\n"))   # rank maps unchanged
+
+
+# -- field case turn2/vpp-microbatches: the framework decides the interleaved rule ---------------
+
+TURN2 = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "vpp-microbatches"
+
+
+def test_field_case_engine_accepts_10_micro_batches_on_pp4_vpp2():
+    from rankmap.engine.parallel import resolve_schedule
+    from rankmap.placement.plan import plan
+    from rankmap.topology.spec import load_cluster
+
+    job = load_job(TURN2 / "job.yaml")
+    assert (job.framework, job.pp, job.virtual_stages, job.micro_batches()) == ("engine", 4, 2, 10)
+    rm = plan(load_cluster(TURN2 / "cluster.yaml"), job).rankmap
+    assert rm.world_size == 32 and rm.job.num_micro_batches == 10
+    assert resolve_schedule("auto", 4, 2, 10) == "interleaved-1f1b"  # the engine runs it: 2 rounds of 5
+
+
+def test_field_case_megatron_keeps_the_multiple_of_pp_rule(tmp_path):
+    text = (TURN2 / "job.yaml").read_text() + "framework: megatron\n"
+    with pytest.raises(SpecError) as err:
+        parse_job(text, "job.yaml")
+    assert str(err.value) == (
+        "job.yaml:6: batch.num_micro_batches: Megatron-LM's interleaved schedule (vpp=2) needs micro-batches per "
+        "pipeline (10) divisible by pp=4 (framework: megatron; set framework: to the one that trains the job)")
+    assert parse_job(text.replace("num_micro_batches: 10", "num_micro_batches: 12"), "job.yaml").framework == "megatron"
+
+
+@pytest.mark.parametrize("framework,m,ok", [
+    ("engine", 10, True), ("torchtitan", 10, True), ("engine", 3, True),   # 1 round of 3
+    ("engine", 11, False),                                                  # 2 rounds, 11 % 2 != 0
+    ("megatron", 8, True), ("megatron", 10, False), ("megatron", 3, False),
+    ("deepspeed", 8, False),                                                # no interleaved schedule
+])
+def test_interleaved_rules_per_framework(framework, m, ok):
+    assert (interleaved_rule(framework, 4, 2, m) is None) == ok
+    assert interleaved_rule(framework, 4, 1, m) is None  # plain 1F1B: any count
+
+
+def test_framework_key_forms_and_round_trip():
+    base = "model: {preset: gpt3-1.3b}\nbatch: {num_micro_batches: 2}\n"
+    job = parse_job(base + "framework: {name: megatron, version: \"0.12\"}\n", "job.yaml")
+    assert (job.framework, job.framework_version) == ("megatron", "0.12")
+    assert job_to_dict(job)["framework"] == {"name": "megatron", "version": "0.12"}
+    assert "framework" not in job_to_dict(parse_job(base, "job.yaml"))  # the default stays out of outputs
+    with pytest.raises(SpecError, match=r"job.yaml:3: framework.version: write the version as a string"):
+        parse_job(base + "framework: {name: megatron, version: 0.10}\n", "job.yaml")
+    with pytest.raises(SpecError, match=r"job.yaml:3: framework: expected one of engine, megatron, torchtitan, "
+                                        r"deepspeed; got 'nemo'"):
+        parse_job(base + "framework: nemo\n", "job.yaml")
+
+
+@pytest.mark.slow
+def test_field_case_engine_runs_10_micro_batches_on_pp4_vpp2(tmp_path):
+    """The engine really runs the field case's schedule: 4 gloo processes, pp=4 x 2 chunks, 10 micro-batches,
+    two steps, and its first loss equals one process's."""
+    import numpy as np
+    from helpers import launch_cli, make_rankmap, read_log
+
+    from rankmap.engine.config import load_config
+    from rankmap.engine.reference import reference_losses
+    from rankmap.engine.runspec import resolve_run
+    from rankmap.job.rank_map import read_rankmap
+
+    rankmap = make_rankmap(tmp_path / "plan", pp=4, vpp=2, micro_batches=10, layers=8, hosts=("solo",))
+    run = launch_cli("--rankmap", rankmap, "--local", "--steps", 2, "--out", tmp_path / "run", "--timeout", 120,
+                     timeout=150)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    losses = [r["loss"] for r in read_log(tmp_path / "run")]
+    cfg = load_config(None)
+    ref = reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), 2)
+    assert len(losses) == 2 and np.allclose(losses, ref, atol=2e-5, rtol=0)

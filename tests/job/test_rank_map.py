@@ -84,3 +84,18 @@ def test_not_json(tmp_path):
     (tmp_path / "r.json").write_text("{not json")
     with pytest.raises(RankMapFileError, match="not a JSON rank map"):
         read_rankmap(tmp_path / "r.json")
+
+
+def test_framework_and_expert_tp_survive_the_rank_map_file(tmp_path):
+    from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
+    from rankmap.job.spec import JobSpec, ModelShape
+
+    moe = ModelShape(layers=4, hidden=64, heads=4, seq_len=64, experts=8)
+    job = JobSpec(tp=2, cp=2, ep=4, etp=1, dp=2, model=moe, num_micro_batches=1, framework="megatron",
+                  framework_version="0.12")
+    rm = RankMap(job=job, cluster_name="c", cluster_hash="x", hosts=("a",), tor_groups=("t",),
+                 rails=(tuple(range(8)),), nproc_per_node=8)
+    write_plan_files(rm, tmp_path)
+    back = read_rankmap(tmp_path / "rankmap.json")
+    assert back.job == job and (back.job.etp, back.job.framework_version) == (1, "0.12")
+    assert [back.entry(r)["ep"] for r in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]   # place in the folded EP group

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from rankmap.job.spec import MODEL_PRESETS, JobSpec, model_params
-from rankmap.job.traffic import job_traffic
+from rankmap.job.layout import ParallelLayout
+from rankmap.job.spec import MODEL_PRESETS, JobSpec, ModelShape, model_params
+from rankmap.job.traffic import alignment_problems, job_traffic, rail_crossings, ring_channels
 
 # GPT-3 175B: 96 layers, h = 12288, s = 2048, V = 50257 (Brown et al. 2020)
 # P = 12*96*12288^2 * (1 + 13/(12*12288) + (50257+2048)/(12*96*12288)) = 174,604,234,752
@@ -74,3 +76,73 @@ def test_interleaved_pipeline_multiplies_pp_traffic(job):
     t = job_traffic(dataclasses.replace(job, virtual_stages=3))["pp"]
     # each boundary is crossed 3 times per micro-batch, the last -> first hop twice
     assert t.edge_bytes == 3 * 150_994_944 and t.wrap_bytes == 2 * 150_994_944
+
+
+# -- NCCL's model of rails: rings per channel, PXN for point-to-point ----------------------------
+
+def _hosts(world: int, gpn: int):
+    ranks = np.arange(world)
+    return ranks // gpn, ranks % gpn
+
+
+def test_tp4_cp2_dp4_on_8_gpu_hosts_is_aligned_as_nccl_runs_it():
+    # Each DP x CP ring has members on local ranks 0 and 4 of every host: NCCL runs channel 0 on rail 0
+    # and channel 1 on rail 4 through all four hosts. Rank order alone (4 -> 8) would join local rank 4
+    # to local rank 0 and was refused before.
+    job = JobSpec(tp=4, cp=2, dp=4, num_micro_batches=2)
+    lay, traffic = ParallelLayout.of(job), job_traffic(job)
+    host, local = _hosts(32, 8)
+    assert alignment_problems(lay, traffic, host, local) == []
+    assert ring_channels(lay.groups("dp")[0], host, local) == [[0, 0, 0, 0], [4, 4, 4, 4]]
+    assert rail_crossings(lay, traffic, host, local) == {"tp": (0, 0), "cp": (0, 0),    # inside hosts
+                                                         "dp": (32, 0)}   # 4 rings x 2 channels x 4 hops
+    # 4 NICs shared by GPU pairs (rail = local // 2): the same rings run on rails 0 and 2.
+    rails = local // 2
+    assert alignment_problems(lay, traffic, host, local, rank_rail=rails) == []
+    assert ring_channels(lay.groups("dp")[1], host, rails) == [[0, 0, 0, 0], [2, 2, 2, 2]]
+
+
+def test_ring_without_a_common_rail_is_refused_and_counted():
+    # Two hosts; the group's members are on local ranks {0, 1} of host 0 and {4, 5} of host 1.
+    host = np.array([0, 0, 1, 1])
+    rail = np.array([0, 1, 4, 5])
+    group = np.array([0, 1, 2, 3])
+    assert ring_channels(group, host, rail) == [[0, 4], [1, 5]]
+    job = JobSpec(tp=1, dp=4, num_micro_batches=1)
+    lay, traffic = ParallelLayout.of(job), job_traffic(job)
+    problems = alignment_problems(lay, traffic, host, rail)
+    assert problems == ["DP group [0, 1, 2, 3] spans 2 hosts with no NIC rail common to all (host 0: rails [0, 1]; "
+                        "host 1: rails [4, 5]): every NCCL channel changes rails (not rail-aligned)"]
+    assert rail_crossings(lay, traffic, host, rail) == {"dp": (4, 4)}      # 2 channels x 2 hops, all change
+    # One shared rail is enough: channel 0 stays on rail 1, channel 1 changes rails.
+    rail2 = np.array([0, 1, 1, 5])
+    assert alignment_problems(lay, traffic, host, rail2) == []
+    assert ring_channels(group, host, rail2) == [[1, 1], [0, 5]]
+    assert rail_crossings(lay, traffic, host, rail2) == {"dp": (4, 2)}
+
+
+def test_pipeline_hops_use_pxn_relays_unless_disabled():
+    # tp=2 pp=3 dp=2, order tp-pp-dp, on 4-GPU hosts: rank = tp + 2 pp + 6 dp.
+    job = JobSpec(tp=2, pp=3, dp=2, num_micro_batches=3, order="tp-pp-dp",
+                  model=ModelShape(layers=6, hidden=64, heads=4, seq_len=32))
+    lay, traffic = ParallelLayout.of(job), job_traffic(job)
+    host, local = _hosts(12, 4)
+    problems = [p for p in alignment_problems(lay, traffic, host, local, limit=5) if p.startswith("PP")]
+    # PP 2 -> 4: host 0 holds PP members 0 and 2 (rails 0, 2); rank 4 is on rail 0: relayed through rank 0.
+    # PP 6 -> 8: host 1 holds only rank 6 of that pipeline (rail 2); rank 8 is on rail 0: refused.
+    assert [p.split(",")[0] for p in problems] == ["PP edge rank 6 -> rank 8 joins local rank 2 to local rank 0 on "
+                                                   "another host", "PP edge rank 7 -> rank 9 joins local rank 3 to "
+                                                   "local rank 1 on another host"]
+    without = alignment_problems(lay, traffic, host, local, limit=9, pxn=False)   # NCCL_PXN_DISABLE=1
+    assert any(p.startswith("PP edge rank 2 -> rank 4") for p in without)
+
+
+@pytest.mark.parametrize("order", ["tp-cp-ep-dp-pp", "auto"])
+def test_plan_accepts_tp4_cp2_dp4_on_8_gpu_hosts(order):
+    from rankmap.placement.plan import plan
+    from rankmap.topology.spec import parse_cluster
+
+    cluster = parse_cluster("hosts: {gpus: 8, nics: 8}\ntor_groups: [{name: t, capacity: 8, hosts: 'h[1-4]'}]")
+    job = JobSpec(tp=4, cp=2, dp=4, order=order, model=MODEL_PRESETS["gpt3-1.3b"], num_micro_batches=2)
+    rm = plan(cluster, job).rankmap
+    assert rm.world_size == 32 and rm.job.order == "tp-cp-ep-dp-pp"

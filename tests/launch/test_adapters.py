@@ -36,8 +36,9 @@ def test_megatron_flags_on_the_default_build_the_maps_groups():
     assert flags.startswith("--tensor-model-parallel-size 8 --pipeline-model-parallel-size 8 "
                             "--context-parallel-size 2 --expert-model-parallel-size 1")
     mcore = megatron_layout(flags, rm.world_size)
-    for token, kind in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("dp-cp", "dp"), ("dp", "dp_ep")):
+    for token, kind in (("tp", "tp"), ("pp", "pp"), ("cp", "cp"), ("dp-cp", "dp")):
         assert (mcore.ranks(token) == rm.layout.groups(kind)).all(), token
+    assert (mcore.ranks("dp") == rm.layout.ranks("dp")).all()  # dense DP without CP
     assert (mcore.ranks("tp-pp") == rm.layout.ranks("tp-pp")).all()  # model-parallel groups
 
 
@@ -100,3 +101,19 @@ def test_jobset_example_calls_node_rank(tmp_path):
                           "node-a", "--flags-only"], capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout == ("--nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static "
                                                   "--master-addr=node-b --master-port=29500 --max-restarts=0\n")
+
+
+def test_megatron_flags_for_folded_expert_groups():
+    # Megatron-Core >= 0.10 folds CP into expert DP, as the map does: ep > 1 with cp > 1 is expressible,
+    # and an expert TP of its own is passed as --expert-tensor-parallel-size.
+    from rankmap.job.rank_map import RankMap
+    from rankmap.job.spec import JobSpec, ModelShape
+
+    moe = ModelShape(layers=4, hidden=64, heads=4, seq_len=64, experts=8)
+    job = JobSpec(tp=2, cp=2, ep=4, etp=1, dp=2, model=moe, num_micro_batches=1)
+    rm = RankMap(job=job, cluster_name="c", cluster_hash="x", hosts=("a",), tor_groups=("t",),
+                 rails=(tuple(range(8)),), nproc_per_node=8)
+    assert framework_flags(rm, "megatron") == ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 1 "
+                                               "--context-parallel-size 2 --expert-model-parallel-size 4 "
+                                               "--expert-tensor-parallel-size 1")
+    assert rm.layout.groups("ep").tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 from helpers import make_rankmap
@@ -154,3 +155,60 @@ def test_bad_unresolvable_and_loopback_hosts_are_refused_by_name(tmp_path):
             launch_files(rm, "slurm", opts(master_addr=addr), tmp_path)
     with pytest.raises(LaunchError, match="--format must be one of"):
         launch_files(rm, "pdsh", opts(), tmp_path)
+
+
+# -- field case turn2/srun-arbitrary-with-nodes; hostlists as every Slurm reads them -----------
+
+TURN2 = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2"
+
+
+def test_field_case_srun_never_gets_nodes_with_arbitrary_distribution(tmp_path):
+    # README: since Slurm 23.11 srun refuses --nodes with --distribution=arbitrary / SLURM_HOSTFILE:
+    # the generated sbatch script's srun line has no --nodes (the real-Slurm run is in test_slurm_real.py).
+    from rankmap.job.spec import load_job
+    from rankmap.placement.plan import plan
+    from rankmap.topology.spec import load_cluster
+
+    case = TURN2 / "srun-arbitrary-with-nodes"
+    result = plan(load_cluster(case / "cluster.yaml"), load_job(case / "job.yaml"))
+    rm = result.rankmap
+    files = launch_files(rm, "slurm", opts(), tmp_path)
+    script = files["slurm.sbatch"]
+    srun = [line for line in script.splitlines() if line.startswith("srun ")]
+    assert len(srun) == 1 and "--distribution=arbitrary" in srun[0]
+    assert "--nodes" not in srun[0] and not any(w.startswith("-N") for w in shlex.split(srun[0]))
+    assert "unset SLURM_NNODES" in script  # srun would read an inherited SLURM_NNODES as --nodes
+    assert read_slurm_hostfile(files["slurm-hostfile"]) == list(rm.hosts)
+    assert sorted(rm.hosts) == ["node01", "node02", "node03", "node04"]
+
+
+def test_sbatch_nodelist_is_a_hostlist_every_slurm_release_reads(tmp_path):
+    # python-hostlist would write ip-10-[20,25]-6-18 (text after the bracket: Slurm >= 23.02.5 only);
+    # the script writes brackets around trailing digits only, as the topology exporters do.
+    import hostlist
+
+    hosts = ("ip-10-20-6-18", "ip-10-25-6-18", "ip-10-20-6-19", "ip-10-25-6-19")
+    rm = read_rankmap(make_rankmap(tmp_path / "p", tp=2, dp=4, hosts=hosts, nprocs=[2, 2, 2, 2]))
+    line = next(x for x in launch_files(rm, "slurm", opts(), tmp_path)["slurm.sbatch"].splitlines()
+                if x.startswith("#SBATCH --nodelist="))
+    expr = line.split("=", 1)[1]
+    assert expr == "ip-10-20-6-[18-19],ip-10-25-6-[18-19]"
+    assert sorted(hostlist.expand_hostlist(expr)) == sorted(hosts)
+
+
+def test_ipv6_hostfile_plans_and_every_launch_format_reads_back(tmp_path):
+    # turn2/hostfile-ipv6: hosts named by IPv6 address travel through the plan into every launch file.
+    from rankmap.job.spec import MODEL_PRESETS, JobSpec
+    from rankmap.placement.plan import plan
+    from rankmap.topology.importers import import_file
+
+    cluster = import_file("hostfile", TURN2 / "hostfile-ipv6" / "hostfile").cluster
+    job = JobSpec(tp=8, dp=2, model=MODEL_PRESETS["gpt3-1.3b"], num_micro_batches=1)
+    rm = plan(cluster, job).rankmap
+    assert sorted(rm.hosts) == ["fd00:10::11", "fd00:10::12"]
+    ds = read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["hostfile"])
+    assert ds == [(h, 8) for h in rm.hosts]
+    entries = read_rankfile(launch_files(rm, "mpi", opts(), tmp_path)["rankfile"])
+    check_against_map(rm, rankfile=entries, hostfile=ds, slurm_hosts=list(rm.hosts))
+    lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
+    assert [line.options["master-addr"] for line in lines] == [rm.hosts[0]] * 2

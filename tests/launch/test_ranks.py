@@ -70,3 +70,32 @@ def test_claims_that_do_not_fit_the_map_stop_every_rank(claims, message):
     with pytest.raises(PlacementMismatch) as err:
         check_claims(FIELD, claims)
     assert message in str(err.value)
+
+
+# -- field case turn2/fqdn-same-first-label ---------------------------------------------------------
+
+def test_field_case_exact_name_wins_over_the_short_name():
+    # README: hosts differing only after the first dot; on each machine the check finds its own exact name.
+    from pathlib import Path
+
+    from rankmap.topology.hostfile import parse_hostfile
+
+    path = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "fqdn-same-first-label" / "hostfile"
+    hosts = tuple(h.name for h in parse_hostfile(path.read_text(), str(path)).cluster.hosts)
+    assert hosts == ("mpi-worker.1.fabric.test", "mpi-worker.2.fabric.test")
+    for own in hosts:  # the machine's hostname, its FQDN, and the short form both share
+        assert find_host(hosts, {}, {own, "mpi-worker"}) == own
+        assert find_host(hosts, {}, {own.upper()}) == own  # names compare case-insensitively
+    # Only the shared short name: both match equally, and the check says so instead of guessing.
+    with pytest.raises(PlacementMismatch, match="matches hosts mpi-worker.1.fabric.test, mpi-worker.2.fabric.test "
+                                                "of the rank map equally well"):
+        find_host(hosts, {}, {"mpi-worker"})
+
+
+def test_short_name_matches_only_without_an_exact_one():
+    assert find_host(("gpu7", "gpu8"), {}, {"gpu7.cluster.local"}) == "gpu7"          # map has short names
+    assert find_host(("gpu7.cluster.local", "gpu8.cluster.local"), {}, {"gpu7"}) == "gpu7.cluster.local"
+    assert find_host(("gpu7.a", "gpu7"), {}, {"gpu7"}) == "gpu7"
+    # On this machine, for real: its own hostname wins over a map host sharing its first label.
+    me = socket.gethostname()
+    assert find_host((f"{me.split('.')[0]}.1.fabric.test", me), {}) == me

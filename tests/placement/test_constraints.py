@@ -91,13 +91,18 @@ def test_unknown_names_and_constraint_files(tmp_path):
 
 
 def test_order_auto_picks_a_rail_aligned_order():
+    # NCCL's model (job/traffic.py): tp=4 on 8-GPU hosts puts two DP members on local ranks 0 and 4 of
+    # every host, so every DP ring has a rail on all its hosts: the default order is aligned.
     cluster = cluster_with_free((8, 8), gpus=8)
-    # tp=4 on 8-GPU hosts: only orders that put the pipeline (2 stages) inside the host are aligned
-    result = plan(cluster, job(tp=4, pp=2, dp=8, order="auto"))
-    assert result.job.order == "tp-cp-ep-pp-dp"
-    assert any("order auto: chose tp-cp-ep-pp-dp" in n for n in result.notes)
+    assert plan(cluster, job(tp=4, pp=2, dp=8)).job.order == "tp-cp-ep-dp-pp"
+    # tp=2 pp=3 on 4-GPU hosts with tp-pp-dp: a PP hop from local rank 2 to local rank 0 of the next
+    # host, with no PP member on rail 0 to relay through (PXN): refused; auto picks an aligned order.
+    small = cluster_with_free((4, 4), gpus=4)
     with pytest.raises(Exception, match="not rail-aligned"):
-        plan(cluster, job(tp=4, pp=2, dp=8))
+        plan(small, job(tp=2, pp=3, dp=2, order="tp-pp-dp"))
+    result = plan(small, job(tp=2, pp=3, dp=2, order="auto"))
+    assert result.job.order == "tp-cp-ep-dp-pp"
+    assert any("order auto: chose tp-cp-ep-dp-pp" in n for n in result.notes)
 
 
 def test_cp_blocks_stay_inside_tor_groups():

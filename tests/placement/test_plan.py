@@ -63,8 +63,10 @@ def test_tp_larger_than_host_is_refused(small_cluster_text):
 
 def test_order_that_is_not_rail_aligned_is_refused(small_cluster_text):
     cluster = parse_cluster(small_cluster_text)
-    job = load_job("examples/racks/job.yaml", {"tp": 4, "pp": 1, "dp": 4})
-    with pytest.raises(PlacementError, match="not rail-aligned"):
+    # tp=4 dp=4: each host holds DP members on local ranks 0 and 4 -- NCCL runs a ring on each rail
+    assert plan(cluster, load_job("examples/racks/job.yaml", {"tp": 4, "pp": 1, "dp": 4})).rankmap.world_size == 16
+    job = load_job("examples/racks/job.yaml", {"tp": 4, "pp": 5, "dp": 2, "order": "tp-pp-dp"})
+    with pytest.raises(PlacementError, match="not rail-aligned"):  # PP hop local rank 4 -> 0, no relay on rail 0
         plan(cluster, job)
     # the same job with the pipeline inside the host is aligned
     ok = plan(cluster, load_job("examples/racks/job.yaml", {"tp": 4, "pp": 2, "dp": 3, "order": "tp-pp-dp"}))

@@ -14,7 +14,7 @@ from rankmap.topology.sources import ImportOptions
 
 
 @pytest.mark.parametrize("example", ["racks", "megascale-3tier"])
-@pytest.mark.parametrize("fmt", ["slurm", "slurm-block", "k8s-labels"])
+@pytest.mark.parametrize("fmt", ["slurm", "slurm-block", "slurm-yaml", "k8s-labels"])
 def test_export_then_import_is_the_same_cluster(example, fmt, tmp_path):
     cluster = api.load_cluster(example_path(example, "cluster.yaml"))
     path = tmp_path / "exported"

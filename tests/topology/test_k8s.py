@@ -137,3 +137,44 @@ def test_export_needs_a_single_parent_tree_and_valid_values():
     assert parents(back)["spine/g2"] == ("spine",) and len(back.islands()) == 1
     with pytest.raises(SpecError, match="more than the 1 label keys given"):
         export_k8s_labels(spine, levels=("only.one/level",))
+
+
+# -- field case turn2/k8s-allocatable -------------------------------------------------------------
+
+def test_field_case_gpus_come_from_allocatable_and_tp8_avoids_the_node():
+    # README: gpu-node-2 has capacity 8 but allocatable 7 (an unhealthy GPU): it gets 7 GPUs and a
+    # warning naming it; a tp=8 job never lands on it.
+    from pathlib import Path
+
+    from rankmap.job.spec import load_job
+    from rankmap.placement.plan import plan
+
+    case = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "k8s-allocatable"
+    r = parse_k8s_nodes((case / "nodes.json").read_text(), "nodes.json")
+    assert [(h.name, h.gpus) for h in r.cluster.hosts] == [("gpu-node-1", 8), ("gpu-node-2", 7),
+                                                          ("gpu-node-3", 8), ("gpu-node-4", 8)]
+    assert [str(w) for w in r.warnings] == [
+        "nodes.json:31: gpu-node-2: node gpu-node-2: GPU counts differ (allocatable nvidia.com/gpu=7, capacity "
+        "nvidia.com/gpu=8); using allocatable nvidia.com/gpu = 7 (an unhealthy or reserved GPU: the scheduler "
+        "cannot give the others)"]
+    rm = plan(r.cluster, load_job(case / "job.yaml")).rankmap
+    assert rm.job.dp == 3 and "gpu-node-2" not in rm.hosts
+    assert sorted(rm.hosts) == ["gpu-node-1", "gpu-node-3", "gpu-node-4"]
+
+
+def test_allocatable_neighbours():
+    def node(name, cap=None, alloc=None, label=None):
+        status = {k: {"nvidia.com/gpu": v} for k, v in (("capacity", cap), ("allocatable", alloc)) if v is not None}
+        labels = {"topology.k8s.aws/network-node-layer-1": "top", **({"nvidia.com/gpu.count": label} if label else {})}
+        return {"kind": "Node", "metadata": {"name": name, "labels": labels}, "status": status}
+
+    import json
+
+    doc = {"kind": "List", "items": [node("a", cap="8"), node("b", alloc="8"), node("c", cap="8", alloc="8"),
+                                     node("d", alloc="6", label="8"), node("e", cap="8", alloc="0")]}
+    r = parse_k8s_nodes(json.dumps(doc), "nodes.json")
+    assert [(h.name, h.gpus) for h in r.cluster.hosts] == [("a", 8), ("b", 8), ("c", 8), ("d", 6)]
+    warnings = [str(w) for w in r.warnings]
+    assert any("node d: GPU counts differ (allocatable nvidia.com/gpu=6, label nvidia.com/gpu.count=8)" in w
+               for w in warnings)
+    assert any("node e has no GPUs: left out" in w for w in warnings)

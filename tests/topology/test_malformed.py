@@ -45,8 +45,9 @@ def test_corpus_is_large_and_complete():
 def test_malformed_file_gives_one_located_line(name, fmt, line, fragment, tmp_path, capsys):
     path = CORPUS / name
     out = tmp_path / "cluster.yaml"
+    fmt, _, version = fmt.partition("@")  # "slurm-block@24.11": the Slurm release the file targets
     argv = ["show", str(path), "--from", fmt] if fmt == "cluster" else \
-        ["import", "--from", fmt, str(path), "--out", str(out)]
+        ["import", "--from", fmt, str(path), "--out", str(out)] + (["--slurm-version", version] if version else [])
     assert main(argv) == 3
     captured = capsys.readouterr()
     err = captured.err.splitlines()

@@ -111,10 +111,16 @@ def test_known_hosts_find_hosts_under_no_leaf_and_unknown_names():
     assert "lack access" in error(parse_slurm_tree, "SwitchName=l1 Nodes=n1", hosts=("n1", "n2"), strict=True)
 
 
-def test_hostlist_slurm_cannot_read_is_a_warning():
-    r = tree("SwitchName=l1 Nodes=ip-10-[1-2]-5")
-    assert [h.name for h in r.cluster.hosts] == ["ip-10-1-5", "ip-10-2-5"]
-    assert "slurmctld cannot read 'ip-10-[1-2]-5'" in str(r.warnings[0])
+def test_hostlist_text_after_bracket_depends_on_the_slurm_release():
+    # Slurm reads text after a bracket from 23.02.5 on; earlier releases refuse it.
+    for version in ("23.02.5", "24.11", "25.05"):
+        r = tree("SwitchName=l1 Nodes=ip-10-[1-2]-5", slurm_version=version)
+        assert [h.name for h in r.cluster.hosts] == ["ip-10-1-5", "ip-10-2-5"]
+        assert r.warnings == ()
+    for version in ("22.05", "23.02.4"):
+        r = tree("SwitchName=l1 Nodes=ip-10-[1-2]-5", slurm_version=version)
+        assert [h.name for h in r.cluster.hosts] == ["ip-10-1-5", "ip-10-2-5"]
+        assert f"slurmctld {version} cannot read 'ip-10-[1-2]-5'" in str(r.warnings[0])
 
 
 def test_export_uses_only_hostlists_slurm_reads():
@@ -161,11 +167,8 @@ def test_block_sizes_past_all_blocks_are_a_warning():
 
 @pytest.mark.parametrize("text,message", [
     ("BlockName=b1 Nodes=n1\nBlockName=b1 Nodes=n2", "topology.conf:2: BlockName=b1: Block (b1) has already been defined"),
-    ("BlockName=b1", "topology.conf:1: BlockName=b1: block b1 hasn't got nodes"),
     ("BlockName=b1 Nodes=n[1-4]\nBlockSizes=4,12", "topology.conf:2: BlockSizes=4,12: Invalid BlockSizes value: 12"),
     ("BlockName=b1 Nodes=n[1-4]\nBlockSizes=4,x", "topology.conf:2: BlockSizes=4,x: Invalid BlockSizes value: 'x'"),
-    ("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=m[1-2]\nBlockSizes=4",
-     "topology.conf:2: BlockName=b2: Block configuration (b2) children count lower than the base block size"),
     ("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[2-3]", "topology.conf:2: Nodes=n[2-3]: host n2 is in block b1"),
     ("BlockSizes=4\nBlockSizes=8\nBlockName=b1 Nodes=n[1-4]", "topology.conf:2: BlockSizes=8: BlockSizes is given twice"),
     ("BlockSizes=4", "topology.conf:1: No blocks configured"),
@@ -174,6 +177,32 @@ def test_block_sizes_past_all_blocks_are_a_warning():
 ])
 def test_block_errors(text, message):
     assert error(parse_slurm_block, text).startswith(message)
+
+
+@pytest.mark.parametrize("version", ["23.11", "24.11"])
+def test_block_rules_before_25_05(version):
+    # Before 25.05 slurmctld refuses a block without nodes and one smaller than the base size.
+    assert error(parse_slurm_block, "BlockName=b1", slurm_version=version).startswith(
+        "topology.conf:1: BlockName=b1: block b1 hasn't got nodes")
+    assert error(parse_slurm_block, "BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=m[1-2]\nBlockSizes=4",
+                 slurm_version=version).startswith(
+        "topology.conf:2: BlockName=b2: Block configuration (b2) children count lower than the base block size")
+    c = parse_cluster("tor_groups: [{name: b1, hosts: 'n[1-4]'}, {name: b2, hosts: 'm[1-2]'}]\n"
+                      "block_sizes: [4, 8]", "c.yaml")
+    with pytest.raises(SpecError, match=f"slurmctld {version} would refuse it"):
+        export_slurm_block(c, slurm_version=version)
+
+
+def test_block_relaxations_of_25_05():
+    # 25.05: a block may be smaller than the base block size; a block without nodes is a placeholder.
+    r = block("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=m[1-2]\nBlockName=b3\nBlockName=b4 Nodes=k[1-4]\n"
+              "BlockSizes=4,8,16")
+    assert [(g.name, len(g.hosts)) for g in r.cluster.tor_groups] == [("b1", 4), ("b2", 2), ("b3", 0), ("b4", 4)]
+    assert r.cluster.block_sizes == (4, 8, 16)
+    out = export_slurm_block(r.cluster)
+    assert out.splitlines()[1:] == ["BlockName=b1 Nodes=n[1-4]", "BlockName=b2 Nodes=m[1-2]", "BlockName=b3",
+                                    "BlockName=b4 Nodes=k[1-4]", "BlockSizes=4,8,16"]
+    assert block(out, name=r.cluster.name).cluster == r.cluster
 
 
 def test_block_export_of_a_plain_cluster_and_back():

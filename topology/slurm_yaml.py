@@ -1,0 +1,337 @@
+"""Slurm topology.yaml (Slurm 25.05 and later) <-> :class:`~rankmap.topology.model.Cluster`.
+
+From 25.05 slurmctld reads ``topology.yaml`` beside slurm.conf and then ignores
+topology.conf. The file is a list of named topologies, each ``tree``, ``block`` or
+``flat``; the first with ``cluster_default: true`` serves partitions that name none::
+
+    - topology: fabric
+      cluster_default: true
+      tree:
+        switches:
+          - switch: spine
+            children: leaf[1-2]
+          - switch: leaf1
+            nodes: gpu-[001-004]
+          - switch: leaf2
+            nodes: gpu-[005-008]
+    - topology: nvl
+      block:
+        block_sizes: [2, 4]
+        blocks:
+          - block: b1
+            nodes: gpu-[001-002]
+
+One topology becomes one cluster: the default one, or the one ``ImportOptions.topology``
+names. A tree's switches and a block topology's blocks are read with the same checks
+as topology.conf lines (:func:`~rankmap.topology.slurm.tree_from_records`,
+:func:`~rankmap.topology.slurm_block.block_from_records`), located at the YAML line of
+each item. A ``flat`` topology lists no nodes: it needs ``ImportOptions.hosts``.
+
+Grammar (topology.yaml(5)): ``topology`` (the name, first key), ``cluster_default``
+(bool, default false), exactly one of ``tree`` (``switches``: items with ``switch``,
+``children`` or ``nodes``, optional ``link_speed``), ``block`` (``block_sizes``: list of
+sizes; ``blocks``: items with ``block`` and optional ``nodes``) or ``flat: true``.
+slurmctld 25.05 is not installed here (Debian's 22.05 has no topology.yaml), so the tests
+check the documented grammar.
+
+References
+----------
+topology.yaml(5), https://slurm.schedmd.com/topology.yaml.html;
+topology.conf(5), https://slurm.schedmd.com/topology.conf.html;
+Slurm 25.05 release notes, https://slurm.schedmd.com/archive/slurm-25.05.0/release_notes.html
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import yaml
+
+from rankmap.errors import SpecError
+from rankmap.topology.model import Cluster, Switch
+from rankmap.topology.slurm import tree_from_records
+from rankmap.topology.slurm_block import block_from_records, block_lines
+from rankmap.topology.slurmconf import Record, Token, check_switch_name, compress_names
+from rankmap.topology.sources import (
+    SLURM_VERSION,
+    ImportOptions,
+    ImportResult,
+    Leaf,
+    build_cluster,
+    slurm_release,
+)
+from rankmap.yamlio import Fields, parse_yaml
+
+__all__ = ["parse_slurm_yaml", "export_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE"]
+
+TOPOLOGY_YAML_SINCE = (25, 5, 0)
+_KINDS = ("tree", "block", "flat")
+
+
+def looks_like_topology_yaml(text: str) -> bool:
+    """True when ``text`` starts like a topology.yaml (a list whose first item is ``- topology:``).
+
+    Examples
+    --------
+    >>> looks_like_topology_yaml("# c\\n- topology: f\\n  flat: true"), looks_like_topology_yaml("SwitchName=s")
+    (True, False)
+    """
+    for line in text.splitlines():
+        body = line.split("#", 1)[0].strip()
+        if body:
+            return body.replace(" ", "").startswith("-topology:")
+    return False
+
+
+def parse_slurm_yaml(text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
+    """Read one topology of a topology.yaml as a cluster.
+
+    Parameters
+    ----------
+    text : str
+        File contents.
+    source : str
+        File name, for messages.
+    options : ImportOptions, optional
+        ``topology`` picks a topology by name (default: the first ``cluster_default:
+        true``, else the first); ``slurm_version`` must be 25.05 or later. The cluster is
+        named after the topology unless ``name`` is given.
+
+    Returns
+    -------
+    ImportResult
+        Format ``"slurm-yaml"``; a note names the topology read and the others in the file.
+
+    Raises
+    ------
+    SpecError
+        At ``FILE:LINE`` with the key: not a list of topologies, an unknown key, a topology
+        with none or several of tree/block/flat, a repeated or unknown topology name, and
+        everything topology.conf's tree and block readers refuse.
+
+    Examples
+    --------
+    >>> text = ("- topology: f\\n  cluster_default: true\\n  tree:\\n    switches:\\n"
+    ...         "      - switch: s\\n        children: l[1-2]\\n      - switch: l1\\n        nodes: a[1-2]\\n"
+    ...         "      - switch: l2\\n        nodes: b1\\n")
+    >>> r = parse_slurm_yaml(text, "topology.yaml")
+    >>> r.cluster.name, [(g.name, g.hosts) for g in r.cluster.tor_groups]
+    ('f', [('l1', ('a1', 'a2')), ('l2', ('b1',))])
+    """
+    options = options or ImportOptions()
+    if slurm_release(options.slurm_version) < TOPOLOGY_YAML_SINCE:
+        raise SpecError(f"topology.yaml is read by Slurm 25.05 and later, the target is {options.slurm_version}: "
+                        "export topology.conf for it (--to slurm or --to slurm-block)", source=source, line=1)
+    data = parse_yaml(text, source)
+    if not isinstance(data, list) or not data:
+        raise SpecError("expected a list of topologies (- topology: NAME ...)", source=source,
+                        line=getattr(data, "line", None) or 1)
+    entries = [_entry(item, source, i, _line(data, i)) for i, item in enumerate(data)]
+    chosen = _choose(entries, options.topology, source)
+    named = dataclasses.replace(options, name=options.name or chosen.name)
+    result = _import_one(chosen, source, named)
+    others = ", ".join(f"{e.name} ({e.kind})" for e in entries if e is not chosen)
+    why = ("named by --topology" if options.topology else
+           "cluster_default" if chosen.default else "the first; none has cluster_default: true")
+    note = f"topology.yaml: read topology {chosen.name!r} ({chosen.kind}, {why})" + (
+        f"; also in the file: {others}" if others else "")
+    return dataclasses.replace(result, format="slurm-yaml", notes=(note,) + result.notes)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Entry:
+    name: str
+    default: bool
+    kind: str
+    body: object
+    fields: Fields
+    line: int
+
+
+def _line(seq, i: int) -> int:
+    lines = getattr(seq, "item_lines", None)
+    return lines[i] if lines and i < len(lines) else getattr(seq, "line", 1) or 1
+
+
+def _entry(item, source: str, index: int, line: int) -> _Entry:
+    f = Fields(item, source, prefix=f"[{index}]", line=line)
+    f.only("topology", "cluster_default", *_KINDS)
+    if list(item)[0] != "topology":
+        raise f.error(list(item)[0], "'topology' must be the first key of a topology")
+    name = f.str("topology")
+    why = check_switch_name(name)
+    if why:
+        raise f.error("topology", f"bad topology name {name!r}: {why}")
+    kinds = [k for k in _KINDS if f.has(k)]
+    if len(kinds) != 1:
+        raise SpecError(f"topology {name!r} must define exactly one of tree, block or flat"
+                        + (f" (got {', '.join(kinds)})" if kinds else ""), source=source, line=f.line_of("topology"),
+                        key=f.path("topology"))
+    default = f.bool("cluster_default", False)
+    body = f.raw(kinds[0])
+    if kinds[0] == "flat" and body is not True:
+        raise f.error("flat", f"expected flat: true, got {body!r}")
+    return _Entry(name=name, default=default, kind=kinds[0], body=body, fields=f, line=f.line_of(kinds[0]))
+
+
+def _choose(entries: list[_Entry], wanted: str | None, source: str) -> _Entry:
+    seen: dict[str, _Entry] = {}
+    for e in entries:
+        if e.name in seen:
+            raise e.fields.error("topology", f"topology {e.name!r} is defined twice (first on line "
+                                             f"{seen[e.name].fields.line_of('topology')})")
+        seen[e.name] = e
+    if wanted is not None:
+        if wanted not in seen:
+            raise SpecError(f"no topology named {wanted!r} (the file has: {', '.join(seen)})", source=source,
+                            line=1, key="--topology")
+        return seen[wanted]
+    return next((e for e in entries if e.default), entries[0])
+
+
+def _import_one(e: _Entry, source: str, options: ImportOptions) -> ImportResult:
+    if e.kind == "flat":
+        if not options.hosts:
+            raise SpecError(f"topology {e.name!r} is flat: it lists no nodes; give them with --hosts",
+                            source=source, line=e.line, key=e.fields.path("flat"))
+        cluster = build_cluster([Leaf(name="flat", hosts=[(h, options.gpus) for h in options.hosts])], options,
+                                default_name=e.name, source=source)
+        return ImportResult(cluster=cluster, format="slurm-yaml", source=source)
+    body = Fields(e.body, source, prefix=e.fields.path(e.kind), line=e.line)
+    if e.kind == "tree":
+        body.only("switches")
+        records = _records(body, "switches", source, {"switch": "SwitchName", "children": "Switches",
+                                                     "nodes": "Nodes", "link_speed": "LinkSpeed"})
+        return tree_from_records(records, source, options, last_line=e.line, fmt="slurm-yaml")
+    body.only("block_sizes", "blocks")
+    records = _records(body, "blocks", source, {"block": "BlockName", "nodes": "Nodes"})
+    if body.has("block_sizes"):
+        sizes = body.seq("block_sizes")
+        text = ",".join(str(v) for v in sizes)
+        line = body.line_of("block_sizes")
+        records.append(Record(line, (Token("BlockSizes", text, f"block_sizes: [{text}]", line),)))
+    return block_from_records(records, source, options, fmt="slurm-yaml")
+
+
+def _records(body: Fields, key: str, source: str, keys: dict[str, str]) -> list[Record]:
+    """topology.yaml items as topology.conf records (one per switch or block, at its line)."""
+    items = body.seq(key)
+    records = []
+    for i, item in enumerate(items):
+        line = _line(items, i)
+        f = Fields(item, source, prefix=f"{body.path(key)}[{i}]", line=line)
+        f.only(*keys)
+        first = next(iter(keys))
+        tokens = [_token(f, first, keys[first])]
+        for k in list(keys)[1:]:
+            if f.has(k):
+                tokens.append(_token(f, k, keys[k]))
+        records.append(Record(line, tuple(tokens)))
+    return records
+
+
+def _token(f: Fields, key: str, conf_key: str) -> Token:
+    value = f.raw(key)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        value = ",".join(value)
+    if isinstance(value, bool) or not isinstance(value, (str, int)) or str(value).strip() == "":
+        raise f.error(key, f"expected a name or hostlist, got {value!r}")
+    return Token(conf_key, str(value).strip(), f"{key}: {value}", f.line_of(key))
+
+
+def export_slurm_yaml(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> str:
+    """Write a topology.yaml with one topology, named after the cluster and ``cluster_default``.
+
+    A cluster with block sizes is written as a ``block`` topology (groups are blocks, in
+    order), else as a ``tree`` (leaves in group order, then the switches above; a cluster
+    without a switch tree gets one root ``spine`` over all groups, as
+    :func:`~rankmap.topology.slurm.export_slurm_tree` does). :func:`parse_slurm_yaml`
+    reads the same cluster back.
+
+    Raises
+    ------
+    SpecError
+        ``slurm_version`` before 25.05, a name Slurm cannot read, an empty cluster, or
+        block rules the target release refuses.
+
+    Examples
+    --------
+    >>> from rankmap.topology.spec import parse_cluster
+    >>> c = parse_cluster("name: f\\ntor_groups: [{name: l1, hosts: 'n[08-09]'}, {name: l2, hosts: n10}]")
+    >>> print(export_slurm_yaml(c), end="")
+    # topology.yaml (Slurm 25.05+) for cluster 'f', written by rankmap
+    - topology: f
+      cluster_default: true
+      tree:
+        switches:
+          - switch: l1
+            nodes: n[08-09]
+          - switch: l2
+            nodes: n10
+          - switch: spine
+            children: l[1-2]
+    """
+    if slurm_release(slurm_version) < TOPOLOGY_YAML_SINCE:
+        raise SpecError(f"Slurm {slurm_version} does not read topology.yaml (25.05 and later do): "
+                        "export topology.conf (--to slurm or --to slurm-block)")
+    if not cluster.tor_groups:
+        raise SpecError(f"cluster {cluster.name!r} has no ToR groups: refusing to write an empty topology.yaml")
+    why = check_switch_name(cluster.name)
+    if why:
+        raise SpecError(f"cannot write {cluster.name!r} as a Slurm topology name: {why}")
+    out = [f"# topology.yaml (Slurm 25.05+) for cluster {cluster.name!r}, written by rankmap",
+           f"- topology: {_scalar(cluster.name)}", "  cluster_default: true"]
+    if cluster.block_sizes is not None:
+        if len(cluster.islands()) > 1:
+            raise SpecError(f"cluster {cluster.name!r} has islands; a block topology cannot keep them apart")
+        sizes, rows = block_lines(cluster, slurm_version)
+        out += ["  block:", f"    block_sizes: [{', '.join(map(str, sizes))}]", "    blocks:"]
+        items = [{"block": name, **({"nodes": nodes} if nodes else {})} for name, nodes in rows]
+    else:
+        out += ["  tree:", "    switches:"]
+        items = _tree_items(cluster)
+    for item in items:
+        for i, (key, value) in enumerate(item.items()):
+            out.append(("      - " if i == 0 else "        ") + f"{key}: {_scalar(value)}")
+    return "\n".join(out) + "\n"
+
+
+def _scalar(value) -> str:
+    """``value`` as a YAML scalar: plain when it reads back as the same string, else double-quoted."""
+    if isinstance(value, int):
+        return str(value)
+    try:
+        plain = yaml.safe_load(value) == value and ": " not in value and " #" not in value
+    except yaml.YAMLError:
+        plain = False
+    return value if plain else json.dumps(value)
+
+
+def _tree_items(cluster: Cluster) -> list[dict]:
+    switches = cluster.switches
+    if switches is None:
+        taken = {g.name for g in cluster.tor_groups}
+        root = next(n for n in ("spine", *(f"spine{i}" for i in range(1, len(taken) + 2))) if n not in taken)
+        switches = (Switch(name=root, children=tuple(g.name for g in cluster.tor_groups)),)
+    items = []
+    for group in cluster.tor_groups:
+        item = {"switch": _name(group.name)}
+        if group.hosts:
+            item["nodes"] = compress_names(group.hosts)
+        if group.link_speed is not None:
+            item["link_speed"] = group.link_speed
+        items.append(item)
+    for sw in switches:
+        item = {"switch": _name(sw.name), "children": compress_names(_name(c) for c in sw.children)}
+        if sw.link_speed is not None:
+            item["link_speed"] = sw.link_speed
+        items.append(item)
+    return items
+
+
+def _name(name: str) -> str:
+    why = check_switch_name(name)
+    if why:
+        raise SpecError(f"cannot write {name!r} as a Slurm switch name: {why}")
+    return name

@@ -15,9 +15,10 @@ The srun line gives ``--ntasks`` but never ``--nodes``, and the script unsets an
 for this line, from SchedMD's change logs and release notes:
 
 - 23.02.0: newlines delimit hostlists (``SLURM_JOB_NODELIST``) [4]_; no change for this script.
-- 23.11.0: hostlists may carry a shared suffix after the bracket (``node[0001-0010]-int``) [5]_;
-  the ``--nodelist`` this module writes brackets only trailing digits (above), which every
-  release reads.
+- 23.02.5: hostlists may carry a shared suffix after the bracket (``node[0001-0010]-int``;
+  SchedMD commit 0994b5f "Extend hostlist to support suffix", first tagged slurm-23-02-5-1,
+  announced in the 23.11 release notes [5]_); the ``--nodelist`` this module writes brackets
+  only trailing digits (above), which every release reads.
 - 23.11.0rc1: arbitrary distribution fixed for sbatch/salloc [4]_; 23.11.1: slurmctld rejects an
   arbitrary-distribution job whose minimum node count differs from the number of distinct nodes
   in its host list [4]_ -- the reason there is no ``--nodes`` (``-N``) on the srun line.

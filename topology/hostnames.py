@@ -104,7 +104,7 @@ def compress_hostlist(names: list[str]) -> str:
 
     Zero padding is kept and no host is invented (python-hostlist keeps ``k010`` and
     ``k10`` apart). The expression lists hosts in natural order. Text after a bracket may
-    result (``n[1-2]-ib``), which Slurm reads only since 23.11: files for Slurm use
+    result (``n[1-2]-ib``), which Slurm reads only since 23.02.5: files for Slurm use
     :func:`rankmap.topology.slurmconf.compress_names` instead.
 
     Examples

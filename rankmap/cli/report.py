@@ -122,7 +122,8 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     console.print(f"[bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
                   f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "
                   f"{'/'.join(map(str, sizes)) or rm.nproc_per_node} GPUs, "
-                  f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters")
+                  f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters; framework "
+                  f"{job.framework}{' ' + job.framework_version if job.framework_version else ' (current release)'}")
     told = [f"{key} {escape(hosts)}" for key, hosts in sorted(rm.context.items())]
     if result.moved_hosts is not None:
         told.append(f"{result.moved_hosts} host(s) moved from the previous plan")

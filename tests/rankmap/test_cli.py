@@ -20,6 +20,7 @@ def test_plan_racks_example_writes_both_files(tmp_path):
     assert run.returncode == 0, run.stderr
     for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "busiest ToR"):
         assert name in run.stdout
+    assert "framework engine (current release)" in run.stdout  # whose rules the plan followed
     doc = json.loads((out / "rankmap.json").read_text())
     assert doc["world_size"] == 480 and doc["summary"]["plan"]["gap_to_bound"] < 1e-5
     assert len((out / "hostfile").read_text().split()) == 60

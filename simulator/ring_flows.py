@@ -70,7 +70,9 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     parts = []
     for c in range(channels):
         entry = c % length                                     # (G, n) entry offset of each element's host
-        order = np.argsort(seg * n + (offset - entry) % length, axis=1, kind="stable")  # ring order of columns
+        # Ring order of columns: host segments in place, each rotated to start at its entry
+        # rank (what a stable argsort of (segment, (offset - entry) mod length) gives).
+        order = start + (offset + entry) % length
         nxt = np.roll(order, -1, axis=1)
         entry_rank = groups[rows, start + entry]               # (G, n) entry rank of each element's host
         src_nic = pl.nic[entry_rank[rows, order]]              # a host sends through its entry rank's NIC

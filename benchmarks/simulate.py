@@ -159,7 +159,8 @@ def _per_seed(network, result, cluster, seeds: int, label: str) -> None:
         phases = ", ".join(f"{p.name} {p.time_s:.3f} s ({p.events} events)" for p in it.phases)
         print(f"{label} ({result.job.world_size} GPUs, dp={result.job.dp}), {name}: "
               f"{', '.join(f'{t:.2f}' for t in times)} s per seed (mean {np.mean(times):.2f} s), {it.n_flows} flows, "
-              f"{it.n_flows / np.mean(times):,.0f} flows/s; seed {seeds - 1} simulated {it.comm_time_s:.3f} s: {phases}")
+              f"{it.n_flows / np.mean(times):,.0f} flows/s; seed {seeds - 1} simulated {it.comm_time_s:.3f} s: "
+              f"{phases}")
 
 
 def bench_iteration(all_free: bool = False, seeds: int = 2) -> None:

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import sparse
 
-from rankmap.simulator.events import complete_coflows
 from rankmap.simulator import maxmin
+from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.maxmin import FairShare, max_min_rates
 
 

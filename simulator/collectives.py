@@ -90,11 +90,20 @@ class CollectiveConfig:
         rank for a group inside one host).
     channels_per_nic : int
         Channels per rank of a host when ``channels`` is None: 2, as NCCL duplicates its
-        channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``).
+        channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``); users change the
+        count with ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (NCCL documentation,
+        "Environment Variables"). Send/recv, all-to-all and pipeline hops split each flow
+        over this many connections, as NCCL opens ``NCCL_NCHANNELS_PER_NET_PEER`` channels
+        (2 by default, same page) to a network peer. ``rankmap simulate --channels-per-nic``.
     qp_rate_fraction : float or None
-        Most a single queue pair moves, as a fraction of its NIC's line rate; None: no
-        cap. Assumption: 0.8, the value that makes two rings sharing one NIC 1.6x slower
-        than one ring alone (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
+        Most a single queue pair moves, as a fraction of its NIC's line rate (times
+        ``efficiency``); None: no cap. A connection runs ``NCCL_IB_QPS_PER_CONNECTION``
+        queue pairs (1 by default, NCCL documentation, "Environment Variables";
+        :attr:`EcmpConfig.qps_per_connection`, ``--qps``), so a flow of ``c`` connections
+        moves at most ``c * qps * qp_rate_fraction`` of line rate. Assumption: 0.8, the
+        value that makes two rings sharing one NIC 1.6x slower than one ring alone
+        (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
+        ``rankmap simulate --qp-rate-fraction``.
     """
 
     alpha_s: float = 5e-6

@@ -59,23 +59,27 @@ def _through(matrix: sparse.csr_array, by_coflow: sparse.csr_array, links: np.nd
     return np.flatnonzero((by_coflow @ mask > 0) & ~frozen)
 
 
-def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.ndarray, slot: np.ndarray,
-             n_live: int) -> np.ndarray:
-    """``load[K]``: weight of ``coflows`` (sorted) on each live link (``slot[L]``: link -> live index or -1).
+def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.ndarray, slot: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Weight of ``coflows`` (sorted) on the live links they cross: ``(slots[U], weight[U])``
+    (``slot[L]``: link -> live index or -1; slots sorted).
 
     Either way every link's weights are summed from 0 in ascending coflow order, so the two
-    branches give the same floats.
+    branches give the same floats (and the same as a sum over every live link, whose other
+    entries are 0).
     """
     if _GATHER_SHARE * _entries(by_coflow.indptr, coflows) <= by_coflow.nnz:
         links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, coflows)
         at = slot[links]
-        return np.bincount(at[at >= 0], weights[at >= 0], minlength=n_live)
+        mine = at >= 0
+        slots, index = np.unique(at[mine], return_inverse=True)
+        return slots, np.bincount(index.ravel(), weights[mine], minlength=slots.size)
     mask = np.zeros(matrix.shape[1])
     mask[coflows] = 1.0
-    out = np.zeros(n_live)
-    live = slot >= 0
-    out[slot[live]] = (matrix @ mask)[live]
-    return out
+    weight = matrix @ mask                                     # (L,) > 0 exactly where a coflow crosses
+    links = np.flatnonzero((slot >= 0) & (weight > 0))
+    order = np.argsort(slot[links], kind="stable")
+    return slot[links][order], weight[links][order]
 
 
 def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0,
@@ -109,25 +113,36 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
     free = np.asarray(capacity, dtype=float) - level * load
     live = np.flatnonzero(load > _WEIGHT_EPS)                  # (K,) links still carrying unfrozen coflows
-    free, load = free[live], load[live]                        # (K,) kept compact, in the order of live
+    free, load = free[live], load[live]                        # (K,) in the order of live
     slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
     slot[live] = np.arange(live.size)
-    level, rounds = float(level), 0
-    while live.size:
+    level, rounds, alive = float(level), 0, live.size
+    share = np.empty(live.size)
+    while alive:
         rounds += 1
-        share = free / load
+        # A link that left play has free = inf and load = 0: share inf, never full, never the
+        # minimum, and untouched by the arithmetic below; the slots are compacted only when
+        # half of them are out, so a round costs a few passes over the links in play.
+        with np.errstate(divide="ignore"):
+            np.divide(free, load, out=share)
         step = max(float(share.min()), 0.0)
         level += step
         free -= step * load
-        is_full = share <= step * (1 + _RTOL)
-        newly = _through(matrix, by_coflow, live[is_full], frozen)   # coflows through a full link
+        full = np.flatnonzero(share <= step * (1 + _RTOL))
+        newly = _through(matrix, by_coflow, live[full], frozen)   # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
-        load -= _load_of(matrix, by_coflow, newly, slot, live.size)
-        keep = ~is_full & (load > _WEIGHT_EPS)
-        slot[live[~keep]] = -1
-        live, free, load = live[keep], free[keep], load[keep]
-        slot[live] = np.arange(live.size)
+        slots, weight = _load_of(matrix, by_coflow, newly, slot)
+        load[slots] -= weight
+        out = np.union1d(full, slots[load[slots] <= _WEIGHT_EPS])  # full, or no unfrozen coflow left
+        slot[live[out]] = -1
+        free[out], load[out] = np.inf, 0.0
+        alive -= out.size
+        if 2 * alive < live.size:
+            keep = slot[live] >= 0
+            live, free, load = live[keep], free[keep], load[keep]
+            slot[live] = np.arange(live.size)
+            share = np.empty(live.size)
     return rate, rounds
 
 

@@ -78,8 +78,17 @@ def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.
     mask[coflows] = 1.0
     weight = matrix @ mask                                     # (L,) > 0 exactly where a coflow crosses
     links = np.flatnonzero((slot >= 0) & (weight > 0))
-    order = np.argsort(slot[links], kind="stable")
-    return slot[links][order], weight[links][order]
+    return slot[links], weight[links]                          # slots rise with link index (live is sorted)
+
+
+def _union(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Sorted union of two sorted index arrays in ``0..n-1`` (a mask when they are many, else a merge)."""
+    if 16 * (a.size + b.size) < n:
+        return np.union1d(a, b)
+    mask = np.zeros(n, dtype=bool)
+    mask[a] = True
+    mask[b] = True
+    return np.flatnonzero(mask)
 
 
 def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0,
@@ -134,7 +143,7 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
         frozen[newly] = True
         slots, weight = _load_of(matrix, by_coflow, newly, slot)
         load[slots] -= weight
-        out = np.union1d(full, slots[load[slots] <= _WEIGHT_EPS])  # full, or no unfrozen coflow left
+        out = _union(full, slots[load[slots] <= _WEIGHT_EPS], live.size)   # full, or no unfrozen coflow left
         slot[live[out]] = -1
         free[out], load[out] = np.inf, 0.0
         alive -= out.size

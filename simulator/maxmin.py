@@ -7,11 +7,13 @@ some link is full, freeze the coflows through it, repeat.
 
 Here a coflow ``c`` at rate ``r_c`` loads link ``l`` with ``A[l, c] * r_c``, where
 ``A[l, c]`` counts the coflow's flows on the link (fractions for queue pairs and packet
-spraying). Each round touches the links still in play and the entries of the coflows it
+spraying). Each round makes a few passes over the links in play (those that left are
+parked until half are out, then dropped) and touches the entries of the coflows it
 freezes (vectorised gathers and a bincount, or one sparse product over the matrix when
 they hold a large share of it); the loop runs once per distinct bottleneck level, never
-once per flow. Coflows that
-share no link (directly or through others) are independent, so :class:`FairShare` also
+once per flow. None of this changes a float: every link's free capacity and load see
+the same operations in the same order as in the textbook loop over live links. Coflows
+that share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the
 network that changed; :meth:`FairShare.rates` also resumes filling from coflows whose
 rates are known (``kept``), the ones progressive filling would freeze first.

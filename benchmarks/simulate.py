@@ -5,9 +5,9 @@
 1. A ring all-reduce of 1 GB over 16,384 GPUs on a MegaScale-shaped fabric: 32 ToR groups
    x 64 hosts x 8 GPUs, 8 x 200G rail NICs per host, 32 x 400G uplinks per rail ToR, 32
    spine switches, side by side with :func:`reference_completion`, a minimal vectorised
-   numpy progressive filling of the same routed flows (target: ours within 2x of it,
-   ours timed end to end -- flows, routing, filling and events -- the reference on the
-   routed matrix it is handed).
+   numpy progressive filling of the same routed flows: ours on the same routed matrix
+   (filling and events; target: within 2x of the reference), then ours end to end
+   (building the flows, ECMP routing, filling and events) against the same reference.
 2. One iteration of the default job (GPT-3 175B, tp=8 pp=8 dp=144: 9,216 ranks) on the
    default example's 12,288-GPU cluster, placed by the planner and by the worst baseline,
    then the same with every host free (dp=192: all 12,288 GPUs), per ECMP seed

@@ -62,7 +62,7 @@ from rankmap.simulator.ring_flows import connection_key, make_flows, ring_flows
 from rankmap.simulator.tree_flows import tree_flows
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective", "run_flows"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "rate_constraints", "run_flows"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
@@ -90,11 +90,20 @@ class CollectiveConfig:
         rank for a group inside one host).
     channels_per_nic : int
         Channels per rank of a host when ``channels`` is None: 2, as NCCL duplicates its
-        channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``).
+        channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``); users change the
+        count with ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (NCCL documentation,
+        "Environment Variables"). Send/recv, all-to-all and pipeline hops split each flow
+        over this many connections, as NCCL opens ``NCCL_NCHANNELS_PER_NET_PEER`` channels
+        (2 by default, same page) to a network peer. ``rankmap simulate --channels-per-nic``.
     qp_rate_fraction : float or None
-        Most a single queue pair moves, as a fraction of its NIC's line rate; None: no
-        cap. Assumption: 0.8, the value that makes two rings sharing one NIC 1.6x slower
-        than one ring alone (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
+        Most a single queue pair moves, as a fraction of its NIC's line rate (times
+        ``efficiency``); None: no cap. A connection runs ``NCCL_IB_QPS_PER_CONNECTION``
+        queue pairs (1 by default, NCCL documentation, "Environment Variables";
+        :attr:`EcmpConfig.qps_per_connection`, ``--qps``), so a flow of ``c`` connections
+        moves at most ``c * qps * qp_rate_fraction`` of line rate. Assumption: 0.8, the
+        value that makes two rings sharing one NIC 1.6x slower than one ring alone
+        (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
+        ``rankmap simulate --qp-rate-fraction``.
     """
 
     alpha_s: float = 5e-6
@@ -261,6 +270,33 @@ def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndar
                   np.arange(src.size), label, conns=conns)
 
 
+def rate_constraints(network: Network, flows: FlowSet, route, routing: EcmpConfig, config: CollectiveConfig
+                     ) -> tuple[sparse.csr_array, np.ndarray]:
+    """The rows max-min fairness fills for a routed flow set: links, then per-queue-pair caps.
+
+    Returns
+    -------
+    matrix : scipy.sparse.csr_array
+        ``matrix[L + K, C]``: ``route.matrix``, then one row per capped coflow (``K`` of
+        them; none when ``config.qp_rate_fraction`` is None) with a 1 in its column.
+    capacity : ndarray
+        ``capacity[L + K]`` bytes/s: link line rates times ``config.efficiency``, then
+        each capped coflow's cap (see :func:`run_flows`).
+    """
+    matrix, capacity = route.matrix, network.capacity_bps * config.efficiency
+    if config.qp_rate_fraction is None or not flows.n_flows:
+        return matrix, capacity
+    inter = np.flatnonzero(flows.src_host != flows.dst_host)
+    cap = np.full(flows.n_coflows, np.inf)
+    line = capacity[network.nic_up(flows.src_host[inter], flows.src_nic[inter])]
+    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
+    np.minimum.at(cap, flows.coflow[inter], per_flow)
+    capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
+    rows = sparse.csr_array((np.ones(capped.size), (np.arange(capped.size), capped)),
+                            shape=(capped.size, flows.n_coflows))
+    return sparse.vstack([matrix, rows], format="csr"), np.concatenate([capacity, cap[capped]])
+
+
 def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig) -> FlowResult:
     """Route a flow set and run it to completion, each queue pair capped below line rate.
 
@@ -277,18 +313,7 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
         ``link_bytes`` over the network's links only.
     """
     route = network.route(flows, routing)
-    matrix, capacity = route.matrix, network.capacity_bps * config.efficiency
-    if config.qp_rate_fraction is not None and flows.n_flows:
-        inter = np.flatnonzero(flows.src_host != flows.dst_host)
-        cap = np.full(flows.n_coflows, np.inf)
-        line = capacity[network.nic_up(flows.src_host[inter], flows.src_nic[inter])]
-        per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
-        np.minimum.at(cap, flows.coflow[inter], per_flow)
-        capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
-        rows = sparse.csr_array((np.ones(capped.size), (np.arange(capped.size), capped)),
-                                shape=(capped.size, flows.n_coflows))
-        matrix = sparse.vstack([matrix, rows], format="csr")
-        capacity = np.concatenate([capacity, cap[capped]])
+    matrix, capacity = rate_constraints(network, flows, route, routing, config)
     fair = FairShare(matrix, capacity)
     finish, first, events = complete_coflows(fair, flows.coflow_bytes)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)

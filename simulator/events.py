@@ -101,7 +101,6 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
     remaining = np.asarray(size_bytes, dtype=float).copy()
     finish = np.zeros(remaining.size)
     active = remaining > 0
-    component = fair.components()
     rate = fair.rates(active)
     first = rate.copy()
     now, events = 0.0, 1
@@ -118,6 +117,9 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
         active[done] = False
         # Only the components that lost a coflow change rates (max-min on a disjoint union
         # is the union of max-min on the parts).
+        if not active.any():
+            break
+        component = fair.components()                  # labelled once, on the first event with survivors
         redo = active & np.isin(component, np.unique(component[done]))
         if redo.any():
             kept = redo & (rate < rate[done].min()) if warm else None

@@ -82,7 +82,11 @@ class PartResult:
 
 @dataclass(frozen=True, eq=False)
 class PhaseResult:
-    """One phase: its time, its parts, and the bytes it put on every link (``link_bytes[L]``)."""
+    """One phase: its time, its parts, and the bytes it put on every link (``link_bytes[L]``).
+
+    ``uplink_qps[n_tor_groups * rails * uplinks]``: hashed queue pairs on each ToR uplink
+    cable (``tor-up`` links in order; zeros under packet spraying, which hashes nothing).
+    """
 
     name: str
     time_s: float
@@ -90,6 +94,7 @@ class PhaseResult:
     link_bytes: np.ndarray
     n_flows: int
     events: int
+    uplink_qps: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -121,6 +126,14 @@ class IterationResult:
         phase = max(self.phases, key=lambda p: p.time_s)
         part = max(phase.parts, key=lambda q: q.group_times_s.max(initial=0.0))
         return phase, part, part.slowest_group
+
+    def uplink_qps(self, network: Network, phase: str) -> np.ndarray:
+        """``uplink_qps[n_tor_groups, rails * uplinks]``: hashed queue pairs per ToR uplink cable in ``phase``."""
+        got = self.phase(phase)
+        shape = (network.n_groups, network.rails * network.uplinks)
+        if got is None or got.uplink_qps is None:
+            return np.zeros(shape, dtype=np.int32)
+        return got.uplink_qps.reshape(shape)
 
     def uplink_bytes(self, network: Network) -> np.ndarray:
         """``uplink_bytes[n_tor_groups, rails * uplinks]``: bytes each ToR uplink carried."""
@@ -173,8 +186,10 @@ def simulate_phase(network: Network, placement: RankPlacement, layout: ParallelL
         times = np.zeros(table.shape[0])
         np.maximum.at(times, flows.coflow_group[mine], result.finish_s[mine])
         parts.append(PartResult(label, table, times))
-    return PhaseResult(phase, result.time_s, tuple(parts), result.link_bytes, flows.n_flows, result.events), \
-        flows, result
+    up = network.link_range("tor-up")
+    uplink_qps = np.bincount(result.routing.uplink - up.start, minlength=len(up)).astype(np.int32)
+    return PhaseResult(phase, result.time_s, tuple(parts), result.link_bytes, flows.n_flows, result.events,
+                       uplink_qps), flows, result
 
 
 def simulate_iteration(network: Network, placement: RankPlacement, layout: ParallelLayout, ops,

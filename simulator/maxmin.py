@@ -7,10 +7,13 @@ some link is full, freeze the coflows through it, repeat.
 
 Here a coflow ``c`` at rate ``r_c`` loads link ``l`` with ``A[l, c] * r_c``, where
 ``A[l, c]`` counts the coflow's flows on the link (fractions for queue pairs and packet
-spraying). Each round touches the links still in play and the entries of the coflows it
-freezes (vectorised gathers and a bincount); the loop runs once per distinct bottleneck
-level, never once per flow. Coflows that
-share no link (directly or through others) are independent, so :class:`FairShare` also
+spraying). Each round makes a few passes over the links in play (those that left are
+parked until half are out, then dropped) and touches the entries of the coflows it
+freezes (vectorised gathers and a bincount, or one sparse product over the matrix when
+they hold a large share of it); the loop runs once per distinct bottleneck level, never
+once per flow. None of this changes a float: every link's free capacity and load see
+the same operations in the same order as in the textbook loop over live links. Coflows
+that share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the
 network that changed; :meth:`FairShare.rates` also resumes filling from coflows whose
 rates are known (``kept``), the ones progressive filling would freeze first.
@@ -26,6 +29,7 @@ __all__ = ["FairShare", "max_min_rates", "progressive_filling"]
 
 _RTOL = 1e-9        # links whose fair share is within this of the minimum saturate together
 _WEIGHT_EPS = 1e-9  # the smallest incidence weight is 1/(uplinks * qps), far above this
+_GATHER_SHARE = 8   # gather rows that hold at most 1/8 of the matrix; beyond that one product is cheaper
 
 
 def _rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, rows: np.ndarray):
@@ -36,8 +40,61 @@ def _rows(indptr: np.ndarray, indices: np.ndarray, data: np.ndarray, rows: np.nd
     return indices[offsets], data[offsets]
 
 
-def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0
-                        ) -> tuple[np.ndarray, int]:
+def _entries(indptr: np.ndarray, rows: np.ndarray) -> int:
+    """Stored entries in the given rows of a compressed matrix."""
+    return int((indptr[rows + 1] - indptr[rows]).sum())
+
+
+def _through(matrix: sparse.csr_array, by_coflow: sparse.csr_array, links: np.ndarray, frozen: np.ndarray
+             ) -> np.ndarray:
+    """Sorted unfrozen coflows with an entry in any of ``links``.
+
+    Gathers the rows of ``links`` when they are few; when they hold more than
+    ``1/_GATHER_SHARE`` of the matrix one product over all of it is cheaper (same set:
+    weights are positive).
+    """
+    if _GATHER_SHARE * _entries(matrix.indptr, links) <= matrix.nnz:
+        coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, links)
+        return np.unique(coflows[~frozen[coflows]])
+    mask = np.zeros(matrix.shape[0])
+    mask[links] = 1.0
+    return np.flatnonzero((by_coflow @ mask > 0) & ~frozen)
+
+
+def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.ndarray, slot: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Weight of ``coflows`` (sorted) on the live links they cross: ``(slots[U], weight[U])``
+    (``slot[L]``: link -> live index or -1; slots sorted).
+
+    Either way every link's weights are summed from 0 in ascending coflow order, so the two
+    branches give the same floats (and the same as a sum over every live link, whose other
+    entries are 0).
+    """
+    if _GATHER_SHARE * _entries(by_coflow.indptr, coflows) <= by_coflow.nnz:
+        links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, coflows)
+        at = slot[links]
+        mine = at >= 0
+        slots, index = np.unique(at[mine], return_inverse=True)
+        return slots, np.bincount(index.ravel(), weights[mine], minlength=slots.size)
+    mask = np.zeros(matrix.shape[1])
+    mask[coflows] = 1.0
+    weight = matrix @ mask                                     # (L,) > 0 exactly where a coflow crosses
+    links = np.flatnonzero((slot >= 0) & (weight > 0))
+    return slot[links], weight[links]                          # slots rise with link index (live is sorted)
+
+
+def _union(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
+    """Sorted union of two sorted index arrays in ``0..n-1`` (a mask when they are many, else a merge)."""
+    if 16 * (a.size + b.size) < n:
+        return np.union1d(a, b)
+    mask = np.zeros(n, dtype=bool)
+    mask[a] = True
+    mask[b] = True
+    return np.flatnonzero(mask)
+
+
+def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0,
+                        by_coflow: sparse.csr_array | None = None) -> tuple[np.ndarray, int]:
     """Max-min fair rates of every coflow (column) of ``matrix``.
 
     Parameters
@@ -49,6 +106,8 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     level : float
         Rate every coflow already has: filling starts from ``capacity - level * load``
         (0 starts from empty links).
+    by_coflow : scipy.sparse.csr_array, optional
+        ``matrix.T`` in CSR form (``B[C, L]``), when the caller has it already.
 
     Returns
     -------
@@ -58,34 +117,43 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
         Bottleneck levels visited.
     """
     n_links, n_coflows = matrix.shape
-    by_coflow = matrix.T.tocsr()                               # (C, L): the links of each coflow
+    if by_coflow is None:
+        by_coflow = matrix.T.tocsr()                           # (C, L): the links of each coflow
     rate = np.zeros(n_coflows)
     frozen = np.zeros(n_coflows, dtype=bool)
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
     free = np.asarray(capacity, dtype=float) - level * load
     live = np.flatnonzero(load > _WEIGHT_EPS)                  # (K,) links still carrying unfrozen coflows
-    free, load = free[live], load[live]                        # (K,) kept compact, in the order of live
+    free, load = free[live], load[live]                        # (K,) in the order of live
     slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
     slot[live] = np.arange(live.size)
-    level, rounds = float(level), 0
-    while live.size:
+    level, rounds, alive = float(level), 0, live.size
+    share = np.empty(live.size)
+    while alive:
         rounds += 1
-        share = free / load
+        # A link that left play has free = inf and load = 0: share inf, never full, never the
+        # minimum, and untouched by the arithmetic below; the slots are compacted only when
+        # half of them are out, so a round costs a few passes over the links in play.
+        with np.errstate(divide="ignore"):
+            np.divide(free, load, out=share)
         step = max(float(share.min()), 0.0)
         level += step
         free -= step * load
-        is_full = share <= step * (1 + _RTOL)
-        coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, live[is_full])
-        newly = np.unique(coflows[~frozen[coflows]])           # coflows through a full link
+        full = np.flatnonzero(share <= step * (1 + _RTOL))
+        newly = _through(matrix, by_coflow, live[full], frozen)   # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
-        links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, newly)
-        at = slot[links]
-        load -= np.bincount(at[at >= 0], weights[at >= 0], minlength=live.size)
-        keep = ~is_full & (load > _WEIGHT_EPS)
-        slot[live[~keep]] = -1
-        live, free, load = live[keep], free[keep], load[keep]
-        slot[live] = np.arange(live.size)
+        slots, weight = _load_of(matrix, by_coflow, newly, slot)
+        load[slots] -= weight
+        out = _union(full, slots[load[slots] <= _WEIGHT_EPS], live.size)   # full, or no unfrozen coflow left
+        slot[live[out]] = -1
+        free[out], load[out] = np.inf, 0.0
+        alive -= out.size
+        if 2 * alive < live.size:
+            keep = slot[live] >= 0
+            live, free, load = live[keep], free[keep], load[keep]
+            slot[live] = np.arange(live.size)
+            share = np.empty(live.size)
     return rate, rounds
 
 
@@ -121,17 +189,37 @@ class FairShare:
             raise ValueError(f"capacity has shape {self.capacity.shape}, expected ({self._csc.shape[0]},)")
         self.has_links = np.diff(self._csc.indptr) > 0
         self.rounds = 0
+        self._labels: np.ndarray | None = None
+        self._whole: tuple | None = None
+        if isinstance(matrix, sparse.csr_array) and matrix.has_canonical_format:
+            self._whole = (matrix, self._by_coflow())     # the CSR the caller built is the one we would build
+
+    def _whole_matrix(self) -> tuple[sparse.csr_array, sparse.csr_array]:
+        """``(A[L, C] as CSR, A.T[C, L] as CSR)``, built on first use."""
+        if self._whole is None:
+            self._whole = (self._csc.tocsr(), self._by_coflow())
+        return self._whole
+
+    def _by_coflow(self) -> sparse.csr_array:
+        """``A.T[C, L]`` in CSR: the CSC arrays read transposed."""
+        n_links, n_coflows = self._csc.shape
+        return sparse.csr_array((self._csc.data, self._csc.indices, self._csc.indptr), shape=(n_coflows, n_links))
 
     @property
     def n_coflows(self) -> int:
         return self._csc.shape[1]
 
     def components(self) -> np.ndarray:
-        """``component[C]``: coflows that share links, directly or through others, share a label."""
-        n_links, n_coflows = self._csc.shape
-        graph = sparse.bmat([[None, self._csc], [self._csc.T, None]], format="csr")
-        _, labels = connected_components(graph, directed=False)
-        return labels[n_links:]
+        """``component[C]``: coflows that share links, directly or through others, share a label.
+
+        Computed once per instance (the matrix does not change).
+        """
+        if self._labels is None:
+            n_links, n_coflows = self._csc.shape
+            graph = sparse.bmat([[None, self._csc], [self._csc.T, None]], format="csr")
+            _, labels = connected_components(graph, directed=False)
+            self._labels = labels[n_links:]
+        return self._labels
 
     def rates(self, active: np.ndarray | None = None, kept: np.ndarray | None = None,
               kept_rates: np.ndarray | None = None) -> np.ndarray:
@@ -164,8 +252,17 @@ class FairShare:
         rate = np.zeros(self.n_coflows)
         rate[active & ~self.has_links] = np.inf
         rate[kept] = np.asarray(kept_rates)[kept] if kept.any() else 0.0
-        cols = np.flatnonzero(active & self.has_links & ~kept)
+        in_play = active & self.has_links & ~kept
+        cols = np.flatnonzero(in_play)
         if cols.size == 0:
+            return rate
+        if cols.size == self.has_links.sum() and not kept.any():
+            # Every coflow with links is in play: fill the whole matrix, no column selection.
+            # Same rows in the same order as the compacted matrix below, so the same rates.
+            matrix, by_coflow = self._whole_matrix()
+            got, rounds = progressive_filling(matrix, self.capacity, 0.0, by_coflow)
+            self.rounds += rounds
+            rate[cols] = got[cols]
             return rate
         sub = self._csc[:, cols]                                   # (L, k) columns in play
         links, rows = np.unique(sub.indices, return_inverse=True)  # keep only links they cross

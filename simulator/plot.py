@@ -1,12 +1,29 @@
-"""The simulation figure (``simulation.png``): uplink loads per ToR group, completion time per group.
+"""The simulation figure (``simulation.png``): what a network engineer reads off a run.
 
-Top: bytes per iteration through each ToR group's uplinks (all rails and cables), one bar
-per placement -- where the spine traffic lands. Bottom: the completion time of every
-group of the collective the slowest phase waits for (e.g. each DP group's
-reduce-scatter), sorted slowest first, one line per placement -- how far stragglers lag.
+Top row, over every placement:
 
-On a fabric of several tiers the top panel's legend also gives, per placement, the bytes
-up each switch tier's uplinks (e.g. "spine 2201 GB": what left the pods for the core).
+- communication time per iteration under every ECMP seed (one dot per seed, a bar from
+  the fastest to the slowest) and under packet spraying (a diamond: the no-collision
+  ideal); a run that sprays packets is labelled "spray", never as a seed;
+- the completion time of every group of the collective the slowest phase waits for (e.g.
+  each DP group's reduce-scatter), slowest first: the median over seeds as a line, the
+  band from the fastest to the slowest seed around it.
+
+Then one row per placement (first seed; the phase the top row focuses on):
+
+- a heat map of the ToR uplinks: ToR group (rows) x uplink cable (columns, ``rail *
+  uplinks + cable``), queue pairs hashed onto each cable (Gb/s averaged over the phase
+  when packets are sprayed, as nothing is hashed);
+- a histogram of ToR uplink cables by the queue pairs they carry, over every seed (bar:
+  mean, whiskers: fewest to most), beside the balls-into-bins expectation for the same
+  flows per ToR (:func:`rankmap.simulator.stats.cables_by_load`): ECMP collisions where
+  the histogram has cables with 2, 3, ... flows and idle ones;
+- a timeline of one iteration per pipeline stage (:class:`~rankmap.simulator.schedule.StageTimeline`):
+  forward and backward compute, exposed communication, DP reduction, optimizer step; the
+  grey background left showing is the pipeline bubble.
+
+On a fabric of several tiers the heat map's title also gives the bytes up each switch
+tier's uplinks (e.g. "spine 2201 GB": what left the pods for the core).
 
 Rendered with matplotlib's Agg backend at a fixed size and DPI with the PNG's
 ``Software`` metadata removed, so the same inputs give the same bytes.
@@ -18,81 +35,209 @@ import io
 
 import numpy as np
 
-from rankmap.simulator.iteration import IterationResult
 from rankmap.simulator.network import Network
+from rankmap.simulator.schedule import StageTimeline
+from rankmap.simulator.stats import IterationSweep, cables_by_load
 
-__all__ = ["render_png"]
+__all__ = ["figure", "render_png"]
+
+_COLORS = {"forward": "#4C72B0", "backward": "#223F6B", "comm": "#DD8452", "reduce": "#C44E52",
+           "optimizer": "#55A868", "bubble": "#E5E5E5"}
 
 
-def _focus(results: list[IterationResult]) -> tuple[str, str] | None:
-    """(phase, collective) the first placement's slowest phase waits for."""
-    for result in results:
-        got = result.slowest()
+def _focus(sweeps: list[tuple[str, IterationSweep]]) -> tuple[str, str] | None:
+    """(phase, collective) the first placement's slowest phase waits for (first seed)."""
+    for _, sweep in sweeps:
+        got = sweep.first.slowest()
         if got is not None:
             return got[0].name, got[1].label
     return None
 
 
-def _tier_label(network: Network, name: str, result: IterationResult) -> str:
-    """``name``, plus bytes up each switch tier's uplinks (cables and sprayed bundles) when there are some."""
+def _tier_label(network: Network, result) -> str:
+    """Bytes up each switch tier's uplinks (cables and sprayed bundles), or ""."""
     parts = []
     for t in range(1, network.depth):
         ranges = [network.link_range(f"tier{t}-up"), network.link_range(f"tier{t}-up-all")]
         total = sum(float(p.link_bytes[r.start:r.stop].sum()) for p in result.phases for r in ranges)
         parts.append(f"{network.fabric.levels[t - 1].name} {total / 1e9:.0f} GB")
-    return f"{name} (up: {', '.join(parts)})" if parts else name
+    return f" (up: {', '.join(parts)})" if parts else ""
 
 
-def render_png(network: Network, named: list[tuple[str, IterationResult]], title: str = "") -> bytes:
-    """PNG bytes of the figure for placements ``[(name, iteration result)]``.
+def _seeds_panel(ax, sweeps, spray: bool) -> None:
+    """Communication time per seed per placement, and under spraying."""
+    for i, (name, sweep) in enumerate(sweeps):
+        times = np.asarray(sweep.comm_time_s, dtype=float)
+        if spray:
+            ax.scatter([i], times[:1], color="C0", marker="D", zorder=3, label="spray" if i == 0 else None)
+            continue
+        x = i + np.linspace(-0.2, 0.2, times.size) if times.size > 1 else np.array([float(i)])
+        ax.vlines(i, times.min(), times.max(), color="0.5", linewidth=1)
+        ax.scatter(x, times, s=14, color="C0", zorder=3,
+                   label=f"ECMP, one dot per seed ({times.size})" if i == 0 else None)
+        ax.scatter([i + 0.3], [sweep.ideal.comm_time_s], color="C2", marker="D", zorder=3,
+                   label="packet spraying (ideal)" if i == 0 else None)
+    ax.set_xticks(range(len(sweeps)), [n for n, _ in sweeps], fontsize=8, rotation=15)
+    ax.set_ylabel("communication time per iteration (s)")
+    ax.set_ylim(bottom=0)
+    ax.set_title("communication per iteration under packet spraying" if spray
+                 else "communication per iteration: every seed and its spread", fontsize=10)
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def _groups_panel(ax, sweeps, focus: tuple[str, str], spray: bool) -> None:
+    """Completion time per group, slowest first: median over seeds, band min-max."""
+    phase_name, label = focus
+    for i, (name, sweep) in enumerate(sweeps):
+        rows = []
+        for run in sweep.runs or (sweep.first,):
+            phase = run.phase(phase_name)
+            part = next((p for p in phase.parts if p.label == label), None) if phase else None
+            if part is not None:
+                rows.append(np.sort(part.group_times_s)[::-1])
+        if not rows:
+            continue
+        times = np.array(rows)                                      # (S, G)
+        x = np.arange(times.shape[1])
+        style = ("-", "--", "-.", ":")[i % 4]
+        ax.step(x, np.median(times, axis=0), where="mid", linestyle=style, linewidth=1.5, color=f"C{i}",
+                label=name if spray or len(rows) == 1 else f"{name} (median of {len(rows)} seeds, band: min-max)")
+        if len(rows) > 1:
+            ax.fill_between(x, times.min(axis=0), times.max(axis=0), step="mid", alpha=0.25, color=f"C{i}")
+    ax.set_xlabel("group, slowest first")
+    ax.set_ylabel("completion time (s)")
+    ax.set_title(f"completion time per group: {label} ({phase_name} phase)", fontsize=10)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+
+
+def _heat_panel(ax, fig, network: Network, name: str, sweep: IterationSweep, phase_name: str, spray: bool) -> None:
+    """ToR group x uplink cable: queue pairs (ECMP) or Gb/s (spraying) in one phase."""
+    run = sweep.first
+    phase = run.phase(phase_name)
+    shape = (network.n_groups, network.rails * network.uplinks)
+    if spray:
+        r = network.link_range("tor-up")
+        seconds = phase.time_s if phase is not None and phase.time_s > 0 else 1.0
+        grid = np.zeros(shape) if phase is None else phase.link_bytes[r.start:r.stop].reshape(shape) * 8 / seconds / 1e9
+        what = "Gb/s (phase average)"
+    else:
+        grid, what = run.uplink_qps(network, phase_name), "queue pairs"
+    used = np.flatnonzero(grid.sum(axis=1) > 0)
+    title = f"{name}: {what} per ToR uplink, {phase_name}" + ("" if spray else f", seed {sweep.seeds[0]}")
+    ax.set_title(title + _tier_label(network, run), fontsize=9)
+    if used.size == 0:
+        ax.text(0.5, 0.5, "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    image = ax.imshow(grid[used], aspect="auto", interpolation="nearest", cmap="viridis")
+    step = max(1, used.size // 24)
+    ax.set_yticks(np.arange(0, used.size, step), [network.cluster.tor_groups[g].name for g in used[::step]],
+                  fontsize=6)
+    ax.set_xlabel(f"uplink cable (rail x {network.uplinks} + cable)", fontsize=8)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+
+
+def _histogram_panel(ax, network: Network, name: str, sweep: IterationSweep, phase_name: str, spray: bool) -> None:
+    """Cables by queue pairs carried, every seed, against balls into bins."""
+    ax.set_title(f"{name}: ToR uplinks by queue pairs carried, {phase_name}", fontsize=9)
+    k = network.uplinks
+    per_seed = [run.uplink_qps(network, phase_name).reshape(-1, k) for run in (sweep.runs or (sweep.first,))]
+    sending = per_seed[0].sum(axis=1) > 0                           # ToR switches that hash flows up
+    if spray or not sending.any():
+        ax.text(0.5, 0.5, "packet spraying: every flow on every uplink, nothing hashed" if spray
+                else "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+        ax.set_axis_off()
+        return
+    top = int(max(q.max() for q in per_seed))
+    counts = np.array([np.bincount(q[sending].ravel(), minlength=top + 1) for q in per_seed])   # (S, J)
+    j = np.arange(top + 1)
+    mean = counts.mean(axis=0)
+    ax.bar(j, mean, width=0.8, color="C0", alpha=0.7,
+           yerr=np.array([mean - counts.min(axis=0), counts.max(axis=0) - mean]), capsize=2,
+           label=f"ECMP, {len(per_seed)} seed(s): mean, whiskers min-max")
+    expected = cables_by_load(per_seed[0][sending].sum(axis=1), k, top)
+    ax.plot(j, expected, "o-", color="C3", markersize=3, label=f"balls into bins ({k} uplinks per ToR)")
+    ax.set_xlabel("queue pairs on the cable")
+    ax.set_ylabel("uplink cables")
+    ax.legend(fontsize=7)
+
+
+def _timeline_panel(ax, name: str, tl: StageTimeline) -> None:
+    """One iteration per pipeline stage: passes, exposed communication, reduction, optimizer; bubble shows grey."""
+    p = tl.pass_s.shape[0]
+    end = float(tl.backward_end_s.max())
+    for s in range(p):
+        ax.broken_barh([(tl.start_s, end - tl.start_s)], (s - 0.4, 0.8), color=_COLORS["bubble"])
+        if tl.start_s > 0:
+            ax.broken_barh([(0.0, tl.start_s)], (s - 0.4, 0.8), color=_COLORS["comm"])
+        for col, (ends, kind) in enumerate(((tl.forward_end_s, "forward"), (tl.backward_end_s, "backward"))):
+            stop = np.sort(ends[s].ravel())
+            start = stop - tl.pass_s[s, col]
+            compute = tl.compute_s[s, col]
+            ax.broken_barh(list(zip(start, np.full(start.size, compute))), (s - 0.4, 0.8), color=_COLORS[kind])
+            if tl.pass_s[s, col] > compute:
+                ax.broken_barh(list(zip(start + compute, np.full(start.size, tl.pass_s[s, col] - compute))),
+                               (s - 0.4, 0.8), color=_COLORS["comm"])
+        last = float(tl.backward_end_s[s].max())
+        ax.broken_barh([(last, float(tl.reduce_end_s[s]) - last)], (s - 0.25, 0.5), color=_COLORS["reduce"])
+    opt_start = float(tl.reduce_end_s.max())
+    if tl.time_s > opt_start:
+        ax.broken_barh([(opt_start, tl.time_s - opt_start)], (-0.4, p - 0.2), color=_COLORS["optimizer"])
+    parts = tl.breakdown_s().mean(axis=0) / tl.time_s * 100
+    ax.set_title(f"{name}: {tl.time_s:.2f} s; compute {parts[0]:.0f}%, exposed comm {parts[1]:.0f}%, "
+                 f"bubble {parts[2]:.0f}%", fontsize=9)
+    ax.set_ylim(p + 0.9, -0.5)                                      # a free row at the bottom for the legend
+    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=6 if p > 12 else 8)
+    ax.set_xlabel("time (s)")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=_COLORS[k], label=label) for k, label in
+               (("forward", "forward"), ("backward", "backward"), ("comm", "exposed comm"),
+                ("reduce", "DP reduction"), ("optimizer", "optimizer"), ("bubble", "bubble (idle)"))]
+    ax.legend(handles=handles, fontsize=6, ncols=3, loc="lower left")
+
+
+def figure(network: Network, sweeps: list[tuple[str, IterationSweep]], title: str = "",
+           timelines: list[StageTimeline] | None = None, spray: bool = False):
+    """The figure for placements ``[(name, sweep)]`` (a ``matplotlib.figure.Figure``, Agg backend).
 
     Parameters
     ----------
     network : Network
-    named : list of (str, IterationResult)
-        Placements in legend order.
+    sweeps : list of (str, IterationSweep)
+        Placements in legend order, each with its runs over the seeds.
     title : str
         Figure title.
+    timelines : list of StageTimeline, optional
+        One per placement (its first seed's schedule); no timeline column without them.
+    spray : bool
+        The runs spray packets (one run each, labelled "spray", no hashing figures).
     """
     import matplotlib
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(11, 7), dpi=100)
-    top, bottom = fig.subplots(2, 1)
-    loads = np.array([r.uplink_bytes(network).sum(axis=1) for _, r in named]).reshape(len(named), -1)  # (P, K)
-    used = np.flatnonzero(loads.sum(axis=0) > 0)
-    width = 0.8 / max(len(named), 1)
-    x = np.arange(used.size)
-    for i, (name, result) in enumerate(named):
-        top.bar(x + i * width - 0.4 + width / 2, loads[i, used] / 1e9, width,
-                label=_tier_label(network, name, result))
-    top.set_xticks(x, [network.cluster.tor_groups[k].name for k in used], rotation=90, fontsize=7)
-    top.set_yscale("log")
-    top.set_ylabel("GB per iteration (log)")
-    top.set_title("bytes through each ToR group's uplinks" + (" (ToR tier)" if network.depth > 1 else ""),
-                  fontsize=10)
-    if used.size:
-        top.set_ylim(top=loads[:, used].max() / 1e9 * 8)          # headroom for the legend (log axis)
-    top.legend(fontsize=8, ncols=max(min(len(named), 3), 1), loc="upper center")
-    focus = _focus([r for _, r in named])
+    n = len(sweeps)
+    fig = Figure(figsize=(18, 4.2 + 3.4 * n), dpi=100, layout="constrained")
+    grid = fig.add_gridspec(1 + n, 3)
+    _seeds_panel(fig.add_subplot(grid[0, 0]), sweeps, spray)
+    focus = _focus(sweeps)
     if focus is not None:
-        phase_name, label = focus
-        for i, (name, result) in enumerate(named):
-            phase = result.phase(phase_name)
-            part = next((p for p in phase.parts if p.label == label), None) if phase else None
-            if part is not None:
-                times = np.sort(part.group_times_s)[::-1]
-                bottom.step(np.arange(times.size), times, where="mid", label=name,
-                            linestyle=("-", "--", "-.", ":")[i % 4], linewidth=1.5)
-        bottom.set_xlabel("group, slowest first")
-        bottom.set_ylabel("completion time (s)")
-        bottom.set_title(f"completion time per group: {label} ({phase_name} phase)", fontsize=10)
-        bottom.set_ylim(bottom=0)
-        bottom.legend(fontsize=8)
+        _groups_panel(fig.add_subplot(grid[0, 1:]), sweeps, focus, spray)
+        for i, (name, sweep) in enumerate(sweeps):
+            _heat_panel(fig.add_subplot(grid[1 + i, 0]), fig, network, name, sweep, focus[0], spray)
+            _histogram_panel(fig.add_subplot(grid[1 + i, 1]), network, name, sweep, focus[0], spray)
+    for i, timeline in enumerate(timelines or ()):
+        _timeline_panel(fig.add_subplot(grid[1 + i, 2]), sweeps[i][0], timeline)
     if title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    return fig
+
+
+def render_png(network: Network, sweeps: list[tuple[str, IterationSweep]], title: str = "",
+               timelines: list[StageTimeline] | None = None, spray: bool = False) -> bytes:
+    """PNG bytes of :func:`figure`: 1,800 x (420 + 340 * placements) pixels, no ``Software`` tag."""
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", metadata={"Software": None})
+    figure(network, sweeps, title, timelines, spray).savefig(buf, format="png", metadata={"Software": None})
     return buf.getvalue()

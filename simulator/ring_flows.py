@@ -66,17 +66,18 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     seg, start, length, offset = host_segments(pl.node[groups])
     multi = seg[:, -1] > 0
     channels = config.channels or (int(length[multi].min()) * config.channels_per_nic if multi.any() else 1)
-    rows = np.arange(g)[:, None]
-    parts = []
-    for c in range(channels):
-        entry = c % length                                     # (G, n) entry offset of each element's host
-        order = np.argsort(seg * n + (offset - entry) % length, axis=1, kind="stable")  # ring order of columns
-        nxt = np.roll(order, -1, axis=1)
-        entry_rank = groups[rows, start + entry]               # (G, n) entry rank of each element's host
-        src_nic = pl.nic[entry_rank[rows, order]]              # a host sends through its entry rank's NIC
-        coflow = np.broadcast_to(np.arange(g)[:, None] * channels + c, (g, n))
-        parts.append((groups[rows, order], groups[rows, nxt], coflow, src_nic, connection_key(comm, c)))
-    src, dst, coflow, src_nic = (np.concatenate([p[i].ravel() for p in parts]) for i in range(4))
-    conn = np.concatenate([np.repeat(p[4], p[0].size) for p in parts])
+    c = np.arange(channels)[:, None, None]                    # all channels at once: (C, G, n)
+    rows = np.arange(g)[None, :, None]
+    entry = c % length                                         # entry offset of each element's host
+    # Ring order of columns: host segments in place, each rotated to start at its entry
+    # rank (what a stable argsort of (segment, (offset - entry) mod length) gives).
+    order = start + (offset + entry) % length
+    nxt = np.roll(order, -1, axis=2)
+    entry_rank = groups[rows, start + entry]                   # entry rank of each element's host
+    src_nic = pl.nic[np.take_along_axis(entry_rank, order, axis=2)]   # a host sends through its entry rank's NIC
+    coflow = np.broadcast_to(np.arange(g)[None, :, None] * channels + c, order.shape)
+    src, dst = groups[rows, order].ravel(), groups[rows, nxt].ravel()
+    conn = np.repeat(connection_key(comm, np.arange(channels)), g * n)
+    coflow, src_nic = coflow.ravel(), src_nic.ravel()
     return make_flows(pl, src, dst, coflow, conn, factor * size_bytes / channels, steps * config.alpha_s,
                   np.repeat(np.arange(g), channels), label, src_nic, steps * config.alpha_local_s)

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["OverlapConfig", "PipelineCosts", "ScheduleResult", "stage_order", "run_schedule"]
+__all__ = ["OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +82,62 @@ class PipelineCosts:
         return len(self.forward_s)
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class StageTimeline:
+    """Every pass of one iteration on the clock, per stage: what the timeline figure draws.
+
+    Attributes
+    ----------
+    start_s : float
+        When the first forward may start (after the all-gather unless it is hidden).
+    forward_end_s, backward_end_s : ndarray
+        ``[p, m, v]``: end of each pass (stage, micro-batch, chunk).
+    pass_s : ndarray
+        ``pass_s[p, 2]``: duration of a forward (column 0) and a backward pass (1),
+        exposed TP/CP/EP communication included.
+    compute_s : ndarray
+        ``compute_s[p, 2]``: the compute in them.
+    reduce_end_s : ndarray
+        ``reduce_end_s[p]``: when each stage's gradient reduction ends.
+    time_s : float
+        Iteration end (after the optimizer step).
+    """
+
+    start_s: float
+    forward_end_s: np.ndarray
+    backward_end_s: np.ndarray
+    pass_s: np.ndarray
+    compute_s: np.ndarray
+    reduce_end_s: np.ndarray
+    time_s: float
+
+    def breakdown_s(self) -> np.ndarray:
+        """``[p, 4]`` seconds per stage: compute, exposed communication, pipeline bubble, the rest.
+
+        With ``P`` the end of the last backward of any stage: exposed communication is the
+        all-gather before the first forward, the TP/CP/EP collectives not hidden in the
+        passes and the stage's gradient reduction past ``P``; the bubble is the stage's
+        idle time from the first forward's start to ``P`` (``(p - 1)/(m + p - 1)`` of it
+        for equal stages); the rest is waiting for slower stages' reductions and the
+        optimizer step. Each row sums to ``time_s``.
+
+        Examples
+        --------
+        >>> c = PipelineCosts(forward_s=(1.0,) * 4, backward_s=(2.0,) * 4, comm_forward_s=(0.0,) * 4,
+        ...                   comm_backward_s=(0.0,) * 4, m=8, dp_reduce_s=3.0)
+        >>> run_schedule(c).timeline.breakdown_s()[[0, 3]].tolist()   # bubble 3/11 of 33 s
+        [[24.0, 3.0, 9.0, 0.0], [24.0, 0.0, 9.0, 3.0]]
+        """
+        m_v = self.forward_end_s[0].size                                  # m * v passes per direction
+        compute = m_v * self.compute_s.sum(axis=1)                          # (p,)
+        in_pass = m_v * (self.pass_s - self.compute_s).sum(axis=1)
+        end = float(self.backward_end_s.max())                              # P
+        bubble = (end - self.start_s) - m_v * self.pass_s.sum(axis=1)
+        exposed = self.start_s + in_pass + np.maximum(self.reduce_end_s - end, 0.0)
+        rest = self.time_s - np.maximum(self.reduce_end_s, end)
+        return np.stack([compute, exposed, bubble, rest], axis=1)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ScheduleResult:
     """One iteration placed on the clock.
@@ -98,6 +154,8 @@ class ScheduleResult:
         ``busy_s[p]``: time each stage spends in its passes.
     backward_end_s : ndarray
         ``backward_end_s[p]``: when each stage's last backward ends.
+    timeline : StageTimeline or None
+        Every pass on the clock.
     """
 
     time_s: float
@@ -105,6 +163,7 @@ class ScheduleResult:
     bubble_fraction: float
     busy_s: np.ndarray
     backward_end_s: np.ndarray
+    timeline: StageTimeline | None = None
 
 
 def stage_order(stage: int, p: int, m: int, v: int = 1) -> list[tuple[bool, int, int]]:
@@ -219,5 +278,10 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     pipeline = float(bend.max()) - start
     reduce_end = _reduce_end(costs, overlap, bend)
     bubble = 1.0 - float(busy.max()) / pipeline if pipeline > 0 else 0.0
-    return ScheduleResult(time_s=float(reduce_end.max()) + costs.optimizer_s, pipeline_s=pipeline,
-                          bubble_fraction=bubble, busy_s=busy, backward_end_s=bend.max(axis=(1, 2)))
+    time_s = float(reduce_end.max()) + costs.optimizer_s
+    timeline = StageTimeline(
+        start_s=start, forward_end_s=fend, backward_end_s=bend, reduce_end_s=reduce_end, time_s=time_s,
+        pass_s=np.array([[_pass_s(costs, overlap, s, f) for f in (True, False)] for s in range(costs.p)]),
+        compute_s=np.array([[costs.forward_s[s], costs.backward_s[s]] for s in range(costs.p)], dtype=float))
+    return ScheduleResult(time_s=time_s, pipeline_s=pipeline, bubble_fraction=bubble, busy_s=busy,
+                          backward_end_s=bend.max(axis=(1, 2)), timeline=timeline)

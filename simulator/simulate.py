@@ -18,7 +18,7 @@ from rankmap.simulator.network import Network
 from rankmap.simulator.plot import render_png
 from rankmap.simulator.report import document_json, placement_summary, round_floats, simulation_document
 from rankmap.simulator.stats import IterationSweep, sweep_iteration
-from rankmap.simulator.timing import configs_of, timing_summary
+from rankmap.simulator.timing import comm_times, configs_of, iteration_timing, timing_summary
 from rankmap.topology.model import Cluster
 
 __all__ = ["Simulation", "simulate_placements"]
@@ -33,7 +33,9 @@ class Simulation:
     document : dict
         The ``simulation.json`` document (see :func:`rankmap.simulator.report.simulation_document`).
     png : bytes
-        The ``simulation.png`` figure: uplink loads and group times of the first seed.
+        The ``simulation.png`` figure (:func:`rankmap.simulator.plot.render_png`): time per
+        seed, group times over the seeds, and per placement an uplink heat map, a histogram
+        of flows per cable against balls into bins, and an iteration timeline per stage.
     sweeps : tuple of (str, IterationSweep)
         Every placement's runs over the seeds, by name.
     seeds : tuple of int
@@ -96,7 +98,8 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
     if routing.mode == "spray":
         seeds = range(seeds.start, seeds.start + 1)   # no hashing: every seed gives the same run
     network = Network(cluster)
-    summaries, sweeps = [], []
+    summaries, sweeps, timelines = [], [], []
+    compute, overlap = configs_of(job)
     for name, rm in placements:
         placement = RankPlacement.from_rankmap(rm, network)
         sweep: IterationSweep = sweep_iteration(network, placement, rm.layout, ops, seeds, config, routing)
@@ -104,10 +107,14 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         summary = placement_summary(network, name, placement, sweep)
         summary["iteration"] = timing_summary(job, sweep.runs, stages)
         summaries.append(summary)
+        timing = iteration_timing(job, comm_times(sweep.first, job), compute, overlap, stages)
+        timelines.append(timing.schedule.timeline)
     doc = simulation_document(network, job, traffic_source, ops, config, routing, summaries)
     doc["compute"] = round_floats(_compute_entry(job))
-    title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {len(seeds)} ECMP seed(s)"
-    png = render_png(network, [(name, s.first) for name, s in sweeps], title)
+    spray = routing.mode == "spray"
+    routed = "packet spraying" if spray else f"ECMP, {len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+    title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {routed}"
+    png = render_png(network, list(sweeps), title, timelines, spray=spray)
     return Simulation(doc, png, tuple(sweeps), tuple(seeds))
 
 

@@ -39,7 +39,8 @@ from rankmap.simulator.network import Network
 
 TIER_STATS = ("idle_uplink_fraction", "max_flows_per_uplink", "bandwidth_lost")
 
-__all__ = ["TIER_STATS", "EcmpStats", "IterationSweep", "balls_into_bins", "ecmp_stats", "summarize", "sweep_iteration"]
+__all__ = ["TIER_STATS", "EcmpStats", "IterationSweep", "balls_into_bins", "cables_by_load", "ecmp_stats", "summarize",
+           "sweep_iteration"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -103,6 +104,41 @@ def balls_into_bins(m: int, k: int) -> dict:
     idle = (1 - 1 / k) ** m
     return {"idle_fraction": idle, "share_probability": 1 - (1 - 1 / k) ** (m - 1),
             "throughput": (1 - idle) * k / m}
+
+
+def cables_by_load(flows_per_switch: np.ndarray, k: int, max_flows: int) -> np.ndarray:
+    """Expected number of uplink cables carrying ``j = 0..max_flows`` flows.
+
+    Switch ``t`` hashes ``m_t`` flows uniformly and independently onto its ``k`` uplinks,
+    so the flows on one cable follow Binomial(m_t, 1/k) (the balls-into-bins model,
+    Mitzenmacher and Upfal, *Probability and Computing*, 2005, §5.2) and the expected
+    count of cables with ``j`` flows is ``sum_t k * C(m_t, j) k^-j (1 - 1/k)^(m_t - j)``.
+
+    Parameters
+    ----------
+    flows_per_switch : ndarray
+        ``m[T]``: flows each switch hashes.
+    k : int
+        Uplinks per switch.
+    max_flows : int
+
+    Returns
+    -------
+    ndarray
+        ``expected[max_flows + 1]``; sums to ``k * T`` when ``max_flows >= max(m)``.
+
+    Examples
+    --------
+    Two flows on two uplinks: both on one cable with probability 1/2.
+
+    >>> cables_by_load(np.array([2]), 2, 2).round(12).tolist()
+    [0.5, 1.0, 0.5]
+    """
+    from scipy.stats import binom
+
+    j = np.arange(max_flows + 1)
+    m = np.asarray(flows_per_switch, dtype=np.int64)
+    return k * binom.pmf(j[None, :], m[:, None], 1.0 / k).sum(axis=0) if m.size else np.zeros(j.size)
 
 
 def _seed_row(network: Network, route, rate: np.ndarray, ideal: np.ndarray, per_coflow: np.ndarray) -> tuple:

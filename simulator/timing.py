@@ -13,8 +13,14 @@ the same collectives at once):
 - the DP all-gather and reduction: their phases' times.
 
 These are the rates the traffic got while all of the phase's traffic ran together, an
-approximation: in the schedule they run at the moments it places them. Recomputation's
-repeated TP collectives are not added (:mod:`rankmap.job.comm` leaves them out).
+approximation: in the schedule they run at the moments it places them. With full
+activation recomputation the backward pass first re-runs the forward, collectives
+included (Korthikanti et al., "Reducing Activation Recomputation in Large Transformer
+Models", MLSys'23, §2 and §5: a transformer layer with tensor parallelism then runs 6
+all-reduces per micro-batch, not 4), so :func:`pipeline_costs` adds one forward's
+TP/CP/EP communication to every backward pass. The simulated traffic
+(:mod:`rankmap.job.comm`) leaves these repeats out, so the network phase does not see
+their extra contention; their time is the forward's, at the simulated rate.
 
 MFU is model FLOPs without recomputation over ``time x GPUs x peak``
 (:func:`rankmap.simulator.compute.model_flops`); the exposed communication of a kind is
@@ -90,12 +96,25 @@ def comm_times(result, job: JobSpec) -> CommTimes:
                      dp_gather_s=gather.time_s if gather else 0.0, dp_reduce_s=reduce.time_s if reduce else 0.0)
 
 
-def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes) -> PipelineCosts:
-    """The schedule's inputs from compute per stage and communication per pass."""
+def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute: bool = False) -> PipelineCosts:
+    """The schedule's inputs from compute per stage and communication per pass.
+
+    A pass's TP/CP/EP communication is split evenly between its forward and backward;
+    ``recompute`` adds the recomputed forward's share to the backward (see the module).
+
+    Examples
+    --------
+    >>> comm = CommTimes(pass_s={"tp": 4.0})
+    >>> st = StageTimes(forward_s=(1.0,), backward_s=(3.0,), optimizer_s=0.0)
+    >>> c = pipeline_costs(JobSpec(tp=8, pp=1, dp=1, global_batch_size=4), st, comm, recompute=True)
+    >>> c.comm_forward_s, c.comm_backward_s
+    ((2.0,), (4.0,))
+    """
     per_pass = sum(comm.pass_s.values())
     p = job.pp
+    backward = per_pass / 2 * (2 if recompute else 1)
     return PipelineCosts(forward_s=tuple(stages.forward_s), backward_s=tuple(stages.backward_s),
-                         comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(per_pass / 2,) * p,
+                         comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(backward,) * p,
                          p2p_s=comm.p2p_s, wrap_s=comm.wrap_s, dp_gather_s=comm.dp_gather_s,
                          dp_reduce_s=comm.dp_reduce_s, optimizer_s=stages.optimizer_s,
                          m=job.micro_batches(), v=job.virtual_stages)
@@ -160,8 +179,9 @@ def iteration_timing(job: JobSpec, comm: CommTimes, compute: ComputeConfig | Non
     compute = compute or ComputeConfig()
     overlap = overlap or OverlapConfig()
     stages = stages or stage_times(job, compute)
-    sched = run_schedule(pipeline_costs(job, stages, comm), overlap)
-    exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k)), overlap).time_s
+    sched = run_schedule(pipeline_costs(job, stages, comm, compute.recompute), overlap)
+    exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k), compute.recompute),
+                                              overlap).time_s
                for k in comm.kinds()}
     gpus = job.world_size
     peak = compute.spec.peak_tflops * 1e12

@@ -50,6 +50,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
+    p.add_argument("--channels-per-nic", type=positive_int, default=2,
+                   help="NCCL channels per NIC of a group across hosts, also send/recv channels per network peer "
+                        "(NCCL duplicates its channels; NCCL_MIN_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER; default 2)")
+    p.add_argument("--qp-rate-fraction", type=fraction, default=0.8,
+                   help="most one queue pair moves, fraction of its NIC's line rate (default 0.8: two rings on "
+                        "one NIC run 1.6x slower, not 2x; 1: no cap below line rate)")
     g = p.add_argument_group("iteration time (compute model; defaults from the job YAML's hardware/overlap)")
     g.add_argument("--gpu", choices=GPU_NAMES, help="GPU preset: peak dense BF16 from the vendor datasheet")
     g.add_argument("--efficiency-gemm", type=fraction, help="achieved fraction of peak in GEMM/attention (0.65)")
@@ -113,7 +119,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                            workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
                            seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
                            alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
-                           time_limit_s=args.time_limit, hardware=_hardware_overrides(args))
+                           time_limit_s=args.time_limit, hardware=_hardware_overrides(args),
+                           channels_per_nic=args.channels_per_nic, qp_rate_fraction=args.qp_rate_fraction)
     sim = run.simulation
     written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
     if args.json:

@@ -12,7 +12,8 @@ Sources:
 Assumptions (not in the papers' tables): micro-batch 1 and the plain 1F1B schedule for
 Megatron-LM; Megatron-LM SC'21 overlaps neither TP nor DP communication, recomputes every
 layer (so 6 TP all-reduces per layer and micro-batch: forward, recomputed forward,
-backward) and all-reduces fp32 gradients; NVLink all-reduce busbw 230 GB/s (DGX A100,
+backward; the timing model adds the recomputed 2 to the 4 given here) and all-reduces fp32
+gradients; NVLink all-reduce busbw 230 GB/s (DGX A100,
 nccl-tests), 25 GB/s per GPU to the network (Selene: 8 x 200 Gb/s HDR per node). For
 MegaScale: tp=8, pp=8, dp=192 (so 32 micro-batches of 1 per pipeline), interleaved with
 v=3 chunks, no recomputation, every overlap on (its §3.2), ZeRO-style reduce-scatter +
@@ -55,7 +56,7 @@ def _analytic_comm(job: JobSpec, tp_per_layer: int) -> CommTimes:
 
 def _megatron(model, pp, dp, batch):
     job = JobSpec(tp=8, pp=pp, dp=dp, global_batch_size=batch, model=model, data_parallel="allreduce")
-    return iteration_timing(job, _analytic_comm(job, tp_per_layer=6), ComputeConfig(gpu="a100", recompute=True),
+    return iteration_timing(job, _analytic_comm(job, tp_per_layer=4), ComputeConfig(gpu="a100", recompute=True),
                             MEGATRON_OVERLAP)
 
 

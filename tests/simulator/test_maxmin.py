@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy import sparse
 
+from rankmap.simulator import maxmin
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.maxmin import FairShare, max_min_rates
 
@@ -123,3 +124,22 @@ def test_warm_event_loop_equals_cold(seed):
     cold = complete_coflows(fair_cold, sizes, warm=False)
     assert warm[2] == cold[2] and fair_warm.rounds < fair_cold.rounds
     assert np.allclose(warm[0], cold[0], rtol=1e-12, atol=0) and (warm[1] == cold[1]).all()
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("gather_share", [0, 10**9])
+def test_fast_paths_equal_the_exact_fill_bitwise(seed, gather_share, monkeypatch):
+    """The speed-ups change no float: filling the whole matrix (no column selection) equals
+    filling the selected columns, and one sparse product per round equals gathering rows,
+    bit for bit (gather_share 0 always gathers, 10**9 always multiplies)."""
+    matrix, cap = random_instance(seed, links=40, coflows=80)
+    reference = FairShare(matrix, cap).rates()                    # default: whole matrix, mixed branches
+    monkeypatch.setattr(maxmin, "_GATHER_SHARE", gather_share)
+    padded = sparse.hstack([matrix, sparse.csr_array(np.ones((40, 1)))], format="csr")
+    active = np.arange(81) < 80                                   # an idle extra column forces the selection
+    selected = FairShare(padded, cap).rates(active)[:80]
+    whole = FairShare(matrix, cap).rates()
+    assert (selected == reference).all() and (whole == reference).all()
+    sizes = np.random.default_rng(seed).uniform(1, 100, 80)
+    assert (complete_coflows(FairShare(matrix, cap), sizes)[0] == complete_coflows(FairShare(padded, cap),
+            np.append(sizes, 0.0))[0][:80]).all()

@@ -38,7 +38,7 @@ def test_default_example_compare(tmp_path):
     """The embedded default (GPT-3 175B, 9,216 GPUs): the plan against the three baselines."""
     run = simulate("--compare", "--seeds", "1", "--out", tmp_path)
     assert run.returncode == 0, run.stderr
-    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "comm time", "dp-reduce"):
+    for name in ("rankmap plan", "hostname order", "arrival order", "topology greedy", "comm", "dp-reduce", "busiest"):
         assert name in run.stdout
     doc = json.loads((tmp_path / "simulation.json").read_text())
     times = {p["name"]: p["comm_time_s"]["mean"] for p in doc["placements"]}
@@ -128,3 +128,21 @@ def test_iteration_settings_from_the_command_line(racks_map, tmp_path):
          (("plain", plain), ("h100", h100), ("exposed", exposed))}
     assert t["h100"] < t["plain"] < t["exposed"]
     assert plain["placements"][0]["comm_time_s"] == exposed["placements"][0]["comm_time_s"]   # comm unchanged
+
+
+def test_nccl_connection_flags_reach_the_model(racks_map, tmp_path):
+    """--channels-per-nic and --qp-rate-fraction are recorded and change the answer: one
+    channel per NIC capped at half line rate makes every inter-host ring half as fast as
+    2 channels at 0.8 (2 x 0.8 > 1: line rate binds), so the pipeline phase (TP on NVLink
+    plus PP hops) and the DP phases slow down; a bad value exits 2 naming the flag."""
+    given = ("--cluster", RACKS, "--rankmap", racks_map, "--seeds", "1")
+    base = simulate(*given, "--out", tmp_path / "a")
+    capped = simulate(*given, "--channels-per-nic", "1", "--qp-rate-fraction", "0.5", "--out", tmp_path / "b")
+    assert base.returncode == 0 and capped.returncode == 0, capped.stderr
+    a, b = (json.loads((tmp_path / d / "simulation.json").read_text()) for d in ("a", "b"))
+    assert (a["config"]["channels_per_nic"], a["config"]["qp_rate_fraction"]) == (2, 0.8)
+    assert (b["config"]["channels_per_nic"], b["config"]["qp_rate_fraction"]) == (1, 0.5)
+    phases = [{p["name"]: p["time_s"]["mean"] for p in d["placements"][0]["phases"]} for d in (a, b)]
+    assert phases[1]["dp-reduce"] == pytest.approx(2 * phases[0]["dp-reduce"], rel=0.05)
+    bad = simulate(*given, "--qp-rate-fraction", "1.5", "--out", tmp_path / "c")
+    assert bad.returncode == 2 and "--qp-rate-fraction" in bad.stderr and not (tmp_path / "c").exists()

@@ -1,0 +1,120 @@
+"""The simulation figure: every panel drawn, every seed shown, spraying labelled as such."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+
+import numpy as np
+import pytest
+from matplotlib.image import imread
+
+from rankmap.job.rank_map import RankMap
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import job_comm_ops
+from rankmap.simulator.network import Network
+from rankmap.simulator.plot import figure
+from rankmap.simulator.simulate import simulate_placements
+from rankmap.simulator.stats import cables_by_load, sweep_iteration
+
+
+@pytest.fixture(scope="module")
+def sims(racks_plan):
+    """The racks plan and hostname order under 2 ECMP seeds, and under packet spraying."""
+    cluster, result = racks_plan
+    hostname = next(b for b in result.baselines if b.name == "hostname order")
+    maps = [("rankmap plan", result.rankmap),
+            ("hostname order", RankMap.from_hosts(result.job, cluster, list(hostname.hosts),
+                                                  result.rankmap.nproc_per_node))]
+    ecmp = simulate_placements(cluster, result.job, maps, seeds=range(0, 2))
+    spray = simulate_placements(cluster, result.job, maps, seeds=range(0, 2), routing=EcmpConfig(mode="spray"))
+    return cluster, result, maps, ecmp, spray
+
+
+def _pixels(png: bytes) -> np.ndarray:
+    return imread(io.BytesIO(png), format="png")                   # (H, W, 4) floats in [0, 1]
+
+
+@pytest.mark.parametrize("mode", ["ecmp", "spray"])
+def test_png_has_its_size_and_every_panel_is_drawn(sims, mode):
+    """1800 x (420 + 340 * 2) pixels; each of the 3 x 3 panel cells holds ink (not blank)."""
+    png = sims[3 if mode == "ecmp" else 4].png
+    img = _pixels(png)
+    assert img.shape == (1100, 1800, 4) and png[:8] == b"\x89PNG\r\n\x1a\n"
+    ink = img[:, :, :3].min(axis=2) < 0.9                            # (H, W) not near-white
+    rows = np.array_split(np.arange(img.shape[0] - 420), 2)
+    cells = [(slice(0, 420), slice(0, 600))] + [(slice(420 + r[0], 420 + r[-1] + 1), slice(c * 600, c * 600 + 600))
+                                                  for r in rows for c in range(3)]
+    for y, x in cells:
+        assert ink[y, x].mean() > 0.02, (y, x)
+
+
+def test_every_seed_is_a_dot_and_spraying_is_not_a_seed(sims):
+    """The seed panel has one dot per seed per placement plus a spraying diamond each; a
+    sprayed run is one diamond per placement labelled "spray", no "seed" anywhere in it."""
+    cluster, result, maps, ecmp, spray = sims
+    network = Network(cluster)
+    sweeps = [(name, sweep) for name, sweep in ecmp.sweeps]
+    fig = figure(network, sweeps, "t")
+    seeds_ax = fig.axes[0]
+    dots, ideal = seeds_ax.collections[1], seeds_ax.collections[2]   # vlines, then dots and diamonds of placement 0
+    assert dots.get_offsets().shape == (2, 2) and ideal.get_offsets().shape == (1, 2)
+    assert np.allclose(dots.get_offsets()[:, 1], ecmp.sweeps[0][1].comm_time_s)
+    labels = [t.get_text() for t in seeds_ax.get_legend().get_texts()]
+    assert labels == ["ECMP, one dot per seed (2)", "packet spraying (ideal)"]
+    sprayed = figure(network, list(spray.sweeps), "t", spray=True)
+    labels = [t.get_text() for t in sprayed.axes[0].get_legend().get_texts()]
+    assert labels == ["spray"] and len(spray.seeds) == 1
+    titles = " ".join(ax.get_title() for ax in sprayed.axes)
+    assert "seed" not in titles and "Gb/s" in titles
+
+
+def test_group_band_spans_the_seeds(sims):
+    """The completion-time band runs from the fastest to the slowest seed of each rank."""
+    cluster, result, maps, ecmp, _ = sims
+    sweep = ecmp.sweeps[1][1]
+    phase, part, _ = sweep.first.slowest()
+    times = np.array([np.sort(next(p for p in r.phase(phase.name).parts if p.label == part.label).group_times_s)[::-1]
+                      for r in sweep.runs])
+    fig = figure(Network(cluster), list(ecmp.sweeps), "t")
+    band = fig.axes[1].collections[1].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(times.min()) and band.max() == pytest.approx(times.max())
+
+
+def test_cables_by_load_closed_forms():
+    """Sums to k cables per switch; the mean load per cable is m / k; three flows on two
+    uplinks put all on one cable with probability 2 * (1/2)^3 = 1/4."""
+    m = np.array([3, 10, 0])
+    got = cables_by_load(m, 2, 10)
+    assert got.sum() == pytest.approx(6) and (got * np.arange(11)).sum() == pytest.approx(13)
+    assert cables_by_load(np.array([3]), 2, 3).tolist() == pytest.approx([0.25, 0.75, 0.75, 0.25])
+
+
+def test_histogram_follows_balls_into_bins(racks_plan):
+    """Hostname order on the racks example: over 8 seeds, cables carrying 0, 1, 2 queue pairs
+    are within 15% of the balls-into-bins expectation (uniform independent hashing)."""
+    cluster, result = racks_plan
+    network = Network(cluster)
+    hostname = next(b for b in result.baselines if b.name == "hostname order")
+    rm = RankMap.from_hosts(result.job, cluster, list(hostname.hosts), result.rankmap.nproc_per_node)
+    sweep = sweep_iteration(network, RankPlacement.from_rankmap(rm, network), rm.layout, job_comm_ops(result.job),
+                            range(8))
+    phase = sweep.first.slowest()[0].name
+    per_seed = [r.uplink_qps(network, phase).reshape(-1, network.uplinks) for r in sweep.runs]
+    sending = per_seed[0].sum(axis=1) > 0
+    observed = np.mean([np.bincount(q[sending].ravel(), minlength=3)[:3] for q in per_seed], axis=0)
+    expected = cables_by_load(per_seed[0][sending].sum(axis=1), network.uplinks, 2)
+    assert np.allclose(observed, expected, rtol=0.15), (observed, expected)
+
+
+def test_timeline_rows_add_up_to_the_iteration(sims):
+    """Compute + exposed comm + bubble + rest = iteration time on every stage."""
+    cluster, result, maps, ecmp, _ = sims
+    from rankmap.simulator.timing import comm_times, configs_of, iteration_timing
+
+    compute, overlap = configs_of(result.job)
+    timing = iteration_timing(result.job, comm_times(ecmp.sweeps[0][1].first, result.job), compute, overlap)
+    parts = timing.schedule.timeline.breakdown_s()
+    assert parts.shape == (result.job.pp, 4) and np.allclose(parts.sum(axis=1), timing.time_s)
+    assert dataclasses.is_dataclass(timing.schedule.timeline) and (parts >= -1e-12).all()

@@ -30,7 +30,7 @@ def test_plan_json_is_one_document_with_the_maps_summary(tmp_path):
     assert doc["summary"] == saved["summary"]
     assert doc["world_size"] == saved["world_size"] == 480 and doc["hosts"] == 60
     assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 2.0
-    assert doc["outputs"] == [str(tmp_path / "o" / "rankmap.json"), str(tmp_path / "o" / "hostfile")]
+    assert sorted(doc["outputs"]) == sorted(str(tmp_path / "o" / n) for n in ("rankmap.json", "hostfile", "plan.png"))
     verify = rankmap("verify", tmp_path / "o" / "rankmap.json", "--json")
     assert json.loads(verify.stdout) == {"rankmap": str(tmp_path / "o" / "rankmap.json"), "valid": True,
                                          "world_size": 480, "hosts": 60, "cluster": "racks-512",
@@ -117,7 +117,7 @@ def test_bash_completion_knows_commands_verbs_options_and_choices():
     assert _complete(script, "pl") == ["plan"]
     assert _complete(script, "topo", "") == ["export", "import", "show"]
     assert "--no-picture" in _complete(script, "plan", "--no")
-    assert _complete(script, "topo", "import", "--from", "slurm-") == ["slurm-block"]
+    assert _complete(script, "topo", "import", "--from", "slurm-") == ["slurm-block", "slurm-yaml"]
     assert _complete(script, "topo", "show", "--from", "clu") == ["cluster"]
     assert _complete(script, "launch", "--format", "") == ["torchrun", "slurm", "mpi", "deepspeed"]
 

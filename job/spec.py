@@ -282,7 +282,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     batch = top.sub("batch").only("micro_batch_size", "num_micro_batches", "global_batch_size")
     prec = top.sub("precision").only("activation_bytes", "param_bytes", "grad_bytes")
     kwargs = dict(
-        name=top.str("name", "job"),
+        name=top.name("name", "job name", "job"),
         model=model,
         micro_batch_size=batch.int("micro_batch_size", 1, minimum=1),
         num_micro_batches=batch.int("num_micro_batches", None, minimum=1),

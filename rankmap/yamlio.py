@@ -12,6 +12,7 @@ from typing import Any, Callable
 import yaml
 
 from rankmap.errors import SpecError
+from rankmap.names import check_name
 
 __all__ = ["LocMap", "LocList", "parse_yaml", "parse_yaml_documents", "read_yaml", "Fields"]
 
@@ -229,6 +230,14 @@ class Fields:
         value = self._typed(key, default, lambda v: isinstance(v, str) and v.strip() != "",
                             "a non-empty string")
         return value.strip() if isinstance(value, str) else value
+
+    def name(self, key: str, kind: str, default: Any = _MISSING) -> Any:
+        """A name of ``kind`` ("ToR group name", "job name", ...) in the grammar of
+        :func:`rankmap.names.name_problem`; anything else is an error at ``key``."""
+        value = self.raw(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        return check_name(value, kind, source=self.source, line=self.line_of(key), key=self.path(key))
 
     def bool(self, key: str, default: Any = _MISSING) -> Any:
         return self._typed(key, default, lambda v: isinstance(v, bool), "true or false")

@@ -12,16 +12,15 @@ import re
 import hostlist
 
 from rankmap.errors import SpecError
+from rankmap.names import MAX_HOSTS, host_identity, host_problem
 
 __all__ = ["expand_hostlist", "compress_hostlist", "check_hostname", "natural_key"]
 
-# RFC 1123 hostname: dot-separated labels of letters, digits and '-', no label starting
-# or ending with '-', each 1..63 characters, 253 characters in all.
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 def check_hostname(name: str) -> str | None:
-    """Return why ``name`` is neither an RFC 1123 hostname nor an IPv4/IPv6 address, or None.
+    """Return why ``name`` is neither an RFC 1123 hostname nor a canonical IP address, or None
+    (the grammar of :func:`rankmap.names.host_problem`).
 
     Names that pass contain only letters, digits, '-', '.' (and ':' in IPv6 addresses),
     so they are safe in generated shell scripts even before quoting.
@@ -37,23 +36,7 @@ def check_hostname(name: str) -> str | None:
     >>> check_hostname("$(id)")
     "character '$' is not allowed in a hostname (RFC 1123)"
     """
-    if not isinstance(name, str) or not name:
-        return "empty hostname"
-    if ":" in name:
-        try:
-            ipaddress.IPv6Address(name)
-            return None
-        except ValueError:
-            return f"{name!r} is not a valid IPv6 address"
-    if len(name) > 253:
-        return "hostname longer than 253 characters"
-    for label in name.split("."):
-        if not _LABEL.match(label):
-            bad = next((c for c in label if not (c.isascii() and (c.isalnum() or c == "-"))), None)
-            if bad is not None:
-                return f"character {bad!r} is not allowed in a hostname (RFC 1123)"
-            return f"label {label!r} must be 1-63 letters, digits or '-', not starting or ending with '-'"
-    return None
+    return host_problem(name)
 
 
 def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = None,

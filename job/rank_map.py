@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from rankmap.errors import RankMapFileError, SpecError
-from rankmap.fileio import atomic_write_files, read_text
+from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
 from rankmap.topology.hostnames import check_hostname
@@ -208,9 +208,9 @@ def read_rankmap(path: str | Path) -> RankMap:
 def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     """Parse and validate rank map JSON text; see :func:`read_rankmap`."""
     try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise RankMapFileError(f"not a JSON rank map: {exc}", source=source) from None
+        doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
+    except SpecError as exc:
+        raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RankMapFileError(f"expected schema {SCHEMA!r}", source=source, key="schema")
     try:

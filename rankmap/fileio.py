@@ -14,14 +14,18 @@ runs side by side, never a truncated one.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import re
+import stat
 import tempfile
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 from rankmap.errors import RankmapError, SpecError
 
-__all__ = ["atomic_write_files", "atomic_write_text", "read_text", "decode_text"]
+__all__ = ["atomic_write_files", "atomic_write_text", "read_text", "read_bytes", "decode_text", "parse_json",
+           "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_INT_DIGITS"]
 
 
 def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
@@ -93,14 +97,136 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     return atomic_write_files(path.parent, {path.name: text})[0]
 
 
-def read_text(path: str | Path) -> str:
-    """A text input file's contents; unreadable or binary files raise SpecError naming the file
-    (and the line where binary data starts)."""
+#: Largest input file read, in bytes; ``RANKMAP_MAX_INPUT_BYTES`` overrides it. Checked on the
+#: open file's size before a byte is read, and again while reading (a file that grows).
+MAX_INPUT_BYTES = int(os.environ.get("RANKMAP_MAX_INPUT_BYTES", str(64 * 2**20)))
+
+
+def read_text(path: str | Path, *, limit: int | None = None) -> str:
+    """A text input file's contents; unreadable, special, oversized or binary files raise SpecError
+    naming the file (and the line where binary data starts).
+
+    Only regular files are read: a device (``/dev/zero``, ``/dev/urandom``), FIFO or socket is
+    refused before reading, as is a file over ``limit`` bytes (default :data:`MAX_INPUT_BYTES`).
+    The file is opened non-blocking, so naming a FIFO with no writer does not hang.
+
+    Raises
+    ------
+    SpecError
+        ``FILE: cannot read file: ...``, ``FILE: not a regular file (a character device)``,
+        ``FILE: file is N bytes, over the limit of M (RANKMAP_MAX_INPUT_BYTES)``, or a decoding error.
+    """
+    return decode_text(read_bytes(path, limit=limit), str(path))
+
+
+def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
+    """A regular file's bytes, at most ``limit`` (default :data:`MAX_INPUT_BYTES`); see :func:`read_text`."""
+    limit = MAX_INPUT_BYTES if limit is None else limit
+    source = str(path)
     try:
-        data = Path(path).read_bytes()
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
-        raise SpecError(f"cannot read file: {exc.strerror}", source=str(path)) from None
-    return decode_text(data, str(path))
+        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise SpecError(f"not a regular file ({_file_kind(info.st_mode)})", source=source)
+        if info.st_size > limit:
+            raise SpecError(f"file is {info.st_size} bytes, over the limit of {limit} (RANKMAP_MAX_INPUT_BYTES)",
+                            source=source)
+        chunks, size = [], 0
+        while True:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:
+                raise SpecError(f"file grew over the limit of {limit} bytes (RANKMAP_MAX_INPUT_BYTES)", source=source)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
+    finally:
+        os.close(fd)
+
+
+def _file_kind(mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
+    return next((what for test, what in kinds if test(mode)), "a special file")
+
+
+#: Deepest nesting of JSON arrays and objects accepted (a rank map is 3 deep, kubectl output about 8).
+MAX_JSON_DEPTH = 100
+#: Longest integer literal accepted in JSON, in digits (int64 needs 19).
+MAX_INT_DIGITS = 40
+
+
+def parse_json(text: str, source: str) -> Any:
+    """Parse JSON strictly: duplicate keys, NaN/Infinity, integers over :data:`MAX_INT_DIGITS`
+    digits and nesting over :data:`MAX_JSON_DEPTH` are errors (SpecError naming the file, and the
+    line where the format gives one), as is any syntax error (RFC 8259 §4 leaves duplicate
+    names' meaning undefined; Python's ``json`` would keep the last one silently).
+
+    Examples
+    --------
+    >>> parse_json('{"a": 1, "a": 2}', "m.json")
+    Traceback (most recent call last):
+    ...
+    rankmap.errors.SpecError: m.json: duplicate key 'a'
+    """
+    depth = _json_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise SpecError(f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels", source=source)
+    try:
+        return json.loads(text, object_pairs_hook=lambda pairs: _unique(pairs, source),
+                          parse_int=lambda digits: _json_int(digits, source), parse_constant=_no_constant(source))
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+    except RecursionError:
+        raise SpecError("invalid JSON: nested too deeply", source=source) from None
+
+
+def _json_depth(text: str) -> int:
+    """Deepest bracket nesting, ignoring brackets inside strings (C-speed scans over the text)."""
+    if "[" not in text and "{" not in text:
+        return 0
+    bare = _JSON_STRING.sub("", text)
+    opens = bare.count("[") + bare.count("{")
+    if opens <= MAX_JSON_DEPTH:
+        return opens
+    depth = deepest = 0
+    for match in _JSON_BRACKET.finditer(bare):
+        depth += 1 if match.group() in "[{" else -1
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            break
+    return deepest
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_JSON_BRACKET = re.compile(r"[\[\]{}]")
+
+
+def _unique(pairs: list, source: str) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise SpecError(f"duplicate key {key[:60]!r}", source=source)
+        out[key] = value
+    return out
+
+
+def _json_int(digits: str, source: str) -> int:
+    if len(digits.lstrip("-")) > MAX_INT_DIGITS:
+        raise SpecError(f"integer of {len(digits)} digits (at most {MAX_INT_DIGITS})", source=source)
+    return int(digits)
+
+
+def _no_constant(source: str):
+    def refuse(name: str):
+        raise SpecError(f"{name} is not a JSON number", source=source)
+    return refuse
 
 
 def decode_text(data: bytes, source: str) -> str:

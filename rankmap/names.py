@@ -45,11 +45,13 @@ import ipaddress
 import os
 import re
 import socket
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from rankmap.errors import SpecError
 
 __all__ = ["MAX_NAME_CHARS", "MAX_HOSTS", "host_problem", "name_problem", "host_identity", "check_host",
-           "check_name"]
+           "check_name", "host_budget", "charge_hosts"]
 
 #: Longest accepted name (RFC 1123's 253 characters for a host name); longer input is refused
 #: before any name-specific work.
@@ -163,3 +165,31 @@ def check_name(name: object, kind: str = "name", *, source: str | None = None, l
         raise SpecError(f"bad {kind} {_show(name) if isinstance(name, str) else repr(name)}: {why}",
                         source=source, line=line, key=key)
     return name
+
+
+_HOSTS_LEFT: ContextVar[list | None] = ContextVar("rankmap_hosts_left", default=None)
+
+
+@contextmanager
+def host_budget(limit: int | None = None):
+    """Count the hosts every hostlist expanded inside this block against one limit
+    (default :data:`MAX_HOSTS`), so that many small expressions cannot add up to millions
+    of hosts. Nested blocks share the outermost budget."""
+    if _HOSTS_LEFT.get() is not None:
+        yield
+        return
+    token = _HOSTS_LEFT.set([MAX_HOSTS if limit is None else limit, MAX_HOSTS if limit is None else limit])
+    try:
+        yield
+    finally:
+        _HOSTS_LEFT.reset(token)
+
+
+def charge_hosts(count: int, *, source: str | None = None, line: int | None = None, key: str | None = None) -> None:
+    """Take ``count`` hosts from the current :func:`host_budget` (or from a fresh one of
+    :data:`MAX_HOSTS` outside any); SpecError once the budget is spent."""
+    budget = _HOSTS_LEFT.get() or [MAX_HOSTS, MAX_HOSTS]
+    budget[0] -= count
+    if budget[0] < 0:
+        raise SpecError(f"more than {budget[1]} hosts (the limit; set RANKMAP_MAX_HOSTS to raise it)",
+                        source=source, line=line, key=key)

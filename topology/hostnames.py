@@ -6,13 +6,12 @@ same syntax); this module only adds checks and error messages.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 import hostlist
 
 from rankmap.errors import SpecError
-from rankmap.names import MAX_HOSTS, host_identity, host_problem
+from rankmap.names import MAX_NAME_CHARS, charge_hosts, host_identity, host_problem
 
 __all__ = ["expand_hostlist", "compress_hostlist", "check_hostname", "natural_key"]
 
@@ -66,20 +65,28 @@ def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = 
     ['n0098', 'n0099', 'n0100']
     """
     if not isinstance(expr, str) or not expr.strip():
-        raise SpecError(f"expected a hostlist expression, got {expr!r}", source=source, line=line, key=key)
+        raise SpecError(f"expected a hostlist expression, got {_short(expr)}", source=source, line=line, key=key)
     try:
         names = hostlist.expand_hostlist(expr.strip(), allow_duplicates=True)
     except hostlist.BadHostlist as exc:
-        raise SpecError(f"bad hostlist {expr!r}: {exc}", source=source, line=line, key=key) from None
+        raise SpecError(f"bad hostlist {_short(expr)}: {exc}", source=source, line=line, key=key) from None
+    charge_hosts(len(names), source=source, line=line, key=key)
     seen: set[str] = set()
     for name in names:
         why = check_hostname(name)
         if why:
-            raise SpecError(f"bad host {name!r} in hostlist {expr!r}: {why}", source=source, line=line, key=key)
-        if name in seen:
-            raise SpecError(f"host {name!r} appears twice in hostlist {expr!r}", source=source, line=line, key=key)
-        seen.add(name)
+            raise SpecError(f"bad host {_short(name)} in hostlist {_short(expr)}: {why}", source=source, line=line,
+                            key=key)
+        if host_identity(name) in seen:
+            raise SpecError(f"host {name!r} appears twice in hostlist {_short(expr)} (host names ignore case)",
+                            source=source, line=line, key=key)
+        seen.add(host_identity(name))
     return names
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_NAME_CHARS else text[:MAX_NAME_CHARS - 3] + "..."
 
 
 def compress_hostlist(names: list[str]) -> str:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from rankmap.errors import SpecError
 from rankmap.fileio import read_text
+from rankmap.names import host_budget
 from rankmap.topology.hostfile import parse_hostfile
 from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
 from rankmap.topology.model import Cluster
@@ -52,7 +53,8 @@ def import_text(fmt: str, text: str, source: str, options: ImportOptions | None 
     """
     if fmt not in IMPORTERS:
         raise SpecError(f"unknown topology format {fmt!r} (expected one of: {', '.join(IMPORT_FORMATS)})")
-    return IMPORTERS[fmt](text, source, options or ImportOptions())
+    with host_budget():  # every hostlist of the file counts against one host limit
+        return IMPORTERS[fmt](text, source, options or ImportOptions())
 
 
 def import_file(fmt: str, path: str | Path, options: ImportOptions | None = None) -> ImportResult:

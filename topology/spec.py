@@ -47,6 +47,7 @@ from pathlib import Path
 import yaml
 
 from rankmap.errors import SpecError, TopologyError
+from rankmap.names import host_budget
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
 from rankmap.topology.tiers import PLANES, Tier
@@ -74,6 +75,11 @@ def parse_cluster(text: str, source: str = "<string>") -> Cluster:
 
 def cluster_from_data(data, source: str) -> Cluster:
     """Build a Cluster from parsed YAML (``LocMap``) or a plain dict."""
+    with host_budget():  # every hostlist of the file counts against one host limit
+        return _cluster_from_data(data, source)
+
+
+def _cluster_from_data(data, source: str) -> Cluster:
     top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "switches",
                                     "block_sizes", "tiers", "availability")
     name = top.name("name", "cluster name", "cluster")

@@ -7,6 +7,7 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
 ``networkx/exception.py``::
 
     RankmapError                    exit 3
+    +-- UsageError                  exit 2: a flag's value is bad (found after argparse ran)
     +-- SpecError                   a file, key or value is bad (FILE:LINE: key: message)
     |   +-- RankMapFileError        a rank map file is malformed or made for another cluster
     |   +-- InfeasibleError         exit 4: constraints leave too few hosts
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 __all__ = [
     "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
-    "RankmapError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
+    "RankmapError", "UsageError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
     "LaunchError", "EngineError", "PlacementMismatch",
 ]
 
@@ -37,6 +38,13 @@ class RankmapError(Exception):
     """Base class of every error caused by input or by an infeasible request."""
 
     exit_code = EXIT_INPUT
+
+
+class UsageError(RankmapError):
+    """A command-line flag's value is bad, found once argparse has run (e.g. a weight of
+    ``--objective``); exits 2 like argparse's own errors. The message names the flag."""
+
+    exit_code = EXIT_USAGE
 
 
 class SpecError(RankmapError):

@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.topology.hostnames import check_hostname
+from rankmap.names import host_problem
 
 __all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "check_host", "check_hosts", "engine_args",
-           "script_header", "workdir_lines", "text_lines", "read_host"]
+           "ShellExpr", "shell_join", "script_header", "workdir_lines", "text_lines", "read_host"]
 
 ENGINE_ENTRY = ("-m", "rankmap.engine.train")
 # Generated scripts export the rank map's path under this name, so a user's script finds it
@@ -138,14 +138,10 @@ def check_host(name: str, what: str = "host") -> None:
     ...
     rankmap.errors.LaunchError: host 'h1;reboot' is not a valid hostname or IP address: character ';' is not allowed in a hostname (RFC 1123)
     """
-    try:
-        ipaddress.ip_address(name)
-        return
-    except ValueError:
-        pass
-    why = check_hostname(name)
+    why = host_problem(name)  # the one host grammar (rankmap.names): no IPv6 zone ids, canonical IPs
     if why:
-        raise LaunchError(f"{what} {name!r} is not a valid hostname or IP address: {why}")
+        raise LaunchError(f"{what} {(name[:60] if isinstance(name, str) else name)!r} is not a valid hostname or "
+                          f"IP address: {why}")
 
 
 def _resolve(name: str) -> tuple[str, list[str] | str]:
@@ -229,6 +225,24 @@ def engine_args(opts: LaunchOptions) -> list[str]:
     if opts.steps is not None:
         args += ["--steps", str(opts.steps)]
     return args
+
+
+class ShellExpr(str):
+    """A word that :func:`shell_join` writes as is: a shell expression of the generator's own
+    (``"$launch_dir/rankfile"``), never text that came from input."""
+
+
+def shell_join(words: list) -> str:
+    """One shell command line, argv-exact: every word quoted with :func:`shlex.quote`, except
+    :class:`ShellExpr` words, written as they are. Placeholders are whole words, so nothing
+    in a user's argument is ever substituted.
+
+    Examples
+    --------
+    >>> print(shell_join(["mpirun", "--rankfile", ShellExpr('"$d/rankfile"'), "x RANKFILE", "$(id)"]))
+    mpirun --rankfile "$d/rankfile" 'x RANKFILE' '$(id)'
+    """
+    return " ".join(w if isinstance(w, ShellExpr) else shlex.quote(w) for w in words)
 
 
 def script_header(rm: RankMap, what: str) -> str:

@@ -182,7 +182,8 @@ def hostfile_text(rm: RankMap) -> str:
 
 def write_plan_files(rm: RankMap, out_dir: str | Path) -> list[Path]:
     """Write ``rankmap.json`` and ``hostfile`` into ``out_dir`` atomically (both or neither)."""
-    return atomic_write_files(out_dir, {"rankmap.json": rankmap_to_json(rm), "hostfile": hostfile_text(rm)})
+    # rankmap.json last: it names its hosts, so a hostfile beside it can always be checked against it
+    return atomic_write_files(out_dir, {"hostfile": hostfile_text(rm), "rankmap.json": rankmap_to_json(rm)})
 
 
 def read_rankmap(path: str | Path) -> RankMap:

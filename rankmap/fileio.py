@@ -6,9 +6,11 @@ folder, fsync, then rename. A reader never sees a half-written file, and a run t
 the previous outputs as they were. Several files are committed together: all are
 written to temp files first, and renamed only once every one was written, under an
 exclusive lock (flock) on the folder itself, so that two runs writing into one folder
-cannot interleave their files. The renames of one commit follow each other at once;
-only a kill between two of them (a window of microseconds) could leave files of two
-runs side by side, never a truncated one.
+cannot interleave their files. The renames of one commit follow each other at once, in
+the order given (the file naming the others last); SIGINT, SIGTERM and SIGHUP wait for the
+last rename, so only SIGKILL between two renames (a window of microseconds) could leave
+files of two runs side by side, never a truncated one. Input limits (size, special files,
+JSON depth and integer length) are checked before parsing.
 """
 
 from __future__ import annotations
@@ -17,26 +19,49 @@ import fcntl
 import json
 import os
 import re
+import signal
 import stat
+import sys
 import tempfile
+import threading
+import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Mapping
 
 from rankmap.errors import RankmapError, SpecError
 
-__all__ = ["atomic_write_files", "atomic_write_text", "read_text", "read_bytes", "decode_text", "parse_json",
-           "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_INT_DIGITS"]
+__all__ = ["atomic_write_files", "atomic_write_text", "keep_signal_handlers", "read_text", "read_bytes", "decode_text",
+           "parse_json", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "LOCK_TIMEOUT_S"]
+
+
+#: Seconds a commit waits for another run's lock on the same output folder before giving up;
+#: ``RANKMAP_LOCK_TIMEOUT_S`` overrides it.
+LOCK_TIMEOUT_S = float(os.environ.get("RANKMAP_LOCK_TIMEOUT_S", "60"))
+#: Temporaries of a dead process (or, without a process id in the name, older than this many
+#: seconds) are removed by the next commit into the folder.
+STALE_TMP_S = 600.0
+_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_TMP = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>[0-9]+)\.)?[A-Za-z0-9_]{8}\.tmp")
 
 
 def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
     """Write ``{name: text or bytes}`` into ``folder`` atomically per file, renaming only after all are written.
+
+    Files are renamed in the order given, so the file that vouches for the others goes last
+    (``rankmap.json`` after ``hostfile``). While files are written, SIGINT, SIGTERM and
+    SIGHUP remove the temporaries and then end the run as usual (KeyboardInterrupt, exit
+    128 + signal); during the renames they are held back until the last rename is done, so
+    a signal never leaves half a commit. Temporaries of runs killed outright (SIGKILL) are
+    swept by the next commit into the folder. A commit waiting on another run's lock says so
+    on stderr and gives up after :data:`LOCK_TIMEOUT_S`.
 
     Parameters
     ----------
     folder : str or Path
         Output folder; created if missing.
     files : mapping of str to str or bytes
-        File name (no directories) to UTF-8 text, or to raw bytes (e.g. a PNG).
+        File name (no directories) to UTF-8 text, or to raw bytes (e.g. a PNG), in commit order.
 
     Returns
     -------
@@ -46,42 +71,46 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
     Raises
     ------
     RankmapError
-        If the folder cannot be created or a file cannot be written; temp files are removed.
+        If the folder cannot be created, a file cannot be written, or the lock wait times out;
+        temp files are removed.
     """
     out = Path(folder)
+    for name in files:
+        if "/" in name or name in ("", ".", ".."):
+            raise RankmapError(f"bad output file name {name!r}")
+        if (out / name).is_dir():
+            raise RankmapError(f"{out / name}: cannot write output: a folder is in the way")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
     staged: list[tuple[str, Path]] = []
-    for name in files:
-        if (out / name).is_dir() and name not in ("", ".", ".."):
-            raise RankmapError(f"{out / name}: cannot write output: a folder is in the way")
-    try:
-        for name, text in files.items():
-            if "/" in name or name in ("", ".", ".."):
-                raise RankmapError(f"bad output file name {name!r}")
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=out)
-            staged.append((tmp, out / name))
-            os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
-            data = text if isinstance(text, bytes) else text.encode("utf-8")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        lock = os.open(out, os.O_RDONLY)  # flock on the folder itself: no lock file left behind
+    with _CleanupOnSignal() as guard:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            for tmp, final in staged:
-                os.replace(tmp, final)
+            _sweep_stale(out, set(files))
+            for name, text in files.items():
+                fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=out)
+                staged.append((tmp, out / name))
+                os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
+                data = text if isinstance(text, bytes) else text.encode("utf-8")
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(data)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+            lock = os.open(out, os.O_RDONLY)  # flock on the folder itself: no lock file left behind
+            try:
+                _lock(lock, out)
+                with guard.held():
+                    for tmp, final in staged:
+                        os.replace(tmp, final)
+            finally:
+                os.close(lock)
+        except OSError as exc:
+            raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
         finally:
-            os.close(lock)
-    except OSError as exc:
-        raise RankmapError(f"{out}: cannot write output: {exc.strerror}") from None
-    finally:
-        for tmp, _ in staged:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+            for tmp, _ in staged:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return [final for _, final in staged]
 
 
@@ -89,6 +118,126 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+class _CleanupOnSignal:
+    """SIGINT/SIGTERM/SIGHUP raise (so ``finally`` removes temporaries), except inside
+    :meth:`held`, where they wait for its end. Previous handlers come back on exit. Only the
+    main thread can set handlers; elsewhere this does nothing."""
+
+    def __init__(self):
+        self.saved: dict = {}
+        self.holding = False
+        self.pending: int | None = None
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for sig in _SIGNALS:
+                self.saved[sig] = signal.getsignal(sig)
+                signal.signal(sig, self._on_signal)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        if self.holding:
+            self.pending = signum
+            return
+        _raise_for(signum)
+
+    @contextmanager
+    def held(self):
+        self.holding = True
+        try:
+            yield
+        finally:
+            self.holding = False
+            if self.pending is not None:
+                _raise_for(self.pending)
+
+
+def _raise_for(signum: int):
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise SystemExit(128 + signum)
+
+
+def _lock(fd: int, folder: Path) -> None:
+    """flock(LOCK_EX) on ``fd``, saying on stderr what it waits for, up to :data:`LOCK_TIMEOUT_S`."""
+    deadline = time.monotonic() + LOCK_TIMEOUT_S
+    told = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            pass
+        holder = _lock_holder(fd)
+        if not told:
+            print(f"rankmap: waiting for the lock on output folder {folder} (held by {holder}; "
+                  f"up to {LOCK_TIMEOUT_S:g} s, RANKMAP_LOCK_TIMEOUT_S)", file=sys.stderr, flush=True)
+            told = True
+        if time.monotonic() >= deadline:
+            raise RankmapError(f"{folder}: timed out after {LOCK_TIMEOUT_S:g} s waiting for the lock on the output "
+                               f"folder (held by {holder})")
+        time.sleep(0.05)
+
+
+def _lock_holder(fd: int) -> str:
+    """Who holds the flock on ``fd``'s file, from /proc/locks (Linux), in words."""
+    info = os.fstat(fd)
+    try:
+        with open("/proc/locks") as locks:
+            for line in locks:
+                parts = line.split()
+                if len(parts) > 5 and parts[1] == "FLOCK" and parts[5].rsplit(":", 1)[-1] == str(info.st_ino):
+                    return f"process {parts[4]}"
+    except OSError:
+        pass
+    return "another process"
+
+
+def _sweep_stale(folder: Path, names: set) -> None:
+    """Remove temporaries of ``names`` that a killed run left in ``folder`` (see :data:`STALE_TMP_S`)."""
+    now = time.time()
+    for entry in os.scandir(folder):
+        match = _TMP.fullmatch(entry.name)
+        if not match or match.group("name") not in names or not entry.is_file(follow_symlinks=False):
+            continue
+        pid = match.group("pid")
+        try:
+            if pid is not None and int(pid) != os.getpid() and not _alive(int(pid)) \
+                    or pid is None and now - entry.stat(follow_symlinks=False).st_mtime > STALE_TMP_S:
+                os.unlink(entry.path)
+        except OSError:
+            pass  # gone already, or another run's sweep got there first
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def keep_signal_handlers():
+    """Put back this process's SIGINT/SIGTERM/SIGHUP handlers after the block: native code
+    such as CP-SAT's ``Solve`` installs its own SIGINT handler and leaves it at the default
+    afterwards, so a later Ctrl-C would kill the process without cleanup (OR-Tools
+    ``SatParameters.catch_sigint_signal``). Re-installing the saved Python handlers restores them."""
+    main = threading.current_thread() is threading.main_thread()
+    saved = {sig: signal.getsignal(sig) for sig in _SIGNALS} if main else {}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:

@@ -66,6 +66,9 @@ def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str, budget: list
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise SpecError(f"mapping keys must be plain scalars, got {key!r}",
                                 source=source, line=line)
+            if isinstance(key, bool):  # YAML 1.1 reads yes/no/on/off/y/n as booleans: never a name
+                raise SpecError(f"key {key_node.value!r} reads as the boolean {str(key).lower()} in YAML; "
+                                f"quote it ('{key_node.value}') if it is a name", source=source, line=line)
             if key in out:
                 raise SpecError(f"duplicate key {key!r}", source=source, line=line)
             out[key] = _convert(loader, value_node, source, budget)

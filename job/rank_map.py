@@ -30,6 +30,7 @@ from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
+from rankmap.names import host_identity, name_problem
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster
 
@@ -266,7 +267,11 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         r, host, node, local = rec["rank"], rec["host"], rec["node_rank"], rec["local_rank"]
         why = check_hostname(host) if isinstance(host, str) else "not a string"
         if why:
-            raise RankMapFileError(f"bad host {host!r}: {why}", source=source, key=f"{key}.host")
+            raise RankMapFileError(f"bad host {host[:60] if isinstance(host, str) else host!r}: {why}", source=source,
+                                   key=f"{key}.host")
+        why = name_problem(rec["tor_group"], "ToR group name")
+        if why:
+            raise RankMapFileError(why, source=source, key=f"{key}.tor_group")
         if r >= world or r in seen_rank:
             raise RankMapFileError(f"rank {r} is out of range or listed twice", source=source, key=f"{key}.rank")
         if (host, local) in seen_gpu:
@@ -277,7 +282,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         if node >= n_nodes or local >= nprocs[node] or offsets[node] + local != r:
             raise RankMapFileError(f"rank {r} must be the ranks before its node plus its local_rank, got node_rank "
                                f"{node}, local_rank {local}", source=source, key=key)
-        if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
+        if node_of_host.setdefault(host_identity(host), node) != node or hosts[node] not in (None, host):
             raise RankMapFileError(f"node rank {node} and host {host!r} disagree with earlier entries",
                                source=source, key=f"{key}.host")
         if tors[node] not in (None, rec["tor_group"]):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.names import host_problem
+from rankmap.names import host_identity, host_problem
 
 __all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "check_host", "check_hosts", "engine_args",
            "ShellExpr", "shell_join", "script_header", "workdir_lines", "text_lines", "read_host"]
@@ -179,8 +179,13 @@ def check_hosts(rm: RankMap, opts: LaunchOptions) -> str:
         address of a multi-host map.
     """
     master = opts.master_addr or rm.hosts[0]
+    seen: dict[str, int] = {}
     for node, host in enumerate(rm.hosts):
         check_host(host, f"host (node rank {node})")
+        first = seen.setdefault(host_identity(host), node)
+        if first != node:  # DNS ignores case (RFC 4343): two node ranks would start on one machine
+            raise LaunchError(f"hosts {rm.hosts[first]!r} (node rank {first}) and {host!r} (node rank {node}) "
+                              f"are one machine (host names ignore case)")
     check_host(master, "master address")
     if len(rm.hosts) > 1 and (master == "localhost" or _is_loopback(master)):
         raise LaunchError(f"master address {master!r} is a loopback address: the other {len(rm.hosts) - 1} hosts "

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 from rankmap.errors import RankmapError, SpecError
 
 __all__ = ["atomic_write_files", "atomic_write_text", "keep_signal_handlers", "read_text", "read_bytes", "decode_text",
-           "parse_json", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "LOCK_TIMEOUT_S"]
+           "check_numbers", "parse_json", "MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_INT_DIGITS", "LOCK_TIMEOUT_S"]
 
 
 #: Seconds a commit waits for another run's lock on the same output folder before giving up;
@@ -297,6 +297,18 @@ def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
         raise SpecError(f"cannot read file: {exc.strerror}", source=source) from None
     finally:
         os.close(fd)
+
+
+def check_numbers(text: str, source: str) -> None:
+    """Refuse a run of more decimal digits than Python converts (``sys.get_int_max_str_digits``,
+    4,300 by default: ``int()`` raises ValueError past it), naming the line: no number in any
+    input format needs as many, and every parser may then call ``int()`` safely."""
+    limit = sys.get_int_max_str_digits() or 0
+    if limit and len(text) > limit:
+        run = re.search(r"[0-9]{%d,}" % (limit + 1), text)
+        if run:
+            raise SpecError(f"a number of {run.end() - run.start()} digits (at most {limit})", source=source,
+                            line=text.count("\n", 0, run.start()) + 1)
 
 
 def _file_kind(mode: int) -> str:

@@ -58,7 +58,7 @@ __all__ = ["MAX_NAME_CHARS", "MAX_HOSTS", "host_problem", "name_problem", "host_
 MAX_NAME_CHARS = 253
 
 #: Most hosts one cluster, hostlist or hostfile may expand to; ``RANKMAP_MAX_HOSTS`` overrides it.
-MAX_HOSTS = int(os.environ.get("RANKMAP_MAX_HOSTS", "200000"))
+MAX_HOSTS = int(os.environ.get("RANKMAP_MAX_HOSTS", "65536"))
 
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _NUMERIC = re.compile(r"(?:0[xX][0-9A-Fa-f]*|[0-9]+)(?:\.(?:0[xX][0-9A-Fa-f]*|[0-9]+)){0,3}")

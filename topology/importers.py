@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Callable
 
 from rankmap.errors import SpecError
-from rankmap.fileio import read_text
+from rankmap.fileio import check_numbers, read_text
 from rankmap.names import host_budget
 from rankmap.topology.hostfile import parse_hostfile
 from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
@@ -53,6 +53,7 @@ def import_text(fmt: str, text: str, source: str, options: ImportOptions | None 
     """
     if fmt not in IMPORTERS:
         raise SpecError(f"unknown topology format {fmt!r} (expected one of: {', '.join(IMPORT_FORMATS)})")
+    check_numbers(text, source)  # int() of 4,300+ digits raises ValueError in every parser
     with host_budget():  # every hostlist of the file counts against one host limit
         return IMPORTERS[fmt](text, source, options or ImportOptions())
 

@@ -55,8 +55,8 @@ def non_negative_int(text: str) -> int:
 
 def seed_int(text: str) -> int:
     """A seed: an integer in 0 .. 2**31 - 1 (what CP-SAT and NumPy both take)."""
-    value = non_negative_int(text)
-    if value >= 2**31:
+    value = _number(text, int, "a seed (an integer in 0..2**31 - 1)")
+    if not 0 <= value < 2**31:
         raise argparse.ArgumentTypeError(f"expected a seed below 2**31, got {text!r}")
     return value
 

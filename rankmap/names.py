@@ -51,7 +51,7 @@ from contextvars import ContextVar
 from rankmap.errors import SpecError
 
 __all__ = ["MAX_NAME_CHARS", "MAX_HOSTS", "host_problem", "name_problem", "host_identity", "check_host",
-           "check_name", "host_budget", "charge_hosts"]
+           "check_name", "host_budget", "charge_hosts", "regex_problem"]
 
 #: Longest accepted name (RFC 1123's 253 characters for a host name); longer input is refused
 #: before any name-specific work.
@@ -193,3 +193,70 @@ def charge_hosts(count: int, *, source: str | None = None, line: int | None = No
     if budget[0] < 0:
         raise SpecError(f"more than {budget[1]} hosts (the limit; set RANKMAP_MAX_HOSTS to raise it)",
                         source=source, line=line, key=key)
+
+
+#: Most variable-length repeats (``*``, ``+``, ``{m,n}``) one node-name pattern may hold:
+#: k adjacent repeats over a name of n characters can backtrack O(n^k) times.
+MAX_PATTERN_REPEATS = 2
+MAX_PATTERN_CHARS = 1000
+
+
+def regex_problem(pattern: str) -> str | None:
+    """Why a node-name regular expression could backtrack for long (so is refused), or None.
+
+    Python's ``re`` backtracks; Volcano matches ``regexMatch`` with Go's linear-time RE2
+    engine (Go ``regexp`` package documentation), so a pattern such as ``(a+)+$`` is harmless
+    there and takes minutes here. Refused: a repeat inside a repeat, an alternation inside a
+    repeat, back-references, more than :data:`MAX_PATTERN_REPEATS` variable repeats, counted
+    repeats over 1000, patterns over :data:`MAX_PATTERN_CHARS` characters. What remains
+    searches a name of n characters in O(n^3) steps at most (2 ms for 253 characters).
+
+    Examples
+    --------
+    >>> regex_problem("^node-[0-9]+$") is None, regex_problem("(gpu|cpu)[0-9]{1,3}") is None
+    (True, True)
+    >>> regex_problem("(a+)+$")
+    'a repeat inside a repeat can take exponential time (nested quantifiers)'
+    """
+    import re._constants as c
+    import re._parser as sre_parse
+
+    if len(pattern) > MAX_PATTERN_CHARS:
+        return f"pattern longer than {MAX_PATTERN_CHARS} characters"
+    try:
+        parsed = sre_parse.parse(pattern)
+    except Exception as exc:  # re.error, RecursionError, OverflowError on absurd counts
+        return f"not a regular expression: {exc}"
+    repeats = [0]
+
+    def walk(items, in_repeat: bool) -> str | None:
+        for op, av in items:
+            if op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT):
+                low, high, body = av
+                varies = high != low
+                if high != c.MAXREPEAT and high > 1000:
+                    return f"a counted repeat of {high} (at most 1000)"
+                if in_repeat and high > 1:
+                    return "a repeat inside a repeat can take exponential time (nested quantifiers)"
+                repeats[0] += varies
+                why = walk(body, in_repeat or high > 1)
+            elif op == c.SUBPATTERN:
+                why = walk(av[-1], in_repeat)
+            elif op == c.BRANCH:
+                if in_repeat:
+                    return "an alternation inside a repeat can take exponential time"
+                why = next((w for w in (walk(b, in_repeat) for b in av[1]) if w), None)
+            elif op in (c.GROUPREF, c.GROUPREF_EXISTS):
+                return "back-references are not supported (Volcano's RE2 has none)"
+            elif op in (c.ASSERT, c.ASSERT_NOT):
+                why = walk(av[1], in_repeat)
+            else:
+                why = None
+            if why:
+                return why
+        return None
+
+    why = walk(parsed, False)
+    if why is None and repeats[0] > MAX_PATTERN_REPEATS:
+        why = f"{repeats[0]} variable repeats (at most {MAX_PATTERN_REPEATS}) can take polynomial time of high degree"
+    return why

@@ -19,6 +19,7 @@ Three kinds of input per parser:
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import random
 from pathlib import Path
@@ -31,7 +32,7 @@ from rankmap.topology.importers import import_text
 from rankmap.topology.model import Cluster
 from rankmap.topology.spec import parse_cluster
 
-__all__ = ["TOKENS", "parsers", "mutate", "json_variants", "hostile_name", "structured", "names_ok"]
+__all__ = ["TOKENS", "parsers", "mutate", "json_variants", "valid_name", "hostile_name", "structured", "names_ok"]
 
 TOKENS = ["\n", " ", "\t", "=", ",", "[", "]", "-", ":", "{", "}", "#", '"', "'", "0", "7", "64", "-1",
           "1e999", "nan", "null", "true", "&a", "*a", "!!python/object", "<<", "\\", "\x00", "é", "$(id)", ";"]
@@ -46,12 +47,29 @@ NUMBERS = ["9" * 5000, "-" + "9" * 5000, "99999999999999999999", "92233720368547
            "-1e999", ".nan", ".inf", "-.inf", "nan", "0x10", "1_000", "0o17", "2**31"]
 
 
-def hostile_name(rng: random.Random) -> str:
-    """A name built from a base (valid host names, other spellings of one IPv4 address, case
-    variants, IPv6 with zone ids, YAML booleans) with zero to three hostile pieces inserted."""
-    name = rng.choice(BASES)
+def valid_name(rng: random.Random) -> str:
+    """A random name, nearly always in the host grammar: RFC 1123 labels, or a canonical IPv4 or IPv6
+    address (a last label of digits only, which the grammar refuses, comes up now and then)."""
     roll = rng.random()
     if roll < 0.15:
+        return ".".join(str(rng.randrange(256)) for _ in range(4))
+    if roll < 0.25:
+        return str(ipaddress.IPv6Address(rng.getrandbits(128)))
+    chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-"
+    labels = []
+    for _ in range(rng.randint(1, 3)):
+        inner = "".join(rng.choice(chars) for _ in range(rng.randint(0, 20)))
+        labels.append(rng.choice(chars[:-1]) + (inner + rng.choice(chars[:-11]) if inner else ""))
+    return ".".join(labels)
+
+
+def hostile_name(rng: random.Random) -> str:
+    """A name built from a base (valid host names, other spellings of one IPv4 address, case
+    variants, IPv6 with zone ids, YAML booleans, random names of the grammar) with zero to three
+    hostile pieces inserted."""
+    name = rng.choice(BASES) if rng.random() < 0.6 else valid_name(rng)
+    roll = rng.random()
+    if roll < 0.2:
         return name  # the base alone: valid and invalid spellings both
     if roll < 0.3:
         return name + rng.choice(["%eth0", "%eth0;id", "%$(id)", "%e th0", "\n", "\r\n", "%0\nid"])

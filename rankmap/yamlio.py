@@ -43,6 +43,9 @@ MAX_NODES = int(os.environ.get("RANKMAP_MAX_YAML_NODES", "2000000"))
 #: Deepest nesting of flow collections (``[`` / ``{``) accepted, checked before PyYAML runs
 #: (its scanner is quadratic in the flow depth).
 MAX_FLOW_DEPTH = 100
+#: Largest YAML text parsed, in bytes (``RANKMAP_MAX_YAML_BYTES``). PyYAML's pure-Python scanner
+#: reads about 0.4-1 MB/s, so this bounds a parse at some 10-20 s; larger specs belong in hostlists.
+MAX_YAML_BYTES = int(os.environ.get("RANKMAP_MAX_YAML_BYTES", str(8 * 2**20)))
 
 
 def _budget(text: str) -> list:
@@ -138,6 +141,9 @@ def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
         line = text.count("\n", 0, exc.position) + 1
         return SpecError(f"invalid YAML: character {exc.character!r} is not allowed", source=source, line=line)
 
+    if len(text) > MAX_YAML_BYTES:
+        raise SpecError(f"YAML text of {len(text)} characters, over the limit of {MAX_YAML_BYTES} "
+                        "(RANKMAP_MAX_YAML_BYTES)", source=source)
     depth = nesting_depth(text, MAX_FLOW_DEPTH)
     if depth > MAX_FLOW_DEPTH:
         raise SpecError(f"invalid YAML: brackets nested deeper than {MAX_FLOW_DEPTH} levels", source=source,

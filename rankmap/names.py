@@ -1,4 +1,4 @@
-"""One grammar per kind of name: hosts, and the names of ToR groups, switches, tiers, clusters and jobs.
+"""One grammar per kind of name: hosts, and the names of ToR groups, switches, clusters and jobs.
 
 Names travel from input files into shell scripts (sbatch headers, torchrun commands,
 ``mpirun.sh``), hostfiles, rankfiles and YAML/JSON outputs. Every name is checked here,
@@ -18,10 +18,14 @@ Hosts
     canonical form in the message. Host names are case-insensitive (RFC 4343 §3):
     :func:`host_identity` is the key under which two spellings are one host.
 
-Groups, switches, tiers, clusters, jobs
+Jobs
+    As below, and also spaces (not at either end) and ``: + @ , ( )``: a job name is
+    written for people; the sbatch header writes a sanitised copy, scripts quote it.
+
+Groups, switches, clusters
     1-253 characters of letters, digits, '-', '_', '.', '/' and '#', starting with a
     letter, digit or '_' (the characters of Kubernetes label values and object names,
-    joined by '/' into a domain path, and of Slurm switch names, where ``\#`` writes a '#';
+    joined by '/' into a domain path, and of Slurm switch names, where ``\\#`` writes a '#';
     slurm.conf(5)). None of these is special to a shell inside a word, and every YAML or
     JSON output goes through a safe serialiser that quotes what YAML would read otherwise.
 
@@ -64,6 +68,7 @@ _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
 _NUMERIC = re.compile(r"(?:0[xX][0-9A-Fa-f]*|[0-9]+)(?:\.(?:0[xX][0-9A-Fa-f]*|[0-9]+)){0,3}")
 _IPV6_CHARS = re.compile(r"[0-9a-fA-F:.]{2,45}")
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./#-]{0,252}")
+_JOB_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_ ./#:+@,()-]{0,251}[A-Za-z0-9_./#:+@,()-])?")
 
 
 def _show(name: str) -> str:
@@ -139,12 +144,15 @@ def name_problem(name: object, kind: str = "name") -> str | None:
         return f"empty {kind}" if name == "" else f"expected a {kind}, got {type(name).__name__}"
     if len(name) > MAX_NAME_CHARS:
         return f"{kind} longer than {MAX_NAME_CHARS} characters ({len(name)})"
-    if _NAME.fullmatch(name):
+    job = kind == "job name"
+    if (_JOB_NAME if job else _NAME).fullmatch(name):
         return None
-    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "_./#-"))), None)
+    extra = "_./#-" + (" :+@,()" if job else "")
+    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in extra))), None)
     if bad is not None:
-        return f"character {bad!r} is not allowed in a {kind} (letters, digits, '-', '_', '.', '/', '#')"
-    return f"{kind} {_show(name)} must start with a letter, digit or '_'"
+        allowed = "letters, digits, '-', '_', '.', '/', '#'" + (", ' ', ':', '+', '@', ',', '(', ')'" if job else "")
+        return f"character {bad!r} is not allowed in a {kind} ({allowed})"
+    return f"{kind} {_show(name)} must start with a letter, digit or '_'" + (" and not end with a space" if job else "")
 
 
 def check_host(name: object, *, source: str | None = None, line: int | None = None,

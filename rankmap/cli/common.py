@@ -9,8 +9,8 @@ from pathlib import Path
 
 from rankmap.errors import UsageError
 
-__all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction", "positive_float",
-           "port", "dp_size", "objectives", "add_example_args", "example_inputs", "add_constraint_args",
+__all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
+           "positive_float", "port", "dp_size", "objectives", "add_example_args", "example_inputs", "add_constraint_args",
            "constraints_from_args"]
 
 
@@ -40,7 +40,9 @@ def int_in(low: int, high: int, what: str):
 def positive_int(text: str) -> int:
     """An integer in 1 .. 2**31 - 1."""
     value = _number(text, int, "a positive integer")
-    if not 1 <= value <= MAX_COUNT:
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > MAX_COUNT:
         raise argparse.ArgumentTypeError(f"expected a positive integer below 2**31, got {text!r}")
     return value
 
@@ -48,8 +50,10 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """An integer >= 0 (seeds, counts)."""
     value = _number(text, int, "an integer >= 0")
-    if not 0 <= value <= MAX_COUNT:
-        raise argparse.ArgumentTypeError(f"expected an integer in 0..2**31 - 1, got {text!r}")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected an integer below 2**31, got {text!r}")
     return value
 
 

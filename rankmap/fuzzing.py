@@ -220,8 +220,8 @@ def names_ok(value) -> str | None:
             return "two hosts differ only in case"
     job = getattr(value, "job", value)
     name = getattr(job, "name", None)
-    if isinstance(name, str) and hasattr(job, "tp") and name_problem(name):
-        return f"job name {name!r}: {name_problem(name)}"
+    if isinstance(name, str) and hasattr(job, "tp") and name_problem(name, "job name"):
+        return f"job name {name!r}: {name_problem(name, 'job name')}"
     return None
 
 

@@ -396,3 +396,16 @@ def test_ctrl_c_works_after_the_solver_ran():
     with pytest.raises(KeyboardInterrupt):
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(1)
+
+
+@pytest.mark.parametrize("kwargs, key", [({"objectives": (("bytes", -1.0),)}, "--objective"),
+                                         ({"objectives": (("bytes", float("nan")),)}, "--objective"),
+                                         ({"time_limit_s": float("inf")}, "--time-limit"),
+                                         ({"seed": 2**31}, "--seed")])
+def test_library_plan_range_checks_numbers_too(kwargs, key):
+    from rankmap import api
+    from rankmap.errors import SpecError
+    cluster = api.load_cluster(REPO / "examples" / "racks" / "cluster.yaml")
+    job = api.load_job(REPO / "examples" / "racks" / "job.yaml")
+    with pytest.raises(SpecError, match=f"^{key}: "):
+        api.plan(cluster, job, **kwargs)

@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from rankmap.errors import RankMapFileError, SpecError
-from rankmap.fileio import atomic_write_files, read_text
+from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
+from rankmap.names import host_identity, name_problem
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster
 
@@ -189,9 +190,11 @@ def hostfile_text(rm: RankMap) -> str:
 
 def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None) -> list[Path]:
     """Write ``rankmap.json`` and ``hostfile`` (and ``extra``, ``{name: text or bytes}``, e.g. the
-    plan's picture) into ``out_dir`` atomically (all or none)."""
-    return atomic_write_files(out_dir, {"rankmap.json": rankmap_to_json(rm), "hostfile": hostfile_text(rm),
-                                        **(extra or {})})
+    plan's picture) into ``out_dir`` atomically (all or none); returns the paths, rankmap.json first."""
+    # rankmap.json last: it names its hosts, so a hostfile beside it can always be checked against it
+    written = atomic_write_files(out_dir, {"hostfile": hostfile_text(rm), **(extra or {}),
+                                           "rankmap.json": rankmap_to_json(rm)})
+    return [written[-1], *written[:-1]]
 
 
 def read_rankmap(path: str | Path) -> RankMap:
@@ -217,9 +220,9 @@ def read_rankmap(path: str | Path) -> RankMap:
 def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     """Parse and validate rank map JSON text; see :func:`read_rankmap`."""
     try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise RankMapFileError(f"not a JSON rank map: {exc}", source=source) from None
+        doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
+    except SpecError as exc:
+        raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
     if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
         raise RankMapFileError(f"expected schema {SCHEMA!r}", source=source, key="schema")
     try:
@@ -278,7 +281,11 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         r, host, node, local = rec["rank"], rec["host"], rec["node_rank"], rec["local_rank"]
         why = check_hostname(host) if isinstance(host, str) else "not a string"
         if why:
-            raise RankMapFileError(f"bad host {host!r}: {why}", source=source, key=f"{key}.host")
+            raise RankMapFileError(f"bad host {host[:60] if isinstance(host, str) else host!r}: {why}", source=source,
+                                   key=f"{key}.host")
+        why = name_problem(rec["tor_group"], "ToR group name")
+        if why:
+            raise RankMapFileError(why, source=source, key=f"{key}.tor_group")
         if r >= world or r in seen_rank:
             raise RankMapFileError(f"rank {r} is out of range or listed twice", source=source, key=f"{key}.rank")
         if (host, local) in seen_gpu:
@@ -289,7 +296,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         if node >= n_nodes or local >= nprocs[node] or offsets[node] + local != r:
             raise RankMapFileError(f"rank {r} must be the ranks before its node plus its local_rank, got node_rank "
                                f"{node}, local_rank {local}", source=source, key=key)
-        if node_of_host.setdefault(host, node) != node or hosts[node] not in (None, host):
+        if node_of_host.setdefault(host_identity(host), node) != node or hosts[node] not in (None, host):
             raise RankMapFileError(f"node rank {node} and host {host!r} disagree with earlier entries",
                                source=source, key=f"{key}.host")
         if tors[node] not in (None, rec["tor_group"]):

@@ -330,7 +330,7 @@ def job_from_data(data, source: str, overrides: dict | None = None) -> JobSpec:
     batch = top.sub("batch").only("micro_batch_size", "num_micro_batches", "global_batch_size")
     prec = top.sub("precision").only("activation_bytes", "param_bytes", "grad_bytes")
     kwargs = dict(
-        name=top.str("name", "job"),
+        name=top.name("name", "job name", "job"),
         model=model,
         micro_batch_size=batch.int("micro_batch_size", 1, minimum=1),
         num_micro_batches=batch.int("num_micro_batches", None, minimum=1),
@@ -433,6 +433,7 @@ def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
             if dim not in dims and (getattr(job, dim) or 1) != 1:
                 raise par.error("order", f"order {job.order!r} lacks {dim!r} but {dim}={getattr(job, dim)}")
     _check_model(job, par)
+    _check_magnitude(job, fields)
     if job.dp is not None:
         try:
             _check_batch(job)
@@ -440,6 +441,24 @@ def _check_shape(job: JobSpec, fields: dict[str, Fields]) -> None:
             section, _, where = (exc.key or "batch").rpartition(".")
             sub = fields.get(section, fields[""])
             raise SpecError(exc.message, source=par.source, line=sub.line_of(where), key=exc.key) from None
+
+
+#: Largest traffic volume one iteration may move for one group, in bytes (2**45, 32 TiB): counts of
+#: up to 2**18 ranks times it still fit the int64 arithmetic of the planner and simulator.
+MAX_VOLUME_BYTES = 2**45
+
+
+def _check_magnitude(job: JobSpec, fields: dict[str, Fields]) -> None:
+    """Refuse shapes whose gradient or activation volume would overflow int64 downstream."""
+    grads = job.model.params * max(job.param_bytes, job.grad_bytes)
+    if grads > MAX_VOLUME_BYTES:
+        raise fields[""].error("model", f"{job.model.params} parameters of {max(job.param_bytes, job.grad_bytes)} "
+                                        f"bytes is over {MAX_VOLUME_BYTES} bytes of gradients")
+    m = job.num_micro_batches or job.global_batch_size or 1
+    acts = job.micro_batch_size * job.model.seq_len * job.model.hidden * job.activation_bytes * m
+    if acts > MAX_VOLUME_BYTES:
+        raise fields["batch"].error("micro_batch_size", f"activations of {acts} bytes per iteration "
+                                                        f"(over {MAX_VOLUME_BYTES})")
 
 
 def _check_model(job: JobSpec, par: Fields) -> None:

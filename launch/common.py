@@ -27,10 +27,10 @@ from dataclasses import dataclass
 
 from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
-from rankmap.topology.hostnames import check_hostname
+from rankmap.names import host_identity, host_problem
 
 __all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "check_host", "check_hosts", "engine_args",
-           "script_header", "workdir_lines", "text_lines", "read_host"]
+           "ShellExpr", "shell_join", "script_header", "workdir_lines", "text_lines", "read_host"]
 
 ENGINE_ENTRY = ("-m", "rankmap.engine.train")
 # Generated scripts export the rank map's path under this name, so a user's script finds it
@@ -138,14 +138,10 @@ def check_host(name: str, what: str = "host") -> None:
     ...
     rankmap.errors.LaunchError: host 'h1;reboot' is not a valid hostname or IP address: character ';' is not allowed in a hostname (RFC 1123)
     """
-    try:
-        ipaddress.ip_address(name)
-        return
-    except ValueError:
-        pass
-    why = check_hostname(name)
+    why = host_problem(name)  # the one host grammar (rankmap.names): no IPv6 zone ids, canonical IPs
     if why:
-        raise LaunchError(f"{what} {name!r} is not a valid hostname or IP address: {why}")
+        raise LaunchError(f"{what} {(name[:60] if isinstance(name, str) else name)!r} is not a valid hostname or "
+                          f"IP address: {why}")
 
 
 def _resolve(name: str) -> tuple[str, list[str] | str]:
@@ -183,8 +179,13 @@ def check_hosts(rm: RankMap, opts: LaunchOptions) -> str:
         address of a multi-host map.
     """
     master = opts.master_addr or rm.hosts[0]
+    seen: dict[str, int] = {}
     for node, host in enumerate(rm.hosts):
         check_host(host, f"host (node rank {node})")
+        first = seen.setdefault(host_identity(host), node)
+        if first != node:  # DNS ignores case (RFC 4343): two node ranks would start on one machine
+            raise LaunchError(f"hosts {rm.hosts[first]!r} (node rank {first}) and {host!r} (node rank {node}) "
+                              f"are one machine (host names ignore case)")
     check_host(master, "master address")
     if len(rm.hosts) > 1 and (master == "localhost" or _is_loopback(master)):
         raise LaunchError(f"master address {master!r} is a loopback address: the other {len(rm.hosts) - 1} hosts "
@@ -229,6 +230,24 @@ def engine_args(opts: LaunchOptions) -> list[str]:
     if opts.steps is not None:
         args += ["--steps", str(opts.steps)]
     return args
+
+
+class ShellExpr(str):
+    """A word that :func:`shell_join` writes as is: a shell expression of the generator's own
+    (``"$launch_dir/rankfile"``), never text that came from input."""
+
+
+def shell_join(words: list) -> str:
+    """One shell command line, argv-exact: every word quoted with :func:`shlex.quote`, except
+    :class:`ShellExpr` words, written as they are. Placeholders are whole words, so nothing
+    in a user's argument is ever substituted.
+
+    Examples
+    --------
+    >>> print(shell_join(["mpirun", "--rankfile", ShellExpr('"$d/rankfile"'), "x RANKFILE", "$(id)"]))
+    mpirun --rankfile "$d/rankfile" 'x RANKFILE' '$(id)'
+    """
+    return " ".join(w if isinstance(w, ShellExpr) else shlex.quote(w) for w in words)
 
 
 def script_header(rm: RankMap, what: str) -> str:

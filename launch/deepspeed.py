@@ -24,9 +24,11 @@ from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import (
     LaunchOptions,
+    ShellExpr,
     engine_args,
     read_host,
     script_header,
+    shell_join,
     text_lines,
     workdir_lines,
 )
@@ -61,11 +63,11 @@ def deepspeed_hostfile(rm: RankMap) -> str:
 def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> str:
     """``deepspeed.sh``: the DeepSpeed launcher over the hostfile, master = node 0."""
     q = shlex.quote
-    cmd = shlex.join(["deepspeed", "--hostfile", "HOSTFILE", "--master_addr", master, "--master_port",
-                      str(opts.master_port), "--no_local_rank", *_user_args(opts)])
+    cmd = shell_join(["deepspeed", "--hostfile", ShellExpr('"$launch_dir/hostfile"'), "--master_addr", master,
+                      "--master_port", str(opts.master_port), "--no_local_rank", *_user_args(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "DeepSpeed launch; node rank n = line n of the hostfile.")
             + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"
-            + "exec " + cmd.replace("HOSTFILE", '"$launch_dir/hostfile"') + "\n")
+            + "exec " + cmd + "\n")
 
 
 def deepspeed_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> dict[str, str]:

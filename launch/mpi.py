@@ -25,9 +25,11 @@ from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import (
     RANKMAP_FILE_VAR,
     LaunchOptions,
+    ShellExpr,
     engine_args,
     read_host,
     script_header,
+    shell_join,
     text_lines,
     workdir_lines,
 )
@@ -46,13 +48,13 @@ def rankfile_text(rm: RankMap) -> str:
 def mpirun_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> str:
     """``mpirun.sh``: Open MPI with the rankfile; rank r starts where the map says."""
     q = shlex.quote
-    cmd = shlex.join(["mpirun", "-np", str(rm.world_size), "--rankfile", "RANKFILE", "--bind-to", "none",
-                      "-x", f"MASTER_ADDR={master}", "-x", f"MASTER_PORT={opts.master_port}",
+    cmd = shell_join(["mpirun", "-np", str(rm.world_size), "--rankfile", ShellExpr('"$launch_dir/rankfile"'),
+                      "--bind-to", "none", "-x", f"MASTER_ADDR={master}", "-x", f"MASTER_PORT={opts.master_port}",
                       "-x", RANKMAP_FILE_VAR, "python", *engine_args(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "Open MPI launch with a rankfile (Open MPI 5: --map-by "
                                                     "rankfile:file=FILE instead of --rankfile FILE).")
             + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"
-            + "exec " + cmd.replace("RANKFILE", '"$launch_dir/rankfile"') + "\n")
+            + "exec " + cmd + "\n")
 
 
 def mpi_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> dict[str, str]:

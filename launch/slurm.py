@@ -68,6 +68,7 @@ __all__ = ["slurm_hostfile", "slurm_script", "srun_line", "sbatch_head", "slurm_
 
 _JOB_NAME = re.compile(r"[^A-Za-z0-9._-]")
 SUBMIT_DIR = "${SLURM_SUBMIT_DIR:-$PWD}"
+_SBATCH_LINE = re.compile(r"#SBATCH --[a-z-]+(?:=[A-Za-z0-9._,:\[\]-]+)?")
 
 
 def slurm_hostfile(rm: RankMap) -> str:
@@ -80,8 +81,13 @@ def sbatch_head(rm: RankMap, nodelist: bool = True) -> str:
     n = len(rm.hosts)
     name = _JOB_NAME.sub("-", rm.job.name)[:64] or "rankmap"
     hosts = f"#SBATCH --nodelist={compress_names(rm.hosts)}\n" if nodelist else ""
-    return (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n"
+    head = (f"#!/bin/bash\n#SBATCH --job-name={name}\n#SBATCH --nodes={n}\n#SBATCH --ntasks={n}\n"
             f"#SBATCH --ntasks-per-node=1\n{hosts}#SBATCH --exclusive\n")
+    # sbatch reads these lines itself, unquoted (sbatch(1), "#SBATCH"): one value a line, one word each.
+    for line in head.splitlines()[1:]:
+        if not _SBATCH_LINE.fullmatch(line):
+            raise LaunchError(f"cannot write {line[:80]!r} as an #SBATCH line")
+    return head
 
 
 def srun_line(ntasks: int, script: str) -> str:

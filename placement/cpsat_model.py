@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 from ortools.sat.python import cp_model
 
+from rankmap.fileio import keep_signal_handlers
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.status import SolverStatus
 
@@ -42,10 +43,20 @@ __all__ = ["CountVars", "IntervalModel", "solver_params", "build_model", "add_hi
            "solve_grid"]
 
 
+class _Solver(cp_model.CpSolver):
+    """CpSolver whose Solve puts the process's signal handlers back afterwards: CP-SAT catches
+    SIGINT while it runs and leaves it at the default, so a later Ctrl-C would kill the run
+    without cleaning up (:func:`rankmap.fileio.keep_signal_handlers`)."""
+
+    def Solve(self, *args, **kwargs):  # noqa: N802 (CP-SAT's name)
+        with keep_signal_handlers():
+            return super().Solve(*args, **kwargs)
+
+
 def solver_params(time_limit_s: float, seed: int, workers: int) -> cp_model.CpSolver:
     """A CP-SAT solver with a deterministic budget of ``time_limit_s`` (roughly seconds of one
     core), seeded, with ``workers`` interleaved workers."""
-    solver = cp_model.CpSolver()
+    solver = _Solver()
     p = solver.parameters
     # A deterministic time budget (not wall time) keeps results identical across runs
     # and machine load; several workers run interleaved, which is also deterministic.

@@ -7,10 +7,8 @@ nodes a JobSet's pods landed on) and only the rank order is free.
 
 from __future__ import annotations
 
-import json
-
 from rankmap.errors import SpecError
-from rankmap.fileio import read_text
+from rankmap.fileio import parse_json, read_text
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.topology.hostnames import expand_hostlist
 from rankmap.topology.model import Cluster
@@ -39,9 +37,12 @@ def read_host_names(expr: str) -> list[str]:
         text = read_text(path)
         if text.lstrip().startswith("{"):
             try:
-                pods = json.loads(text).get("items", [])
-            except ValueError as exc:
-                raise SpecError(f"not JSON: {exc}", source=path, key="--hosts") from None
+                doc = parse_json(text, path)  # strict: duplicate keys, huge integers, deep nesting refused
+                pods = doc.get("items", []) if isinstance(doc, dict) else None
+                if not isinstance(pods, list) or not all(isinstance(p, dict) for p in pods):
+                    raise SpecError("expected a List of pods (kubectl get pods -o json)", source=path, key="--hosts")
+            except SpecError as exc:
+                raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
             names = [(pod.get("spec") or {}).get("nodeName") for pod in pods]
             if None in names:
                 pod = pods[names.index(None)].get("metadata", {}).get("name", "?")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import time
 from collections import Counter
 
@@ -89,6 +90,13 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     for name in (o[0] if isinstance(o, tuple) else o for o in objectives):
         if name not in OBJECTIVES:
             raise SpecError(f"unknown objective {name!r} (known: {', '.join(OBJECTIVES)})", key="--objective")
+    for name, weight in (o for o in objectives if isinstance(o, tuple)):  # a negative weight maximises its cost
+        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
+            raise SpecError(f"objective {name!r} needs a finite weight >= 0, got {weight!r}", key="--objective")
+    if not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise SpecError(f"time limit must be a finite number > 0, got {time_limit_s!r}", key="--time-limit")
+    if not (isinstance(seed, int) and 0 <= seed < 2**31):
+        raise SpecError(f"seed must be an integer in 0..2**31 - 1, got {seed!r}", key="--seed")
     weights = resolve_weights(cluster, tier_weights)
     spec_hash = cluster.spec_hash()          # the map belongs to the spec as the user wrote it
     cluster = canonical_cluster(cluster)

@@ -21,7 +21,9 @@ set weights by tier name, e.g. ``spine=1,core=3``.
 
 from __future__ import annotations
 
-from rankmap.errors import SpecError
+import math
+
+from rankmap.errors import SpecError, UsageError
 from rankmap.topology.model import Cluster
 
 __all__ = ["crossed_tiers", "default_tier_weights", "tier_weights", "parse_tier_weights"]
@@ -77,8 +79,8 @@ def parse_tier_weights(text: str) -> dict:
 
     Raises
     ------
-    SpecError
-        An item without ``=`` or a weight that is not a number.
+    UsageError
+        An item without ``=`` or a weight that is not a finite number >= 0 (exit 2).
 
     Examples
     --------
@@ -90,8 +92,9 @@ def parse_tier_weights(text: str) -> dict:
         name, eq, value = item.partition("=")
         try:
             out[name.strip()] = float(value) if eq else float("nan")
-            if not eq:
+            if not (math.isfinite(out[name.strip()]) and out[name.strip()] >= 0):
                 raise ValueError
         except ValueError:
-            raise SpecError(f"bad tier weight {item!r} (want NAME=WEIGHT, e.g. core=3)", key="--tier-weights") from None
+            raise UsageError(f"--tier-weights: bad tier weight {item!r} (want NAME=WEIGHT with a finite weight >= 0, "
+                             "e.g. core=3)") from None
     return out

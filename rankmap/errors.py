@@ -7,6 +7,7 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
 ``networkx/exception.py``::
 
     RankmapError                    exit 3
+    +-- UsageError                  exit 2: a flag's value is bad (found after argparse ran)
     +-- SpecError                   a file, key or value is bad (FILE:LINE: key: message)
     |   +-- RankMapFileError        a rank map file is malformed or made for another cluster
     |   +-- InfeasibleError         exit 4: constraints leave too few hosts
@@ -20,8 +21,8 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
 from __future__ import annotations
 
 __all__ = [
-    "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
-    "RankmapError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
+    "one_line", "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "RankmapError", "UsageError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
     "LaunchError", "EngineError", "PlacementMismatch",
 ]
 
@@ -33,10 +34,33 @@ EXIT_INTERNAL = 70      # a bug (EX_SOFTWARE of sysexits.h)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
+def one_line(text: str) -> str:
+    r"""``text`` with line breaks, tabs and other control characters (and terminal escapes)
+    written as Python escapes, so that a message is one line however hostile its input.
+
+    >>> print(one_line("bad name 'n1\nid'\t\x1b[31m"))
+    bad name 'n1\nid'\t\x1b[31m
+    """
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class RankmapError(Exception):
-    """Base class of every error caused by input or by an infeasible request."""
+    """Base class of every error caused by input or by an infeasible request; its message is
+    always one line (:func:`one_line`)."""
 
     exit_code = EXIT_INPUT
+
+    def __str__(self) -> str:
+        return one_line(super().__str__())
+
+
+class UsageError(RankmapError):
+    """A command-line flag's value is bad, found once argparse has run (e.g. a weight of
+    ``--objective``); exits 2 like argparse's own errors. The message names the flag."""
+
+    exit_code = EXIT_USAGE
 
 
 class SpecError(RankmapError):
@@ -72,7 +96,7 @@ class SpecError(RankmapError):
         if self.source:
             where = self.source + (f":{self.line}" if self.line else "") + ": "
         key = f"{self.key}: " if self.key else ""
-        return f"{where}{key}{self.message}"
+        return one_line(f"{where}{key}{self.message}")
 
 
 class RankMapFileError(SpecError):

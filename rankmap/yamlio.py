@@ -6,12 +6,17 @@ safe constructor turns scalars into Python values). Nothing here executes input.
 
 from __future__ import annotations
 
+import os
+import re
+import sys
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
 from rankmap.errors import SpecError
+from rankmap.fileio import depth_line, nesting_depth
+from rankmap.names import check_name
 
 __all__ = ["LocMap", "LocList", "parse_yaml", "parse_yaml_documents", "read_yaml", "Fields"]
 
@@ -30,14 +35,29 @@ class LocList(list):
     item_lines: list
 
 
-_MAX_NODES = 2_000_000  # YAML aliases can expand a small file into billions of nodes
+#: Most values (mappings, sequences, scalars) one document may expand to. YAML aliases can
+#: expand a small file into billions of nodes, so the budget is also bounded by the text: a
+#: document without aliases has fewer nodes than characters, so ``2 * len(text) + 100,000``
+#: leaves room for ordinary alias use and refuses an alias bomb after at most ~0.2 s.
+MAX_NODES = int(os.environ.get("RANKMAP_MAX_YAML_NODES", "2000000"))
+#: Deepest nesting of flow collections (``[`` / ``{``) accepted, checked before PyYAML runs
+#: (its scanner is quadratic in the flow depth).
+MAX_FLOW_DEPTH = 100
+#: Largest YAML text parsed, in bytes (``RANKMAP_MAX_YAML_BYTES``). PyYAML's pure-Python scanner
+#: reads about 0.4-1 MB/s, so this bounds a parse at some 10-20 s; larger specs belong in hostlists.
+MAX_YAML_BYTES = int(os.environ.get("RANKMAP_MAX_YAML_BYTES", str(8 * 2**20)))
 
 
-def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str, budget: list | None = None) -> Any:
-    budget = budget if budget is not None else [_MAX_NODES]
+def _budget(text: str) -> list:
+    limit = min(MAX_NODES, 2 * len(text) + 100_000)
+    return [limit, limit]
+
+
+def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str, budget: list) -> Any:
     budget[0] -= 1
     if budget[0] < 0:
-        raise SpecError(f"document too large (over {_MAX_NODES} nodes once aliases are expanded)", source=source)
+        raise SpecError(f"document too large (over {budget[1]} values once aliases are expanded; "
+                        "RANKMAP_MAX_YAML_NODES)", source=source)
     if isinstance(node, yaml.MappingNode):
         out = LocMap()
         out.line = node.start_mark.line + 1
@@ -49,6 +69,9 @@ def _convert(loader: yaml.SafeLoader, node: yaml.Node, source: str, budget: list
             if not isinstance(key, (str, int, float, bool)) or key is None:
                 raise SpecError(f"mapping keys must be plain scalars, got {key!r}",
                                 source=source, line=line)
+            if isinstance(key, bool):  # YAML 1.1 reads yes/no/on/off/y/n as booleans: never a name
+                raise SpecError(f"key {key_node.value!r} reads as the boolean {str(key).lower()} in YAML; "
+                                f"quote it ('{key_node.value}') if it is a name", source=source, line=line)
             if key in out:
                 raise SpecError(f"duplicate key {key!r}", source=source, line=line)
             out[key] = _convert(loader, value_node, source, budget)
@@ -89,25 +112,27 @@ def parse_yaml(text: str, source: str = "<string>") -> Any:
     >>> doc["b"], doc.key_lines["b"]
     (['x', 'y'], 2)
     """
-    return _load(text, source, lambda loader: _single(loader, source))
+    return _load(text, source, lambda loader: _single(loader, source, _budget(text)))
 
 
 def parse_yaml_documents(text: str, source: str = "<string>") -> list:
     """Every document of a multi-document YAML stream, with line numbers (errors at the end
     of the stream are reported on its last line)."""
+    budget = _budget(text)
+
     def documents(loader):
         docs = []
         while loader.check_node():
             node = loader.get_node()
             if node is not None:
-                docs.append(_convert(loader, node, source))
+                docs.append(_convert(loader, node, source, budget))
         return docs
     return _load(text, source, documents, clamp=max(1, len(text.splitlines())))
 
 
-def _single(loader: yaml.SafeLoader, source: str) -> Any:
+def _single(loader: yaml.SafeLoader, source: str, budget: list) -> Any:
     node = loader.get_single_node()
-    return None if node is None else _convert(loader, node, source)
+    return None if node is None else _convert(loader, node, source, budget)
 
 
 def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
@@ -116,6 +141,13 @@ def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
         line = text.count("\n", 0, exc.position) + 1
         return SpecError(f"invalid YAML: character {exc.character!r} is not allowed", source=source, line=line)
 
+    if len(text) > MAX_YAML_BYTES:
+        raise SpecError(f"YAML text of {len(text)} characters, over the limit of {MAX_YAML_BYTES} "
+                        "(RANKMAP_MAX_YAML_BYTES)", source=source)
+    depth = nesting_depth(text, MAX_FLOW_DEPTH)
+    if depth > MAX_FLOW_DEPTH:
+        raise SpecError(f"invalid YAML: brackets nested deeper than {MAX_FLOW_DEPTH} levels", source=source,
+                        line=depth_line(text, MAX_FLOW_DEPTH))
     try:
         loader = yaml.SafeLoader(text)
     except yaml.reader.ReaderError as exc:  # raised at once for characters YAML forbids
@@ -133,6 +165,10 @@ def _load(text: str, source: str, read, clamp: int | None = None) -> Any:
         raise SpecError(f"invalid YAML: {exc}", source=source, line=1) from None
     except RecursionError:
         raise SpecError("invalid YAML: nested too deeply", source=source) from None
+    except ValueError as exc:  # int() of more than sys.get_int_max_str_digits() digits, a bad timestamp
+        digits = re.search(r"[0-9_]{%d,}" % sys.get_int_max_str_digits(), text)
+        line = text.count("\n", 0, digits.start()) + 1 if digits else None
+        raise SpecError(f"invalid YAML value: {str(exc).split(';')[0]}", source=source, line=line) from None
     finally:
         loader.dispose()
 
@@ -229,6 +265,14 @@ class Fields:
         value = self._typed(key, default, lambda v: isinstance(v, str) and v.strip() != "",
                             "a non-empty string")
         return value.strip() if isinstance(value, str) else value
+
+    def name(self, key: str, kind: str, default: Any = _MISSING) -> Any:
+        """A name of ``kind`` ("ToR group name", "job name", ...) in the grammar of
+        :func:`rankmap.names.name_problem`; anything else is an error at ``key``."""
+        value = self.raw(key, default)
+        if value is default and default is not _MISSING:
+            return value
+        return check_name(value, kind, source=self.source, line=self.line_of(key), key=self.path(key))
 
     def bool(self, key: str, default: Any = _MISSING) -> Any:
         return self._typed(key, default, lambda v: isinstance(v, bool), "true or false")

@@ -23,6 +23,7 @@ FOLDERS = {"rankmap": "rankmap", "topology": "rankmap.topology", "job": "rankmap
 
 LAYERS = [
     ["rankmap.errors"],                                                 # plumbing, nothing domain-specific:
+    ["rankmap.names"],                                                  #   the name grammars,
     ["rankmap.fileio"],                                                 #   exceptions, file reading and atomic
     ["rankmap.yamlio"],                                                 #   writes, line-aware YAML
     ["rankmap.topology"],                                               # the fabric

@@ -6,22 +6,20 @@ same syntax); this module only adds checks and error messages.
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 import hostlist
 
 from rankmap.errors import SpecError
+from rankmap.names import MAX_NAME_CHARS, charge_hosts, host_identity, host_problem
 
 __all__ = ["expand_hostlist", "compress_hostlist", "check_hostname", "natural_key"]
 
-# RFC 1123 hostname: dot-separated labels of letters, digits and '-', no label starting
-# or ending with '-', each 1..63 characters, 253 characters in all.
-_LABEL = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
 
 
 def check_hostname(name: str) -> str | None:
-    """Return why ``name`` is neither an RFC 1123 hostname nor an IPv4/IPv6 address, or None.
+    """Return why ``name`` is neither an RFC 1123 hostname nor a canonical IP address, or None
+    (the grammar of :func:`rankmap.names.host_problem`).
 
     Names that pass contain only letters, digits, '-', '.' (and ':' in IPv6 addresses),
     so they are safe in generated shell scripts even before quoting.
@@ -37,23 +35,7 @@ def check_hostname(name: str) -> str | None:
     >>> check_hostname("$(id)")
     "character '$' is not allowed in a hostname (RFC 1123)"
     """
-    if not isinstance(name, str) or not name:
-        return "empty hostname"
-    if ":" in name:
-        try:
-            ipaddress.IPv6Address(name)
-            return None
-        except ValueError:
-            return f"{name!r} is not a valid IPv6 address"
-    if len(name) > 253:
-        return "hostname longer than 253 characters"
-    for label in name.split("."):
-        if not _LABEL.match(label):
-            bad = next((c for c in label if not (c.isascii() and (c.isalnum() or c == "-"))), None)
-            if bad is not None:
-                return f"character {bad!r} is not allowed in a hostname (RFC 1123)"
-            return f"label {label!r} must be 1-63 letters, digits or '-', not starting or ending with '-'"
-    return None
+    return host_problem(name)
 
 
 def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = None,
@@ -83,20 +65,28 @@ def expand_hostlist(expr: str, *, source: str | None = None, line: int | None = 
     ['n0098', 'n0099', 'n0100']
     """
     if not isinstance(expr, str) or not expr.strip():
-        raise SpecError(f"expected a hostlist expression, got {expr!r}", source=source, line=line, key=key)
+        raise SpecError(f"expected a hostlist expression, got {_short(expr)}", source=source, line=line, key=key)
     try:
         names = hostlist.expand_hostlist(expr.strip(), allow_duplicates=True)
     except hostlist.BadHostlist as exc:
-        raise SpecError(f"bad hostlist {expr!r}: {exc}", source=source, line=line, key=key) from None
+        raise SpecError(f"bad hostlist {_short(expr)}: {exc}", source=source, line=line, key=key) from None
+    charge_hosts(len(names), source=source, line=line, key=key)
     seen: set[str] = set()
     for name in names:
         why = check_hostname(name)
         if why:
-            raise SpecError(f"bad host {name!r} in hostlist {expr!r}: {why}", source=source, line=line, key=key)
-        if name in seen:
-            raise SpecError(f"host {name!r} appears twice in hostlist {expr!r}", source=source, line=line, key=key)
-        seen.add(name)
+            raise SpecError(f"bad host {_short(name)} in hostlist {_short(expr)}: {why}", source=source, line=line,
+                            key=key)
+        if host_identity(name) in seen:
+            raise SpecError(f"host {name!r} appears twice in hostlist {_short(expr)} (host names ignore case)",
+                            source=source, line=line, key=key)
+        seen.add(host_identity(name))
     return names
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_NAME_CHARS else text[:MAX_NAME_CHARS - 3] + "..."
 
 
 def compress_hostlist(names: list[str]) -> str:

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Callable
 
 from rankmap.errors import SpecError
-from rankmap.fileio import read_text
+from rankmap.fileio import check_numbers, read_text
+from rankmap.names import host_budget
 from rankmap.topology.hostfile import parse_hostfile
 from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
 from rankmap.topology.model import Cluster
@@ -60,7 +61,9 @@ def import_text(fmt: str, text: str, source: str, options: ImportOptions | None 
         raise SpecError(f"unknown topology format {fmt!r} (expected one of: {', '.join(IMPORT_FORMATS)})")
     if fmt == "slurm" and looks_like_topology_yaml(text):
         fmt = "slurm-yaml"
-    return IMPORTERS[fmt](text, source, options or ImportOptions())
+    check_numbers(text, source)  # int() of 4,300+ digits raises ValueError in every parser
+    with host_budget():  # every hostlist of the file counts against one host limit
+        return IMPORTERS[fmt](text, source, options or ImportOptions())
 
 
 def import_file(fmt: str, path: str | Path, options: ImportOptions | None = None) -> ImportResult:

@@ -39,6 +39,7 @@ import re
 from bisect import bisect_left
 
 from rankmap.errors import SpecError
+from rankmap.fileio import parse_json
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster, Switch
 from rankmap.topology.sources import (
@@ -134,10 +135,7 @@ def _load(text: str, source: str):
     if not text.strip():
         raise SpecError("empty file: expected kubectl get nodes output", source=source, line=1)
     if text.lstrip()[:1] in "{[":
-        try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+        doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
         lines = _JsonLines(text, doc).item_line
     else:
         doc = parse_yaml(text, source)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from rankmap.errors import TopologyError
+from rankmap.names import host_identity, host_problem, name_problem
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
 from rankmap.topology.tree import check_block_sizes, check_switch_tree
 
@@ -193,6 +194,7 @@ class Cluster:
     tiers: tuple[Tier, ...] | None = None
 
     def __post_init__(self) -> None:
+        _check_names(self)
         names = [g.name for g in self.tor_groups]
         if len(set(names)) != len(names):
             dup = next(n for n in names if names.count(n) > 1)
@@ -371,3 +373,23 @@ class Cluster:
         hosts = tuple(Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                            state=states.get(h.name, h.state)) for h in self.hosts)
         return dataclasses.replace(self, hosts=hosts)
+
+
+def _check_names(cluster: Cluster) -> None:
+    """Every name in its grammar (:mod:`rankmap.names`), and no host spelled twice (case aside)."""
+    why = name_problem(cluster.name, "cluster name")
+    if why:
+        raise TopologyError(f"bad cluster name: {why}")
+    for kind, items in (("ToR group name", cluster.tor_groups), ("switch name", cluster.switches or ())):
+        for item in items:
+            why = name_problem(item.name, kind)
+            if why:
+                raise TopologyError(f"bad {kind}: {why}")
+    seen: dict[str, str] = {}
+    for host in cluster.hosts:
+        why = host_problem(host.name)
+        if why:
+            raise TopologyError(f"bad host {host.name[:60]!r}: {why}")
+        other = seen.setdefault(host_identity(host.name), host.name)
+        if other != host.name:
+            raise TopologyError(f"hosts {other!r} and {host.name!r} are one host (host names ignore case)")

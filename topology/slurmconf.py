@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import hostlist
 
 from rankmap.errors import SpecError
+from rankmap.names import name_problem
 
 __all__ = ["Token", "Record", "parse_records", "expand_names", "compress_names", "check_switch_name",
            "slurm_hostlist", "slurm_rejects"]
@@ -161,7 +162,7 @@ def check_switch_name(name: str) -> str | None:
     bad = next((c for c in name if c in ',[]="\\' or c.isspace() or not c.isprintable()), None)
     if bad is not None:
         return f"character {bad!r} cannot appear in a switch name"
-    return None
+    return name_problem(name, "switch name")  # the grammar names in every generated file keep
 
 
 def expand_names(token: Token, source: str) -> list[str]:

@@ -47,6 +47,7 @@ from pathlib import Path
 import yaml
 
 from rankmap.errors import SpecError, TopologyError
+from rankmap.names import host_budget
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
 from rankmap.topology.tiers import PLANES, Tier
@@ -74,9 +75,14 @@ def parse_cluster(text: str, source: str = "<string>") -> Cluster:
 
 def cluster_from_data(data, source: str) -> Cluster:
     """Build a Cluster from parsed YAML (``LocMap``) or a plain dict."""
+    with host_budget():  # every hostlist of the file counts against one host limit
+        return _cluster_from_data(data, source)
+
+
+def _cluster_from_data(data, source: str) -> Cluster:
     top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "switches",
                                     "block_sizes", "tiers", "availability")
-    name = top.str("name", "cluster")
+    name = top.name("name", "cluster name", "cluster")
     defaults = top.sub("hosts")
     gpus = defaults.int("gpus", 8, minimum=1, maximum=1024)
     nics = defaults.int("nics", gpus, minimum=1, maximum=1024)
@@ -133,7 +139,7 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
     for i, entry in enumerate(entries):
         line = entries.item_lines[i] if hasattr(entries, "item_lines") else None
         f = Fields(entry, top.source, f"tor_groups[{i}]", line).only("name", "capacity", "hosts", "link_speed")
-        gname = f.str("name", f"tg{i:02d}")
+        gname = f.name("name", "ToR group name", f"tg{i:02d}")
         capacity = f.int("capacity", 64, minimum=1)
         link_speed = f.int("link_speed", None, minimum=0)
         # A group's hosts are kept in natural name order: the order inside a hostlist
@@ -165,7 +171,7 @@ def _switches(top: Fields, groups: set[str]) -> tuple[Switch, ...] | None:
     for i, entry in enumerate(entries):
         f = Fields(entry, top.source, f"switches[{i}]", entries.item_lines[i] if hasattr(entries, "item_lines")
                    else None).only("name", "children", "link_speed")
-        name = f.str("name")
+        name = f.name("name", "switch name")
         if name in where or name in groups:
             raise f.error("name", f"switch {name!r} is defined twice (or is also a ToR group)")
         kids = f.raw("children")

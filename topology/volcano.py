@@ -31,6 +31,7 @@ import re
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError
+from rankmap.names import regex_problem
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Switch
 from rankmap.topology.sources import (
@@ -165,9 +166,13 @@ def _member(hn: _HyperNode, f: Fields) -> str:
             raise sel.error("regexMatch", "HyperNode members are selected by exactMatch name")
         pattern = sel.sub("regexMatch").only("pattern").str("pattern")
         try:
-            hn.regex.append((re.compile(pattern), pattern, sel.line_of("regexMatch")))
+            compiled = re.compile(pattern)
         except re.error as exc:
             raise sel.error("regexMatch", f"bad regular expression {pattern!r}: {exc}") from None
+        why = regex_problem(pattern)  # Python's re backtracks where Volcano's RE2 does not
+        if why:
+            raise sel.error("regexMatch", f"refused regular expression {pattern[:80]!r}: {why}")
+        hn.regex.append((compiled, pattern, sel.line_of("regexMatch")))
         return kind
     member = sel.sub("exactMatch").only("name").str("name")
     if kind == "Node" and check_hostname(member):

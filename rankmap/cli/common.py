@@ -7,25 +7,44 @@ import argparse
 import math
 from pathlib import Path
 
-from rankmap.errors import RankmapError
+from rankmap.errors import UsageError
 
-__all__ = ["positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction", "positive_float",
-           "port", "dp_size", "objectives", "add_json_arg", "add_example_args", "example_inputs", "add_constraint_args",
+__all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
+           "positive_float", "port", "dp_size", "objectives", "add_json_arg", "add_example_args", "example_inputs",
+           "add_constraint_args",
            "constraints_from_args"]
 
 
+MAX_COUNT = 2**31 - 1  # every count flag fits a C int (CP-SAT and NumPy take them as such)
+
+
 def _number(text: str, kind, what: str):
+    if len(text) > 64:  # int() of 4,300+ digits raises its own ValueError; no count or size needs 64
+        raise argparse.ArgumentTypeError(f"expected {what}, got {len(text)} characters")
     try:
         return kind(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
 
 
+def int_in(low: int, high: int, what: str):
+    """An argparse type: an integer in ``low .. high``."""
+    def parse(text: str) -> int:
+        value = _number(text, int, f"{what} ({low}..{high})")
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {what} ({low}..{high}), got {text!r}")
+        return value
+    parse.__name__ = what
+    return parse
+
+
 def positive_int(text: str) -> int:
-    """An integer >= 1."""
+    """An integer in 1 .. 2**31 - 1."""
     value = _number(text, int, "a positive integer")
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected a positive integer below 2**31, got {text!r}")
     return value
 
 
@@ -34,13 +53,15 @@ def non_negative_int(text: str) -> int:
     value = _number(text, int, "an integer >= 0")
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    if value > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"expected an integer below 2**31, got {text!r}")
     return value
 
 
 def seed_int(text: str) -> int:
     """A seed: an integer in 0 .. 2**31 - 1 (what CP-SAT and NumPy both take)."""
-    value = non_negative_int(text)
-    if value >= 2**31:
+    value = _number(text, int, "a seed (an integer in 0..2**31 - 1)")
+    if not 0 <= value < 2**31:
         raise argparse.ArgumentTypeError(f"expected a seed below 2**31, got {text!r}")
     return value
 
@@ -92,9 +113,13 @@ def objectives(text: str) -> tuple:
         name, _, weight = item.partition("=")
         if weight:
             try:
-                out.append((name.strip(), float(weight)))
+                value = float(weight)
             except ValueError:
-                raise RankmapError(f"--objective: bad weight {weight!r} for {name.strip()!r}") from None
+                value = math.nan
+            if not (math.isfinite(value) and value >= 0):
+                raise UsageError(f"--objective: bad weight {weight!r} for {name.strip()!r} "
+                                 "(want a finite number >= 0)")
+            out.append((name.strip(), value))
         else:
             out.append(name)
     return tuple(out)

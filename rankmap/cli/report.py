@@ -1,6 +1,9 @@
 """Everything the command line prints about a result: plans, replans, simulations, diagnoses, imports.
 
-Tables are rich tables; warnings go to stderr, one line each.
+Tables are rich tables; warnings go to stderr, one line each. Nothing from input (names,
+paths, phases) is ever read as rich markup: lines are printed with ``markup=False``, table
+cells, headers and titles are plain :class:`rich.text.Text`, and styled words are
+:meth:`rich.text.Text.assemble` parts.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from pathlib import Path
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from rankmap.placement.metrics import human_bytes
 from rankmap.placement.result import PlanResult, metrics_row
@@ -115,20 +118,21 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     job, rm = result.job, result.rankmap
     free = len(cluster.free_hosts())
     ratios = ", ".join(f"{f.name} {f.ratio:g}:1" for f in cluster.tier_figures() if f.ratio is not None)
-    console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
-                  f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription (down:up "
-                  f"bandwidth) {ratios or 'none above the ToR groups'}")
+    console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
+                                f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription "
+                                f"(down:up bandwidth) {ratios or 'none above the ToR groups'}"))
     sizes = sorted({h.gpus for h in cluster.hosts if h.name in set(rm.hosts)}, reverse=True)
-    console.print(f"[bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
-                  f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "
-                  f"{'/'.join(map(str, sizes)) or rm.nproc_per_node} GPUs, "
-                  f"{job.micro_batches()} micro-batches, {job.model.params / 1e9:.1f}B parameters; framework "
-                  f"{job.framework}{' ' + job.framework_version if job.framework_version else ' (current release)'}")
-    told = [f"{key} {escape(hosts)}" for key, hosts in sorted(rm.context.items())]
+    console.print(Text.assemble(
+        ("job", "bold"), f" {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
+        f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "
+        f"{'/'.join(map(str, sizes)) or rm.nproc_per_node} GPUs, {job.micro_batches()} micro-batches, "
+        f"{job.model.params / 1e9:.1f}B parameters; framework "
+        f"{job.framework}{' ' + job.framework_version if job.framework_version else ' (current release)'}"))
+    told = [f"{key} {hosts}" for key, hosts in sorted(rm.context.items())]
     if result.moved_hosts is not None:
         told.append(f"{result.moved_hosts} host(s) moved from the previous plan")
     if told:
-        console.print("[bold]constraints[/] " + "; ".join(told))
+        console.print(Text.assemble(("constraints", "bold"), " " + "; ".join(told)))
     tiers = crossed_tiers(cluster)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = (["placement", "weighted"] + [f"x-{t}" for t in tiers] + [f"{t}\nspread" for t in tiers]
@@ -145,19 +149,19 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
             f"{row['dp_edges_cross_tor']}/{row['pp_edges_cross_tor']}", short_bytes(row["max_uplink_bytes"]),
             f"{100 * row['gap_to_bound']:.1f}%"])
     _fill(table, cols, rows, bold_first=True)
-    console.print(table)
+    console.print(table, markup=False)
     weights = ", ".join(f"{t}={w:g}" for t, w in zip(tiers, result.tier_weights)) if result.tier_weights else ""
     console.print("weighted: bytes per iteration crossing each tier times the tier's weight (the optimised cost"
                   + (f"; weights {weights}" if weights else "") + "); x-T: bytes per iteration leaving T's domains; "
                   "T spread: the most domains below T that one DP/PP group spans (Arnold's spread); x-ToR edges: "
                   "DP/PP rank pairs in different ToR groups; busiest ToR: bytes through the busiest ToR group's "
-                  "uplinks, in and out; gap: to the lower bound")
+                  "uplinks, in and out; gap: to the lower bound", markup=False)
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
                   f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
-                  f"{status_meaning(result.solver_status, result.gap)}")
+                  f"{status_meaning(result.solver_status, result.gap)}", markup=False)
     for note in result.notes:
-        console.print(f"note: {note}")
-    console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s")
+        console.print(f"note: {note}", markup=False)
+    console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s", markup=False)
 
 
 def short_bytes(n: float) -> str:
@@ -176,13 +180,13 @@ def short_bytes(n: float) -> str:
 
 
 def _fill(table: Table, cols: list[str], rows: list[list[str]], bold_first: bool = False) -> None:
-    """Add the columns and the rows (markup escaped); cells never wrap."""
+    """Add the columns and the rows as plain Text (names never act as markup); cells never wrap."""
     for i, col in enumerate(cols):
-        table.add_column(col, justify="left" if i == 0 else "right", no_wrap=True)
+        table.add_column(Text(col), justify="left" if i == 0 else "right", no_wrap=True)
     for k, r in enumerate(rows):
-        cells = [escape(c) for c in r]
+        cells = _plain(*r)
         if bold_first and k == 0:
-            cells[0] = f"[bold]{cells[0]}[/]"
+            cells[0].stylize("bold")
         table.add_row(*cells)
 
 
@@ -190,11 +194,17 @@ def print_replan(result, written: list[Path], console: Console | None = None) ->
     """Print which hosts were replaced, how many ranks moved, and the cost before and after."""
     console = console or console_for(130)
     for node, old, new in result.replaced:
-        console.print(f"node rank {node}: {old} -> {new}")
+        console.print(f"node rank {node}: {old} -> {new}", markup=False)
     before, after = result.before.cross_tor_bytes, result.after.cross_tor_bytes
     console.print(f"{len(result.replaced)} hosts replaced, {result.moved_ranks} ranks moved; cross-ToR bytes per "
-                  f"iteration {human_bytes(before)} -> {human_bytes(after)} ({human_bytes(after - before)} more)")
-    console.print("wrote " + ", ".join(str(p) for p in written))
+                  f"iteration {human_bytes(before)} -> {human_bytes(after)} ({human_bytes(after - before)} more)",
+                  markup=False)
+    console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
+
+
+def _plain(*cells) -> list:
+    """Table cells as plain Text: names from input files never act as rich markup."""
+    return [c if isinstance(c, Text) else Text(str(c)) for c in cells]
 
 
 def _tier_text(t: dict) -> str:
@@ -211,11 +221,13 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
                      console: Console | None = None) -> None:
     """Print the simulated communication time of every placement, its phases and ECMP losses."""
     console = console or console_for(100)
-    console.print(f"[bold]cluster[/] {cluster.name}: {len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR "
-                  f"groups; [bold]job[/] {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
-                  f"{job.world_size} ranks; traffic from {doc['traffic']['source']}")
+    console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts in "
+                                f"{len(cluster.tor_groups)} ToR groups; ", ("job", "bold"),
+                                f" {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
+                                f"{job.world_size} ranks; traffic from {doc['traffic']['source']}"))
     phases = [p["name"] for p in doc["placements"][0]["phases"]]
-    console.print(f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)")
+    console.print(f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)",
+                  markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "comm", "seeds\n+/-", "vs\nspray"] + phases + ["ECMP\nloss*", "busiest\nuplink"]
     rows = []
@@ -227,25 +239,27 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
                      f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
                      short_bytes(p["max_uplink_bytes"])])
     _fill(table, cols, rows, bold_first=True)
-    console.print(table)
+    console.print(table, markup=False)
     for p in doc["placements"]:
         slow = p["slowest_group"]
         if slow:
-            console.print(escape(f"{p['name']}: slowest group {slow['collective']} #{slow['group']} over "
-                                 f"{len(slow['tor_groups'])} ToR groups, {slow['time_s']:.3f} s"))
+            console.print(f"{p['name']}: slowest group {slow['collective']} #{slow['group']} over "
+                          f"{len(slow['tor_groups'])} ToR groups, {slow['time_s']:.3f} s", markup=False)
     console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
                   "(1 - ECMP rates / sprayed rates); seeds +/-: half the range over seeds (s); busiest uplink: bytes on the "
-                  "single busiest uplink port")
+                  "single busiest uplink port", markup=False)
     for p in doc["placements"]:
         if p.get("tiers"):
-            console.print(f"{p['name']}, per tier of uplinks: " + "; ".join(_tier_text(t) for t in p["tiers"]))
+            console.print(f"{p['name']}, per tier of uplinks: " + "; ".join(_tier_text(t) for t in p["tiers"]),
+                          markup=False)
     first = doc["placements"][0]["comm_time_s"]["mean"]
     for p in doc["placements"][1:]:
         ratio = p["comm_time_s"]["mean"] / first if first > 0 else float("inf")
-        console.print(f"{p['name']}: {ratio:.2f}x the communication time of {doc['placements'][0]['name']}")
+        console.print(f"{p['name']}: {ratio:.2f}x the communication time of {doc['placements'][0]['name']}",
+                      markup=False)
     if "compute" in doc and all("iteration" in p for p in doc["placements"]):
         _print_iteration(doc, n_seeds, console)
-    console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s")
+    console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s", markup=False)
 
 
 def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
@@ -255,7 +269,7 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
     console.print(f"predicted iteration ({c['schedule']}, {c['gpu']} {c['peak_tflops']:g} TFLOP/s x "
                   f"{c['efficiency_gemm']:g} GEMM efficiency, recompute {'on' if c['recompute'] else 'off'}, "
-                  f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)")
+                  f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
     rows = []
@@ -265,38 +279,38 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
                      f"{it['tokens_per_s']:,.0f}", f"{100 * it['bubble_fraction']:.1f}%",
                      *[f"{it['exposed_comm_s'].get(k, 0.0):.3f} s" for k in kinds]])
     _fill(table, cols, rows, bold_first=True)
-    console.print(table)
+    console.print(table, markup=False)
     ours = doc["placements"][0]
     mine = ours["iteration"]
     for p in doc["placements"][1:]:
         gain = p["iteration"]["time_s"]["mean"] / mine["time_s"]["mean"] - 1
         console.print(f"{ours['name']}: {100 * mine['mfu']['mean']:.1f}% MFU, {p['name']}: "
-                      f"{100 * p['iteration']['mfu']['mean']:.1f}%, end-to-end {100 * gain:+.1f}%")
+                      f"{100 * p['iteration']['mfu']['mean']:.1f}%, end-to-end {100 * gain:+.1f}%", markup=False)
 
 
 def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console: Console | None = None) -> None:
     """Print the flagged ranks, hosts and ToR groups, the hang and its culprits, and the files written."""
     console = console or console_for(130)
-    console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}")
+    console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}", markup=False)
     if d.flags:
-        table = Table(title="flagged (robust z-score against all ranks)", title_justify="left")
+        table = Table(title=Text("flagged (robust z-score against all ranks)"), title_justify="left")
         for col in ("what", "who", "host", "ToR group", "phase", "measure", "value", "typical", "z"):
-            table.add_column(col, justify="right" if col in ("value", "typical", "z") else "left")
+            table.add_column(Text(col), justify="right" if col in ("value", "typical", "z") else "left")
         for f in d.flags:
             host = host_of.get(int(f.who), "") if f.what == "rank" else (f.who if f.what == "host" else "")
             tor = tor_of.get(host, "") if host else (f.who if f.what == "tor_group" else "")
-            table.add_row(f.what, f.who, host, tor, f.phase, f.measure, f"{f.value_s * 1e3:.1f} ms",
-                          f"{f.typical_s * 1e3:.1f} ms", f"{f.z:.1f}")
-        console.print(table)
+            table.add_row(*_plain(f.what, f.who, host, tor, f.phase, f.measure, f"{f.value_s * 1e3:.1f} ms",
+                          f"{f.typical_s * 1e3:.1f} ms", f"{f.z:.1f}"))
+        console.print(table, markup=False)
     else:
-        console.print("no stragglers flagged")
+        console.print("no stragglers flagged", markup=False)
     if d.hang is not None:
         h = d.hang
         who = ", ".join(f"rank {c} on {host} ({state})" for c, host, state in
                         zip(h.culprits, h.culprit_hosts, h.culprit_state)) or "none found"
-        console.print(f"[bold red]hang[/]: {len(h.waiting)} ranks wait in {h.phase} ({h.group} #{h.seq}); "
-                      f"they wait for: {who}")
-    console.print("wrote " + ", ".join(str(p) for p in written))
+        console.print(Text.assemble(("hang", "bold red"), f": {len(h.waiting)} ranks wait in {h.phase} "
+                                    f"({h.group} #{h.seq}); they wait for: {who}"), markup=False)
+    console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
 
 
 def print_import_summary(result, lines: list[str], stream=None) -> None:

@@ -20,10 +20,10 @@ from rankmap.cli.common import (
     add_json_arg,
     example_inputs,
     fraction,
+    int_in,
     non_negative_float,
-    non_negative_int,
     positive_float,
-    positive_int,
+    seed_int,
 )
 from rankmap.errors import EXIT_OK, SpecError
 from rankmap.job.spec import GPU_NAMES
@@ -41,16 +41,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                      job_help="job spec YAML, or a SimAI/AICB workload .txt (needs --rankmap)")
     p.add_argument("--rankmap", type=Path, help="rankmap.json to simulate (default: plan the job first)")
     p.add_argument("--compare", action="store_true", help="simulate the plan and the three baselines side by side")
-    p.add_argument("--seeds", type=positive_int, default=4, help="ECMP hash seeds to simulate (default 4)")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="first seed; also seeds planning (default 0)")
+    p.add_argument("--seeds", type=int_in(1, 4096, "a seed count"), default=4, help="ECMP hash seeds to simulate (default 4)")
+    p.add_argument("--seed", type=seed_int, default=0, help="first seed; also seeds planning (default 0)")
     p.add_argument("--routing", choices=("ecmp", "spray"), default="ecmp",
                    help="ecmp (hash per flow, default) or spray (ideal packet spraying)")
-    p.add_argument("--qps", type=positive_int, default=1, help="queue pairs per connection (default 1)")
+    p.add_argument("--qps", type=int_in(1, 256, "a queue-pair count"), default=1, help="queue pairs per connection (default 1)")
     p.add_argument("--same-hash", action="store_true", help="same hash salt on every switch (hash polarization)")
     p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
-    p.add_argument("--channels-per-nic", type=positive_int, default=2,
+    p.add_argument("--channels-per-nic", type=int_in(1, 64, "a channel count"), default=2,
                    help="NCCL channels per NIC of a group across hosts, also send/recv channels per network peer "
                         "(NCCL duplicates its channels; NCCL_MIN_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER; default 2)")
     p.add_argument("--qp-rate-fraction", type=fraction, default=0.8,

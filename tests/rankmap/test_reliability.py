@@ -124,7 +124,7 @@ def test_concurrent_runs_into_one_folder_do_not_interleave(tmp_path):
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stderr.read()
     assert consistent_pair(out)
-    assert listing(out) == ["hostfile", "rankmap.json"]
+    assert listing(out) == ["hostfile", "plan.png", "rankmap.json"]
 
 
 # -- Round two (issue 17): every kind of hostile or broken input exits 3 (2 for flags) with one
@@ -362,7 +362,7 @@ def test_stale_temporaries_of_dead_runs_are_swept(tmp_path):
     os.utime(out / stale[1], (old, old))
     run = rankmap("plan", "--example", "racks", "--out", out)
     assert run.returncode == 0, run.stderr
-    assert listing(out) == sorted([live, ".unrelated.ab12cd34.tmp", "hostfile", "rankmap.json"])
+    assert listing(out) == sorted([live, ".unrelated.ab12cd34.tmp", "hostfile", "plan.png", "rankmap.json"])
 
 
 def test_lock_wait_says_what_it_waits_for_and_times_out(tmp_path):

@@ -24,7 +24,9 @@ ep, dp, pp, world, other) or the engine's label (loss, grad-norm), ``OP`` one of
 or ``[src, dst]`` for a P2P send or receive -- and ``seq``: the n-th operation of this rank
 on that group (for P2P: the n-th from ``src`` to ``dst``). ``start_s`` is seconds on the rank's
 wall clock since the epoch (``time.time()``), so ranks of one host share a clock;
-``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment.
+``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment; an operation
+may add ``wait_s``, the seconds the rank was blocked in it (issue and wait; less than
+``dur_s`` for an asynchronous operation waited for later).
 A hang record adds ``"since_s"`` (when the rank last made progress, or began the
 operation it is blocked in), ``"timeout_s"`` and ``"state"``: ``collective`` (blocked in
 the operation named by phase, group, peers and seq), ``compute`` (inside that phase) or
@@ -100,10 +102,13 @@ class Event:
     peers: tuple = field(default_factory=tuple)
     seq: int = 0
     cpu_s: float | None = None
+    wait_s: float | None = None
 
     def to_json(self) -> str:
         d = asdict(self)
         d["peers"] = list(self.peers)
+        if d["wait_s"] is None:
+            del d["wait_s"]
         return json.dumps(d, sort_keys=True)
 
 
@@ -150,7 +155,8 @@ def _us(seconds: float) -> float:
 
 
 def new_event(*, rank: int, host: str, local_rank: int, step: int, phase: str, start_s: float, dur_s: float,
-              group: str | None = None, peers=(), seq: int = 0, cpu_s: float | None = None) -> Event:
+              group: str | None = None, peers=(), seq: int = 0, cpu_s: float | None = None,
+              wait_s: float | None = None) -> Event:
     """An event as it is written: ``start_s``, ``dur_s`` and ``cpu_s`` rounded to the microsecond.
 
     Examples
@@ -162,7 +168,7 @@ def new_event(*, rank: int, host: str, local_rank: int, step: int, phase: str, s
     """
     return Event(rank=rank, host=host, local_rank=local_rank, step=step, phase=phase, start_s=_us(start_s),
                  dur_s=_us(dur_s), group=group, peers=tuple(peers), seq=seq,
-                 cpu_s=None if cpu_s is None else _us(cpu_s))
+                 cpu_s=None if cpu_s is None else _us(cpu_s), wait_s=None if wait_s is None else _us(wait_s))
 
 
 def new_hang(*, rank: int, host: str, local_rank: int, step: int, phase: str, group: str | None, peers, seq: int,
@@ -230,7 +236,7 @@ class RunRecords:
 
 
 _EVENT_KEYS = {"rank", "host", "local_rank", "step", "phase", "start_s", "dur_s", "group", "peers", "seq"}
-_OPTIONAL_KEYS = {"cpu_s"}
+_OPTIONAL_KEYS = {"cpu_s", "wait_s"}
 
 
 def run_ids(run_dir: str | Path) -> list[str]:

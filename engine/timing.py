@@ -94,11 +94,11 @@ def clock_shift_s(host: str, environ=None) -> float:
 class _Op:
     """One collective or P2P operation in flight."""
 
-    __slots__ = ("phase", "group", "peers", "seq", "step", "wall", "start")
+    __slots__ = ("phase", "group", "peers", "seq", "step", "wall", "start", "wait_s")
 
     def __init__(self, phase, group, peers, seq, step, wall, start):
         self.phase, self.group, self.peers, self.seq, self.step = phase, group, peers, seq, step
-        self.wall, self.start = wall, start
+        self.wall, self.start, self.wait_s = wall, start, 0.0
 
 
 class PhaseTimer:
@@ -232,25 +232,30 @@ class PhaseTimer:
         """An operation is issued: ``op`` (all-reduce, send, ...) on a ``kind`` group."""
         self._stall()
         phase = f"{self.label}-{op}" if self.label else f"{kind}-{op}"
-        if op == "send":
-            self._inject("send")
         self._progress()
-        return _Op(phase, kind, tuple(peers), seq, self.step, self.wall(), time.perf_counter())
+        handle = _Op(phase, kind, tuple(peers), seq, self.step, self.wall(), time.perf_counter())
+        if op == "send":
+            self._inject("send")  # a slow link: the send takes longer, its issue is on time
+        return handle
 
     @contextmanager
     def comm_wait(self, op: _Op):
         """The rank is blocked in ``op`` (issuing it, or waiting for it)."""
         outer, self.blocked = self.blocked, op
         self._progress()
+        t0 = time.perf_counter()
         try:
             yield
         finally:
+            op.wait_s += time.perf_counter() - t0
             self.blocked = outer
             self._progress()
 
     def close_comm(self, op: _Op) -> None:
         """``op`` completed: write its record."""
-        self._write(op.phase, op.wall, time.perf_counter() - op.start, op.group, op.peers, op.seq, op.step)
+        append_event(self.file, new_event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=op.step,
+                                          phase=op.phase, start_s=op.wall, dur_s=time.perf_counter() - op.start,
+                                          group=op.group, peers=op.peers, seq=op.seq, wait_s=op.wait_s))
 
     # -- steps ----------------------------------------------------------------------------------
     def end_step(self, step: int) -> None:

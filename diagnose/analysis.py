@@ -291,11 +291,10 @@ def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
                 seen.add(p)
                 todo.append(p)
     counts: dict = defaultdict(list)
-    for r, inst in blocked.items():
-        counts[by_rank[r].group, by_rank[r].seq, inst].append(r)
+    for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
+        counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
     if counts:
-        (group, seq, _), waiting = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][1], repr(kv[0])))
-        phase = by_rank[waiting[0]].phase
+        (phase, group, seq), _ = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][2], kv[0]))
     else:  # nobody blocked in an operation: every recorded rank stopped in compute
         group, seq, phase = None, 0, by_rank[min(by_rank)].phase
         culprits = set(by_rank)

@@ -334,7 +334,7 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
     files = {
         "diagnosis.json": json.dumps(summary, indent=1, sort_keys=True) + "\n",
         "heatmap.png": heatmap_png(d, host_of, tor_of),
-        "trace.json": chrome_trace(records, host_of, node_of),
+        "trace.json": chrome_trace(records, host_of, node_of, d.offsets),
         "constraints.yaml": constraints_to_yaml(
             constraints, "written by rankmap diagnose: use with rankmap plan --constraints"),
     }

@@ -142,3 +142,22 @@ def test_bad_records_are_located(tmp_path):
         read_run(tmp_path)
     with pytest.raises(Exception, match=r"no run 'nope' in events/"):
         read_run(tmp_path, "nope")
+
+
+def test_own_excess_is_bright_for_the_culprit_and_dark_for_its_waiters():
+    records = run(slow_rank=5, delay=0.3)
+    # rank 5's DP peers wait for it inside their reduce-scatter: long durations, no excess of their own
+    waited = tuple(Event(**{**e.__dict__, "dur_s": 0.35}) if e.phase == "dp-reduce-scatter" and e.rank in (1, 3, 7)
+                   else e for e in records.events)
+    d = diagnose(RunRecords(waited, (), records.ranks), HOSTS, TORS)
+    fwd, rs = d.phases.index("forward"), d.phases.index("dp-reduce-scatter")
+    assert np.argmax(d.excess[:, fwd]) == 5 and d.excess[5, fwd] > 0.25
+    assert d.excess[[1, 3, 7], rs].max() < 0.02            # waiting is not their own excess
+    assert d.matrix[[1, 3, 7], rs].min() == 0.35           # it shows in the waits
+
+
+def test_clock_offset_of_a_host_is_removed_before_lateness():
+    shifted = tuple(Event(**{**e.__dict__, "start_s": e.start_s + 0.3}) if HOSTS[e.rank] == "h1" else e
+                    for e in run().events)
+    d = diagnose(RunRecords(shifted, (), tuple(range(8))), HOSTS, TORS)
+    assert d.flags == () and abs(d.offsets["h1"] - 0.3) < 0.02 and d.offsets["h0"] == 0.0

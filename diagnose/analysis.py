@@ -11,10 +11,11 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   peers and sequence number) gives every member a lateness = its start - the earliest
   start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
   straggler is the rank that keeps arriving last.
-- links: a P2P send from ``src`` to ``dst`` and its receive form one instance; the time
-  the receiver was blocked after the send had been issued, ``min(wait_s, end_recv -
-  start_send)``, is the link's; a sender whose sends keep taking long has a slow link
-  (its NIC, rail or host uplink).
+- links: a P2P send from ``src`` to ``dst`` and its receive form one instance; its
+  delivery time is ``end_recv - start_send`` (clocks aligned). A receiver that posts or
+  waits for its receive late only lengthens that, never shortens it, so a sender's
+  lower quartile of delivery times is its link's: a sender whose lower quartile stands
+  out has a slow link (its NIC, rail or host uplink).
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
@@ -244,11 +245,10 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
         if send is None:
             continue
         end = corrected_start(e, host_of, offsets) + e.dur_s
-        blocked = e.wait_s if e.wait_s is not None else e.dur_s
-        link[send.rank, send.phase].append(max(0.0, min(blocked, end - corrected_start(send, host_of, offsets))))
+        link[send.rank, send.phase].append(max(0.0, end - corrected_start(send, host_of, offsets)))
     per_phase: dict = defaultdict(dict)
     for (rank, phase), vals in link.items():
-        per_phase[phase][rank] = float(np.median(vals))
+        per_phase[phase][rank] = float(np.percentile(vals, 25))
     flags: list[Flag] = []
     for phase, per_rank in sorted(per_phase.items()):
         keys = sorted(per_rank)

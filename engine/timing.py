@@ -280,7 +280,9 @@ class PhaseTimer:
     # -- fault injection -----------------------------------------------------------------------
     def _inject(self, phase: str) -> None:
         c = self.cfg
-        if c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase:
+        if c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase == "send":
+            time.sleep(c.inject_delay_s)  # a slow link: the wire is slow, the CPU idle
+        elif c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase:
             end = time.perf_counter() + c.inject_delay_s
             while time.perf_counter() < end:  # busy, like a slow device: it uses the CPU
                 pass

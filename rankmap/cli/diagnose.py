@@ -59,8 +59,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
     for f in s["flags"]:
         if f["measure"] == "slow link":
             print(f"slow link: rank {f['who']} on {f['host']} (rail {f['rail']}, ToR group "
-                  f"{run.tor_of.get(f['host'], '?')}): its {f['phase']} leave receivers blocked "
-                  f"{1e3 * f['value_s']:.1f} ms (typical {1e3 * f['typical_s']:.1f} ms)")
+                  f"{run.tor_of.get(f['host'], '?')}): its {f['phase']} deliveries take "
+                  f"{1e3 * f['value_s']:.1f} ms (lower quartile; typical sender {1e3 * f['typical_s']:.1f} ms)")
     if s["hang"] is not None:
         h = s["hang"]
         for c, host, rail, tor, state in zip(h["culprits"], h["culprit_hosts"], h["culprit_rails"],

@@ -11,11 +11,13 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   peers and sequence number) gives every member a lateness = its start - the earliest
   start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
   straggler is the rank that keeps arriving last.
-- links: a P2P send from ``src`` to ``dst`` and its receive form one instance; its
-  delivery time is ``end_recv - start_send`` (clocks aligned). A receiver that posts or
-  waits for its receive late only lengthens that, never shortens it, so a sender's
-  lower quartile of delivery times is its link's: a sender whose lower quartile stands
-  out has a slow link (its NIC, rail or host uplink).
+- links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
+  receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
+  ``end_recv - start_send`` (clocks aligned) is the delivery time; a receive that found
+  its data already there says nothing about the link and is left out. A sender whose
+  lower quartile of delivery times stands out has a slow link (its NIC, rail or host
+  uplink); a sender that is merely late starts its sends late, which does not lengthen
+  them.
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
@@ -47,6 +49,8 @@ from rankmap.diagnose.clocks import clock_offsets, collective_instances, correct
 from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z"]
+
+_BLOCKED_S = 1e-3  # a receive blocked longer than this waited for its data
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,8 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
         send = sends.get((e.peers[0], e.peers[1], e.seq))
         if send is None:
             continue
+        if e.wait_s is not None and e.wait_s <= _BLOCKED_S:
+            continue  # the data was there before the receiver waited
         end = corrected_start(e, host_of, offsets) + e.dur_s
         link[send.rank, send.phase].append(max(0.0, end - corrected_start(send, host_of, offsets)))
     per_phase: dict = defaultdict(dict)

@@ -97,6 +97,8 @@ def _nest(slices: list) -> None:
                     if s["ts"] + s["dur"] > parent_end:
                         if s["ts"] + s["dur"] - parent_end <= _CLAMP_US:
                             s["dur"] = round(parent_end - s["ts"], 3)
+                            while s["ts"] + s["dur"] > parent_end:  # the sum of rounded floats, as readers add them
+                                s["dur"] = round(s["dur"] - 0.001, 3)
                         else:
                             s["tid"] = s["_event"].rank + (level + 1) * ASYNC_TID
                             moved[s["pid"], s["tid"]].append(s)

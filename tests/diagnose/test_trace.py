@@ -127,3 +127,12 @@ def test_the_validator_catches_broken_traces():
     problems = trace_problems(bad)
     assert any("without nesting" in p for p in problems)
     assert any("backwards" in p for p in problems) and any("in no slice" in p for p in problems)
+
+
+def test_a_child_ending_a_rounding_error_after_its_parent_is_clamped_into_it():
+    out = [ev(0, "forward", 4.347493172, 0.034917), ev(0, "tp-all-gather", 4.347493172, 0.034917000001, group="tp",
+                                                        peers=(0, 1)),
+           ev(1, "forward", 4.0, 1.0)]
+    doc = json.loads(chrome_trace(RunRecords(tuple(out), (), (0, 1)), HOST_OF, NODE_OF))
+    assert trace_problems(doc) == []
+    assert {e["tid"] for e in doc["traceEvents"] if e["ph"] == "X"} == {0, 1}

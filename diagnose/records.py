@@ -105,11 +105,13 @@ class Event:
     wait_s: float | None = None
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["peers"] = list(self.peers)
-        if d["wait_s"] is None:
-            del d["wait_s"]
-        return json.dumps(d, sort_keys=True)
+        # A literal, not dataclasses.asdict (which deep-copies): this runs for every record.
+        d = {"rank": self.rank, "host": self.host, "local_rank": self.local_rank, "step": self.step,
+             "phase": self.phase, "start_s": self.start_s, "dur_s": self.dur_s, "group": self.group,
+             "peers": list(self.peers), "seq": self.seq, "cpu_s": self.cpu_s}
+        if self.wait_s is not None:
+            d["wait_s"] = self.wait_s
+        return _ENCODE(d)
 
 
 @dataclass(frozen=True)
@@ -147,6 +149,9 @@ def event_path(folder: str | Path, rank: int) -> Path:
 def hang_path(folder: str | Path, rank: int) -> Path:
     """A rank's hang record in a run's records folder (:func:`events_dir`)."""
     return Path(folder) / f"hang-rank-{rank:05d}.json"
+
+
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
 
 
 def _us(seconds: float) -> float:

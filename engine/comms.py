@@ -26,8 +26,8 @@ member issues a group's collectives in the same order. Calls made inside a wrapp
 (one public function built on another) are not recorded twice.
 
 The recorder (:class:`rankmap.engine.timing.PhaseTimer`) gives ``open_comm``,
-``comm_wait`` (a context: the rank is blocked, which the hang watchdog reports) and
-``close_comm``.
+``block``/``unblock`` (the rank is blocked in the operation, which the progress watchdog
+reports; ``comm_wait`` is the same as a context) and ``close_comm``.
 """
 
 from __future__ import annotations
@@ -175,12 +175,13 @@ class CommHooks:
     def _run(self, fn, args, kwargs, op, is_async: bool, funcol_call: bool):
         rec = self.recorder
         self._local.depth = getattr(self._local, "depth", 0) + 1
+        token = rec.block(op)
         try:
-            with rec.comm_wait(op):
-                out = fn(*args, **kwargs)
-                if funcol_call and isinstance(out, funcol.AsyncCollectiveTensor):
-                    out = out.wait()
+            out = fn(*args, **kwargs)
+            if funcol_call and isinstance(out, funcol.AsyncCollectiveTensor):
+                out = out.wait()
         finally:
+            rec.unblock(op, token)
             self._local.depth -= 1
         if is_async and isinstance(out, dist.Work):
             return TimedWork(out, self, op)

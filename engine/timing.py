@@ -238,18 +238,27 @@ class PhaseTimer:
             self._inject("send")  # a slow link: the send takes longer, its issue is on time
         return handle
 
+    def block(self, op: _Op):
+        """The rank is now blocked in ``op`` (issuing it, or waiting for it); returns the token for :meth:`unblock`."""
+        outer, self.blocked = self.blocked, op
+        self.last_progress = time.monotonic()
+        return outer, time.perf_counter()
+
+    def unblock(self, op: _Op, token) -> None:
+        """The rank is no longer blocked in ``op``."""
+        outer, t0 = token
+        op.wait_s += time.perf_counter() - t0
+        self.blocked = outer
+        self.last_progress = time.monotonic()
+
     @contextmanager
     def comm_wait(self, op: _Op):
-        """The rank is blocked in ``op`` (issuing it, or waiting for it)."""
-        outer, self.blocked = self.blocked, op
-        self._progress()
-        t0 = time.perf_counter()
+        """The rank is blocked in ``op`` for the block's duration (:meth:`block`, :meth:`unblock`)."""
+        token = self.block(op)
         try:
             yield
         finally:
-            op.wait_s += time.perf_counter() - t0
-            self.blocked = outer
-            self._progress()
+            self.unblock(op, token)
 
     def close_comm(self, op: _Op) -> None:
         """``op`` completed: write its record."""

@@ -305,10 +305,31 @@ def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
         group, seq, phase = None, 0, by_rank[min(by_rank)].phase
         culprits = set(by_rank)
     culprits = sorted(culprits)
-    state = tuple(_state_text(by_rank.get(c)) for c in culprits)
+    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
+                  for c in culprits)
     victims = tuple(sorted(set(blocked) - set(culprits)))
     return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
                        state)
+
+
+def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:
+    """What a rank without a hang record last completed of an operation its peers are blocked in."""
+    for r in sorted(blocked):
+        inst = blocked[r]
+        if rank not in by_rank[r].peers:
+            continue
+        if inst[0] == "p2p":
+            done = [e.seq for e in records.events if e.rank == rank and len(e.peers) == 2
+                    and (e.peers[0], e.peers[1]) == (inst[1], inst[2]) and e.phase.endswith(("-send", "-recv"))]
+            what = f"P2P {inst[1]}->{inst[2]} ({by_rank[r].group})"
+        else:
+            done = [e.seq for e in records.events if e.rank == rank and e.group == inst[0]
+                    and tuple(sorted(set(e.peers) | {e.rank})) == inst[1]]
+            what = f"{by_rank[r].phase} ({inst[0]})"
+        last = f"#{max(done)}" if done else "none"
+        return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
+                f"stopped before it)")
+    return _state_text(None)
 
 
 def _state_text(h) -> str:

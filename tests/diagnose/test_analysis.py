@@ -161,3 +161,18 @@ def test_clock_offset_of_a_host_is_removed_before_lateness():
                     for e in run().events)
     d = diagnose(RunRecords(shifted, (), tuple(range(8))), HOSTS, TORS)
     assert d.flags == () and abs(d.offsets["h1"] - 0.3) < 0.02 and d.offsets["h0"] == 0.0
+
+
+def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
+    def hang(rank, phase, group, peers, seq, state="collective"):
+        return Hang(rank=rank, host=HOSTS[rank], local_rank=rank % 4, step=3, phase=phase, group=group, peers=peers,
+                    seq=seq, since_s=10.0, timeout_s=5.0, state=state)
+    hangs = (hang(0, "pp-send", "pp", (0, 4), 9),                  # waits for 4 ...
+             hang(4, "tp-all-gather", "tp", (4, 5), 40),           # ... which waits for 5 in TP
+             hang(1, "dp-all-gather", "dp", (1, 5), 6),            # 5's DP peer waits too
+             hang(5, "forward", None, (), 0, state="compute"),     # 5 is stuck computing
+             hang(6, "tp-all-gather", "tp", (6, 7), 40), hang(7, "tp-all-gather", "tp", (6, 7), 40))
+    # 6 and 7 are blocked in the same instance: they wait on each other, not on anyone outside
+    d = diagnose(RunRecords(run().events, hangs, tuple(range(8))), HOSTS, TORS)
+    assert d.hang.culprits == (5,) and d.hang.culprit_state == ("stuck in compute (forward, step 3)",)
+    assert d.hang.waiting == (0, 1, 4, 6, 7) and (d.hang.phase, d.hang.group, d.hang.seq) == ("tp-all-gather", "tp", 40)

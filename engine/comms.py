@@ -16,9 +16,9 @@ entry points that the engine and torch's parallel layers call:
   returned ``AsyncCollectiveTensor`` is waited inside the wrapper: the next operation of
   the TP block consumes it at once, so this moves the wait, it adds none.
 
-An asynchronous call (``async_op=True``, ``isend``/``irecv``) returns a :class:`TimedWork`,
-a ``torch.distributed.Work`` subclass (FSDP2 tests ``isinstance(work, Work)``) whose
-``wait`` ends the record. Each record names the process group's kind -- ``tp``, ``cp``,
+An asynchronous call returns a wrapper whose ``wait`` ends the record: for ``isend``/``irecv``
+a plain :class:`TimedWork`, for ``async_op=True`` collectives a ``torch.distributed.Work``
+subclass, :class:`TimedCollectiveWork` (FSDP2 tests ``isinstance(work, Work)``). Each record names the process group's kind -- ``tp``, ``cp``,
 ``ep``, ``dp``, ``pp`` from the rank map's mesh, ``world`` or ``other`` -- its members
 (global ranks) and a sequence number: the n-th operation of this rank on that group (for
 P2P, the n-th from that source to that destination), equal on every member because every
@@ -38,7 +38,7 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch.distributed import _functional_collectives as funcol
 
-__all__ = ["CommHooks", "TimedWork", "kinds_from_mesh"]
+__all__ = ["CommHooks", "TimedWork", "TimedCollectiveWork", "kinds_from_mesh"]
 
 # name -> (operation, index of the group argument; P2P: index of the peer argument too)
 _DIST_OPS = {
@@ -70,19 +70,22 @@ def _arg(args, kwargs, index: int, name: str):
     return args[index] if len(args) > index else None
 
 
-class TimedWork(dist.Work):
-    """A ``Work`` whose ``wait`` closes its timing record (once)."""
+class _Timed:
+    """``wait`` closes the timing record (once); the rest is the wrapped work's."""
 
-    def __init__(self, work, hooks: "CommHooks", op):
-        super().__init__()
+    def _setup(self, work, hooks: "CommHooks", op) -> None:
         self._work, self._hooks, self._op = work, hooks, op
 
     def wait(self, timeout=None):
+        work = self._work
         if self._op is None:
-            return self._work.wait() if timeout is None else self._work.wait(timeout)
+            return work.wait() if timeout is None else work.wait(timeout)
         rec = self._hooks.recorder
-        with rec.comm_wait(self._op):
-            done = self._work.wait() if timeout is None else self._work.wait(timeout)
+        token = rec.block(self._op)
+        try:
+            done = work.wait() if timeout is None else work.wait(timeout)
+        finally:
+            rec.unblock(self._op, token)
         rec.close_comm(self._op)
         self._op = None
         return done
@@ -104,6 +107,23 @@ class TimedWork(dist.Work):
 
     def source_rank(self):
         return self._work.source_rank()
+
+
+class TimedWork(_Timed):
+    """What a timed ``isend``/``irecv`` returns: a plain Python object (the pipeline schedules
+    only call ``wait``), so the process group's C++ work is released as soon as it is dropped."""
+
+    def __init__(self, work, hooks: "CommHooks", op):
+        self._setup(work, hooks, op)
+
+
+class TimedCollectiveWork(_Timed, dist.Work):
+    """What a timed ``async_op=True`` collective returns: a ``torch.distributed.Work``
+    (FSDP2 tests ``isinstance(work, Work)`` before waiting)."""
+
+    def __init__(self, work, hooks: "CommHooks", op):
+        dist.Work.__init__(self)
+        self._setup(work, hooks, op)
 
 
 class CommHooks:
@@ -172,7 +192,7 @@ class CommHooks:
     def _inside(self) -> bool:
         return getattr(self._local, "depth", 0) > 0
 
-    def _run(self, fn, args, kwargs, op, is_async: bool, funcol_call: bool):
+    def _run(self, fn, args, kwargs, op, is_async: bool, funcol_call: bool, collective_work: bool = True):
         rec = self.recorder
         self._local.depth = getattr(self._local, "depth", 0) + 1
         token = rec.block(op)
@@ -184,7 +204,7 @@ class CommHooks:
             rec.unblock(op, token)
             self._local.depth -= 1
         if is_async and isinstance(out, dist.Work):
-            return TimedWork(out, self, op)
+            return (TimedCollectiveWork if collective_work else TimedWork)(out, self, op)
         rec.close_comm(op)
         return out
 
@@ -224,7 +244,7 @@ class CommHooks:
             kind = hooks.kind(members)
             src, dst = (hooks.rank, peer) if op_name == "send" else (peer, hooks.rank)
             op = hooks.recorder.open_comm(op_name, kind, (src, dst), hooks._next_seq(("p2p", src, dst)))
-            return hooks._run(fn, args, kwargs, op, is_async, False)
+            return hooks._run(fn, args, kwargs, op, is_async, False, collective_work=False)
 
         wrapper.__wrapped__ = fn
         wrapper.__name__ = fn.__name__

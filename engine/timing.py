@@ -136,6 +136,7 @@ class PhaseTimer:
         self.fwd_sum = None                # forward seconds (wall, CPU) inside a backward span
         self.armed = False                 # inside a step: the watchdog counts
         self.last_progress = time.monotonic()
+        self.hooks = None                  # the CommHooks feeding this timer, when installed
         self.file = open_event_log(self.folder, rank)
         self._stop = threading.Event()
         if cfg.hang_timeout_s > 0:

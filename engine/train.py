@@ -147,7 +147,7 @@ def _timer(t: Trainer, entry: dict):
                        run_id)
     if t.rank == 0:
         print(f"rankmap-engine: timing records in {timer.folder}", flush=True)
-    CommHooks(timer, kinds_from_mesh(t.mesh)).install()
+    timer.hooks = CommHooks(timer, kinds_from_mesh(t.mesh)).install()
     for module in t.parts.modules:
         # Forward: each chunk's forward call (module hooks: free). Backward: the rest of the
         # forward-backward span (see PhaseTimer.backward_span); gradient hooks per micro-batch
@@ -218,6 +218,7 @@ def close(t: Trainer | None) -> None:
     if t is not None and t.parts is not None and t.cfg.checkpoint.dir and t.start_step < t.cfg.train.steps:
         _save(t, t.cfg.train.steps)
     if t is not None and t.timer is not None:
+        t.timer.hooks.uninstall()
         t.timer.close()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -123,6 +123,10 @@ def test_newest_run_is_read_and_a_clean_run_after_a_hang_reports_nothing(tmp_pat
     summary = json.loads((tmp_path / "diagnosis" / "diagnosis.json").read_text())
     assert summary["run_id"] == "20260102T000000Z-bbbbbb" and summary["hang"] is None and summary["flags"] == []
     assert read_run(tmp_path, "20260101T000000Z-aaaaaa").hangs[0].rank == 3
+    old_run = subprocess.run([sys.executable, "-m", "rankmap", "diagnose", tmp_path, "--rankmap", rankmap, "--run-id",
+                              "20260101T000000Z-aaaaaa"], capture_output=True, text=True, timeout=120)
+    assert old_run.returncode == 6, old_run.stdout + old_run.stderr      # that run had a hang
+    assert "culprit: rank 0 on" in old_run.stdout                         # 3 waited in TP for 0, 1, 2
 
 
 def test_a_rank_map_the_records_contradict_is_refused(tmp_path):

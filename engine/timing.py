@@ -50,7 +50,7 @@ from rankmap.diagnose.records import (
     open_event_log,
     write_hang,
 )
-from rankmap.errors import EngineError
+from rankmap.errors import EngineError, RankmapError
 
 __all__ = ["PhaseTimer", "new_run_id", "clock_shift_s", "CLOCK_SHIFT_VAR"]
 
@@ -337,11 +337,13 @@ class PhaseTimer:
             self.file.flush()
         except ValueError:
             pass
-        stacks = self.folder / f"stacks-rank-{self.rank:05d}.txt"
-        with open(stacks, "w", encoding="utf-8") as f:
-            faulthandler.dump_traceback(file=f, all_threads=True)
-        self._dump_flight_recorder()
-        write_hang(self.folder, hang)
+        try:
+            with open(self.folder / f"stacks-rank-{self.rank:05d}.txt", "w", encoding="utf-8") as f:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+            self._dump_flight_recorder()
+            write_hang(self.folder, hang)
+        except (OSError, RankmapError) as exc:  # still stop: a hung rank must not outlive its watchdog
+            print(f"rankmap-engine: [rank {self.rank}] cannot write the hang record: {exc}", flush=True)
         where = f"{phase} ({group} #{seq})" if group else f"{phase} ({state})"
         print(f"rankmap-engine: [rank {self.rank}] no progress for {timeout:g} s in {where}; hang record and "
               f"stacks written to {self.folder}, stopping", flush=True)

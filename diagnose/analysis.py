@@ -80,6 +80,8 @@ class HangVerdict:
     culprits: tuple
     culprit_hosts: tuple
     culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
+    instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
+                           # (phase, group, members, seq, entered, missing)
 
 
 @dataclass(frozen=True)
@@ -309,7 +311,21 @@ def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
                   for c in culprits)
     victims = tuple(sorted(set(blocked) - set(culprits)))
     return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
-                       state)
+                       state, _blocked_instances(blocked, by_rank))
+
+
+def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:
+    """The operations ranks are blocked in, matched across ranks: who entered, who never did."""
+    entered: dict = defaultdict(list)
+    for r, inst in blocked.items():
+        entered[inst].append(r)
+    out = []
+    for inst, ranks in entered.items():
+        h = by_rank[ranks[0]]
+        members = tuple(inst[1:3]) if inst[0] == "p2p" else inst[1]
+        out.append((h.phase if inst[0] != "p2p" else f"{h.group}-p2p", h.group, members, inst[-1],
+                    tuple(sorted(ranks)), tuple(m for m in members if m not in ranks)))
+    return tuple(sorted(out, key=lambda x: (x[1], x[2], x[3])))
 
 
 def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:

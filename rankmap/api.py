@@ -328,7 +328,9 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
             "culprits": list(d.hang.culprits), "culprit_hosts": list(d.hang.culprit_hosts),
             "culprit_rails": [_rail(rankmap, c) for c in d.hang.culprits],
             "culprit_tor_groups": [tor_of[host_of[c]] if c in host_of else "?" for c in d.hang.culprits],
-            "culprit_state": list(d.hang.culprit_state)},
+            "culprit_state": list(d.hang.culprit_state),
+            "blocked_in": [{"phase": ph, "group": g, "members": list(m), "seq": q, "entered": list(e),
+                            "never_entered": list(n)} for ph, g, m, q, e, n in d.hang.instances]},
         "exclude_hosts": bad_hosts, "exclude_tor_groups": bad_groups,
     }
     files = {

@@ -180,3 +180,7 @@ def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
     d = diagnose(RunRecords(run().events, hangs, tuple(range(8))), HOSTS, TORS)
     assert d.hang.culprits == (5,) and d.hang.culprit_state == ("stuck in compute (forward, step 3)",)
     assert d.hang.waiting == (0, 1, 4, 6, 7) and (d.hang.phase, d.hang.group, d.hang.seq) == ("tp-all-gather", "tp", 40)
+    # matched across ranks: who entered each operation and who never did
+    assert d.hang.instances == (("dp-all-gather", "dp", (1, 5), 6, (1,), (5,)), ("pp-p2p", "pp", (0, 4), 9, (0,), (4,)),
+                                ("tp-all-gather", "tp", (4, 5), 40, (4,), (5,)),
+                                ("tp-all-gather", "tp", (6, 7), 40, (6, 7), ()))

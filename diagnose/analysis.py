@@ -9,7 +9,15 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
   name the victims, not the culprit. Instead, each collective instance (same group,
   peers and sequence number) gives every member a lateness = its start - the earliest
-  start; the straggler is the rank that keeps arriving last.
+  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
+  straggler is the rank that keeps arriving last.
+- links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
+  receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
+  ``end_recv - start_send`` (clocks aligned) is the delivery time; a receive that found
+  its data already there says nothing about the link and is left out. A sender whose
+  lower quartile of delivery times stands out has a slow link (its NIC, rail or host
+  uplink); a sender that is merely late starts its sends late, which does not lengthen
+  them.
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
@@ -17,27 +25,38 @@ A value is flagged when its robust z-score ``(x - median) / (1.4826 MAD)`` excee
 and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s`` (absolute),
 so a quiet run flags nothing even when its durations are all nearly equal.
 
-Hangs: every rank whose watchdog fired wrote the collective it was waiting in. The ranks
-it waits on are its peers that are not waiting in that same collective; following those
-waits ends at the ranks that never arrived -- the culprits.
+Hangs: every rank whose progress watchdog fired wrote what it was in: an operation it is
+blocked in (group, members, sequence number), or a compute phase. The ranks a blocked rank
+waits on are the members of its operation not blocked in that same instance; following
+those waits ends at ranks that are not blocked in any operation -- stuck in compute, or
+with no record at all (never entered the operation: frozen, dead, or stopped before it)
+-- the culprits. The blocked ranks are the victims.
+
+The matrix the heat map shows is each rank's *own* excess time per phase: for compute
+phases its (CPU) seconds above the median of ranks doing the same work; for operations
+its lateness above the median -- not its waiting, which is the culprits' excess seen
+from the victims (``waits`` holds those durations apart).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankmap.diagnose.records import COMPUTE, PHASES, RunRecords
+from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
+from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z"]
+
+_BLOCKED_S = 1e-3  # a receive blocked longer than this waited for its data
 
 
 @dataclass(frozen=True)
 class Flag:
-    """Something slow: ``what`` is "rank", "host" or "tor_group"; ``measure`` is "duration"
-    or "late arrival"; times in seconds."""
+    """Something slow: ``what`` is "rank", "host" or "tor_group"; ``measure`` is "duration",
+    "late arrival" or "slow link"; times in seconds."""
 
     what: str
     who: str
@@ -51,7 +70,8 @@ class Flag:
 
 @dataclass(frozen=True)
 class HangVerdict:
-    """The collective the others wait in and the ranks (and hosts) they wait for."""
+    """The operation most ranks are blocked in, the ranks they wait for (culprits) and the
+    blocked ranks (victims)."""
 
     group: str
     seq: int
@@ -60,19 +80,24 @@ class HangVerdict:
     culprits: tuple
     culprit_hosts: tuple
     culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
+    instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
+                           # (phase, group, members, seq, entered, missing)
 
 
 @dataclass(frozen=True)
 class Diagnosis:
     """``matrix[R, P]``: median seconds per step of each rank (row, ``ranks``) in each phase
     (column, ``phases``; CPU seconds for compute phases when recorded); NaN where a rank
-    never ran a phase."""
+    never ran a phase. ``excess[R, P]``: the rank's own excess seconds per step (see the
+    module docstring). ``offsets``: host -> clock offset removed, seconds."""
 
     ranks: tuple
     phases: tuple
     matrix: np.ndarray
     flags: tuple
     hang: HangVerdict | None
+    excess: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
+    offsets: dict = field(default_factory=dict)
 
 
 def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
@@ -92,7 +117,7 @@ def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
 
 def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict | None = None, z: float = 5.0,
              min_ratio: float = 1.5, min_excess_s: float = 0.05, warmup_steps: int = 1) -> Diagnosis:
-    """Merge per-rank records and flag stragglers and hangs.
+    """Merge per-rank records and flag stragglers, slow links and hangs.
 
     Parameters
     ----------
@@ -110,12 +135,14 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
     ranks = tuple(sorted({e.rank for e in records.events} | set(records.ranks)))
     first = min((e.step for e in records.events), default=0)
     warmup_steps += first  # step numbers may start at 0 or 1
+    offsets = clock_offsets(records.events, host_of)
     per_step: dict = defaultdict(float)               # (rank, phase, step) -> seconds
     for e in records.events:
-        if e.step >= warmup_steps:
+        if e.step >= warmup_steps and e.phase != SPAN:
             busy = e.cpu_s if e.cpu_s is not None and e.phase in COMPUTE else e.dur_s
             per_step[e.rank, e.phase, e.step] += busy
-    phases = tuple(p for p in PHASES if any(k[1] == p for k in per_step))
+    present = {k[1] for k in per_step}
+    phases = tuple(p for p in COMPUTE if p in present) + tuple(sorted(present - set(COMPUTE)))
     matrix = np.full((len(ranks), len(phases)), np.nan)
     index = {r: i for i, r in enumerate(ranks)}
     samples: dict = defaultdict(list)
@@ -125,13 +152,22 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
         matrix[index[rank], phases.index(phase)] = float(np.median(vals))
     role_of = role_of or {}
     flags = []
+    excess = np.zeros_like(matrix)
     for role in sorted({role_of.get(r, 0) for r in ranks}):
         rows = [i for i, r in enumerate(ranks) if role_of.get(r, 0) == role]
         flags += _duration_flags(tuple(ranks[i] for i in rows), phases, matrix[rows], host_of, tor_of, z,
                                  min_ratio, min_excess_s)
-    flags += _lateness_flags(records, warmup_steps, host_of, z, min_excess_s)
+        for j, phase in enumerate(phases):
+            if phase in COMPUTE and not np.all(np.isnan(matrix[rows, j])):
+                excess[rows, j] = np.maximum(0.0, matrix[rows, j] - np.nanmedian(matrix[rows, j]))
+    late_flags, lateness = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s)
+    for (rank, phase), v in lateness.items():
+        if rank in index and phase in phases:
+            excess[index[rank], phases.index(phase)] = v
+    flags += late_flags
+    flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
-    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of))
+    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets)
 
 
 def _flag_rows(keys: list, values: np.ndarray, z: float, min_ratio: float, min_excess_s: float):
@@ -149,7 +185,7 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     flags: list[Flag] = []
     for j, phase in enumerate(phases):
         if phase not in COMPUTE:
-            continue  # collectives: waiting time names the victims; see _lateness_flags
+            continue  # operations: waiting time names the victims; see _lateness and _link_flags
         col = matrix[:, j]
         ok = ~np.isnan(col)
         rows = [r for r, k in zip(ranks, ok) if k]
@@ -167,59 +203,156 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     return flags
 
 
-def _lateness_flags(records: RunRecords, warmup_steps: int, host_of: dict, z: float,
-                    min_excess_s: float) -> list[Flag]:
-    """Ranks that keep arriving last to their collectives."""
-    instances: dict = defaultdict(list)
-    for e in records.events:
-        if e.group is not None and e.step >= warmup_steps:
-            members = tuple(sorted(set(e.peers) | {e.rank}))
-            instances[e.phase, e.group, members, e.seq, e.step].append(e)
+def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float,
+              min_excess_s: float) -> tuple[list[Flag], dict]:
+    """Ranks that keep arriving last to their collectives (clock offsets removed), and
+    ``{(rank, phase): median lateness above the median rank}`` per step."""
     late: dict = defaultdict(list)          # (rank, phase) -> lateness per instance
-    for (phase, _, members, _, _), evs in instances.items():
+    for evs in collective_instances(e for e in records.events if e.step >= warmup_steps).values():
         if len(evs) < 2:
             continue
-        first = min(e.start_s for e in evs)
-        for e in evs:
-            late[e.rank, phase].append(e.start_s - first)
+        starts = [corrected_start(e, host_of, offsets) for e in evs]
+        first = min(starts)
+        for e, s in zip(evs, starts):
+            late[e.rank, e.phase].append(s - first)
     flags: list[Flag] = []
+    excess: dict = {}
     by_phase: dict = defaultdict(dict)
     for (rank, phase), vals in late.items():
         by_phase[phase][rank] = float(np.median(vals))
     for phase, per_rank in sorted(by_phase.items()):
         keys = sorted(per_rank)
         vals = np.array([per_rank[k] for k in keys])
+        med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
+        for rank, v in zip(keys, vals):
+            excess[rank, phase] = max(0.0, float(v) - med)
         if len(vals) < 3:
             continue
-        med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
         scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
         for rank, v in zip(keys, vals):
             s = (v - med) / scale
             if s > z and v - med > min_excess_s:
                 flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
+    return flags, excess
+
+
+def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,
+                min_excess_s: float) -> list[Flag]:
+    """Senders whose P2P sends keep leaving their receivers blocked (see the module docstring)."""
+    sends: dict = {}
+    for e in records.events:
+        if e.step >= warmup_steps and e.phase.endswith("-send") and len(e.peers) == 2:
+            sends[e.peers[0], e.peers[1], e.seq] = e
+    link: dict = defaultdict(list)           # (sender, phase) -> seconds per send
+    for e in records.events:
+        if e.step < warmup_steps or not e.phase.endswith("-recv") or len(e.peers) != 2:
+            continue
+        send = sends.get((e.peers[0], e.peers[1], e.seq))
+        if send is None:
+            continue
+        if e.wait_s is not None and e.wait_s <= _BLOCKED_S:
+            continue  # the data was there before the receiver waited
+        end = corrected_start(e, host_of, offsets) + e.dur_s
+        link[send.rank, send.phase].append(max(0.0, end - corrected_start(send, host_of, offsets)))
+    per_phase: dict = defaultdict(dict)
+    for (rank, phase), vals in link.items():
+        per_phase[phase][rank] = float(np.percentile(vals, 25))
+    flags: list[Flag] = []
+    for phase, per_rank in sorted(per_phase.items()):
+        keys = sorted(per_rank)
+        vals = np.array([per_rank[k] for k in keys])
+        if len(vals) < 3:
+            continue
+        med = float(np.median(vals))
+        scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
+        for rank, v in zip(keys, vals):
+            s = (v - med) / scale
+            if s > z and v - med > min_excess_s and v > med * min_ratio:
+                flags.append(Flag("rank", str(rank), phase, "slow link", float(v), med, float(s), (rank,)))
     return flags
+
+
+def _instance(h) -> tuple:
+    """The operation instance a hang record is blocked in (P2P: source, destination, number)."""
+    if h.phase.endswith(("-send", "-recv")) and len(h.peers) == 2:
+        return ("p2p", h.peers[0], h.peers[1], h.seq)
+    return (h.group, tuple(sorted(set(h.peers) | {h.rank})), h.seq)
 
 
 def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
     if not records.hangs:
         return None
-    waiting_in = {h.rank: (h.group, h.seq, tuple(sorted(set(h.peers) | {h.rank}))) for h in records.hangs
-                  if h.group is not None}
     by_rank = {h.rank: h for h in records.hangs}
+    blocked = {h.rank: _instance(h) for h in records.hangs if h.group is not None and h.state == "collective"}
     waits_on: dict = {}
-    for h in records.hangs:
-        if h.group is None:
-            continue
-        key = waiting_in[h.rank]
-        waits_on[h.rank] = sorted(p for p in h.peers if p != h.rank and waiting_in.get(p) != key)
-    # Follow the waits: the culprits are waited on and wait on nobody themselves.
-    culprits = sorted({p for targets in waits_on.values() for p in targets if not waits_on.get(p)})
+    for r, inst in blocked.items():
+        h = by_rank[r]
+        waits_on[r] = sorted(p for p in set(h.peers) - {r} if blocked.get(p) != inst)
+    # Follow the waits: the culprits are waited on and blocked in no operation themselves.
+    seen, todo, culprits = set(), sorted(blocked), set()
+    while todo:
+        r = todo.pop()
+        for p in waits_on.get(r, ()):
+            if p not in blocked:
+                culprits.add(p)
+            elif p not in seen:
+                seen.add(p)
+                todo.append(p)
     counts: dict = defaultdict(list)
-    for r, key in waiting_in.items():
-        counts[key].append(r)
-    (group, seq, _), waiting = max(counts.items(), key=lambda kv: (len(kv[1]), kv[0]))
-    phase = by_rank[waiting[0]].phase
-    state = tuple(f"waiting in {by_rank[c].phase} ({by_rank[c].group} #{by_rank[c].seq})" if c in by_rank
-                  else "no record (stuck outside a collective, or dead)" for c in culprits)
-    return HangVerdict(group, seq, phase, tuple(sorted(waiting)), tuple(culprits),
-                       tuple(host_of.get(c, "?") for c in culprits), state)
+    for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
+        counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
+    if counts:
+        (phase, group, seq), _ = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][2], kv[0]))
+    else:  # nobody blocked in an operation: every recorded rank stopped in compute
+        group, seq, phase = None, 0, by_rank[min(by_rank)].phase
+        culprits = set(by_rank)
+    culprits = sorted(culprits)
+    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
+                  for c in culprits)
+    victims = tuple(sorted(set(blocked) - set(culprits)))
+    return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
+                       state, _blocked_instances(blocked, by_rank))
+
+
+def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:
+    """The operations ranks are blocked in, matched across ranks: who entered, who never did."""
+    entered: dict = defaultdict(list)
+    for r, inst in blocked.items():
+        entered[inst].append(r)
+    out = []
+    for inst, ranks in entered.items():
+        h = by_rank[ranks[0]]
+        members = tuple(inst[1:3]) if inst[0] == "p2p" else inst[1]
+        out.append((h.phase if inst[0] != "p2p" else f"{h.group}-p2p", h.group, members, inst[-1],
+                    tuple(sorted(ranks)), tuple(m for m in members if m not in ranks)))
+    return tuple(sorted(out, key=lambda x: (x[1], x[2], x[3])))
+
+
+def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:
+    """What a rank without a hang record last completed of an operation its peers are blocked in."""
+    for r in sorted(blocked):
+        inst = blocked[r]
+        if rank not in by_rank[r].peers:
+            continue
+        if inst[0] == "p2p":
+            done = [e.seq for e in records.events if e.rank == rank and len(e.peers) == 2
+                    and (e.peers[0], e.peers[1]) == (inst[1], inst[2]) and e.phase.endswith(("-send", "-recv"))]
+            what = f"P2P {inst[1]}->{inst[2]} ({by_rank[r].group})"
+        else:
+            done = [e.seq for e in records.events if e.rank == rank and e.group == inst[0]
+                    and tuple(sorted(set(e.peers) | {e.rank})) == inst[1]]
+            what = f"{by_rank[r].phase} ({inst[0]})"
+        last = f"#{max(done)}" if done else "none"
+        return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
+                f"stopped before it)")
+    return _state_text(None)
+
+
+def _state_text(h) -> str:
+    if h is None:
+        return "no record: never entered the operation (frozen, dead, or stopped before it)"
+    if h.state == "compute":
+        return f"stuck in compute ({h.phase}, step {h.step})"
+    if h.state == "idle":
+        return f"stopped between phases (step {h.step})"
+    return f"blocked in {h.phase} ({h.group} #{h.seq})"

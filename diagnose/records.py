@@ -1,27 +1,42 @@
 """Per-rank timing records and hang records: the files ranks write and ``rankmap diagnose`` reads.
 
-Layout of a run folder::
+Layout of a run folder (each run of the engine gets its own ``RUN_ID``, a UTC time stamp
+and a random suffix, so no run appends to an earlier run's files)::
 
-    RUN_DIR/events/rank-00017.jsonl      one JSON object per timed event of rank 17
-    RUN_DIR/events/hang-rank-00017.json  what rank 17 was waiting in when its watchdog fired
+    RUN_DIR/events/RUN_ID/rank-00017.jsonl       one JSON object per timed event of rank 17
+    RUN_DIR/events/RUN_ID/hang-rank-00017.json   what rank 17 was in when its watchdog fired
+    RUN_DIR/events/RUN_ID/stacks-rank-00017.txt  its Python stacks then (faulthandler)
+    RUN_DIR/events/RUN_ID/fr-rank-00017.json     its c10d flight recorder then (when enabled)
+
+:func:`read_run` reads the newest run (or a given one); a flat ``RUN_DIR/events/`` holding
+the files directly is read as one run.
 
 An event record::
 
     {"rank": 17, "host": "node03", "local_rank": 1, "step": 4, "phase": "forward",
      "group": null, "peers": [], "seq": 0, "start_s": 12.031, "dur_s": 0.184, "cpu_s": 0.181}
 
-``phase`` is one of :data:`PHASES`; collectives carry their ``group`` kind (tp, pp, dp,
-...), the global ranks of their ``peers`` and a per-group sequence number ``seq`` (the
-n-th collective of that group on this rank). ``start_s`` is seconds on the rank's
+``phase`` is a compute phase (:data:`COMPUTE`), the forward-backward span of a step
+(``"forward-backward"``, the parent of its forwards in the timeline; not analysed), or an
+operation ``KIND-OP`` (:func:`is_comm_phase`): ``KIND`` the process group's kind (tp, cp,
+ep, dp, pp, world, other) or the engine's label (loss, grad-norm), ``OP`` one of
+:data:`OPS`. Operations carry their ``group`` kind, ``peers`` -- the group's global ranks,
+or ``[src, dst]`` for a P2P send or receive -- and ``seq``: the n-th operation of this rank
+on that group (for P2P: the n-th from ``src`` to ``dst``). ``start_s`` is seconds on the rank's
 wall clock since the epoch (``time.time()``), so ranks of one host share a clock;
-``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment.
-A hang record adds ``"since_s"`` (when the event began) and ``"timeout_s"``.
+``cpu_s`` (CPU runs; null on CUDA) is the thread's CPU time in the segment; an operation
+may add ``wait_s``, the seconds the rank was blocked in it (issue and wait; less than
+``dur_s`` for an asynchronous operation waited for later).
+A hang record adds ``"since_s"`` (when the rank last made progress, or began the
+operation it is blocked in), ``"timeout_s"`` and ``"state"``: ``collective`` (blocked in
+the operation named by phase, group, peers and seq), ``compute`` (inside that phase) or
+``idle`` (between phases).
 
 Writing (the engine's phase timer, :mod:`rankmap.engine.timing`, calls these; no torch here):
 :func:`new_event` and :func:`new_hang` round times to the microsecond,
-:func:`open_event_log` opens a rank's event file for appending, :func:`append_event` adds
-one line (the caller flushes the file once per step), :func:`write_hang` writes a hang
-record atomically. Reading: :func:`read_run`.
+:func:`events_dir` names a run's folder, :func:`open_event_log` creates a rank's event file
+(line-buffered: each record reaches the file as it is written), :func:`append_event` adds
+one line, :func:`write_hang` writes a hang record atomically. Reading: :func:`read_run`.
 
 References
 ----------
@@ -34,6 +49,7 @@ References
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
@@ -41,8 +57,9 @@ from typing import TextIO
 from rankmap.errors import RankmapError
 from rankmap.fileio import atomic_write_text
 
-__all__ = ["COMPUTE", "COMMS", "PHASES", "Event", "Hang", "event_path", "hang_path", "new_event", "new_hang",
-           "open_event_log", "append_event", "write_hang", "read_run", "RunRecords"]
+__all__ = ["COMPUTE", "COMMS", "PHASES", "OPS", "SPAN", "is_comm_phase", "Event", "Hang", "events_dir", "event_path",
+           "hang_path", "new_event", "new_hang", "open_event_log", "append_event", "write_hang", "read_run",
+           "run_ids", "RunRecords"]
 
 # Phases timed by the engine (MegaScale, NSDI'24 §5: forward, backward, each collective by
 # group, optimizer step). Compute phases first; the rest are communication.
@@ -50,6 +67,24 @@ COMPUTE = ("forward", "backward", "optimizer")
 COMMS = ("tp-collective", "pp-send", "pp-recv", "dp-reduce-scatter", "dp-all-gather", "dp-all-reduce",
          "cp-collective", "ep-all-to-all", "loss-all-reduce")
 PHASES = COMPUTE + COMMS
+SPAN = "forward-backward"
+OPS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all", "broadcast", "barrier", "send", "recv")
+_COMM_RE = re.compile(r"^(tp|cp|ep|dp|pp|world|other|loss|grad-norm)-(" + "|".join(OPS) + r")$")
+
+
+def is_comm_phase(phase: str) -> bool:
+    """True for an operation's phase name (``KIND-OP``, or one of :data:`COMMS`).
+
+    Examples
+    --------
+    >>> is_comm_phase("tp-all-gather"), is_comm_phase("pp-send"), is_comm_phase("forward")
+    (True, True, False)
+    """
+    return phase in COMMS or _COMM_RE.match(phase) is not None
+
+
+def _known_phase(phase: str) -> bool:
+    return phase in COMPUTE or phase == SPAN or is_comm_phase(phase)
 
 
 @dataclass(frozen=True)
@@ -67,11 +102,16 @@ class Event:
     peers: tuple = field(default_factory=tuple)
     seq: int = 0
     cpu_s: float | None = None
+    wait_s: float | None = None
 
     def to_json(self) -> str:
-        d = asdict(self)
-        d["peers"] = list(self.peers)
-        return json.dumps(d, sort_keys=True)
+        # A literal, not dataclasses.asdict (which deep-copies): this runs for every record.
+        d = {"rank": self.rank, "host": self.host, "local_rank": self.local_rank, "step": self.step,
+             "phase": self.phase, "start_s": self.start_s, "dur_s": self.dur_s, "group": self.group,
+             "peers": list(self.peers), "seq": self.seq, "cpu_s": self.cpu_s}
+        if self.wait_s is not None:
+            d["wait_s"] = self.wait_s
+        return _ENCODE(d)
 
 
 @dataclass(frozen=True)
@@ -88,6 +128,7 @@ class Hang:
     seq: int
     since_s: float
     timeout_s: float
+    state: str = "collective"
 
     def to_json(self) -> str:
         d = asdict(self)
@@ -95,12 +136,22 @@ class Hang:
         return json.dumps(d, sort_keys=True)
 
 
-def event_path(run_dir: str | Path, rank: int) -> Path:
-    return Path(run_dir) / "events" / f"rank-{rank:05d}.jsonl"
+def events_dir(run_dir: str | Path, run_id: str) -> Path:
+    """``RUN_DIR/events/RUN_ID``: the folder of one run's records."""
+    return Path(run_dir) / "events" / run_id
 
 
-def hang_path(run_dir: str | Path, rank: int) -> Path:
-    return Path(run_dir) / "events" / f"hang-rank-{rank:05d}.json"
+def event_path(folder: str | Path, rank: int) -> Path:
+    """A rank's event file in a run's records folder (:func:`events_dir`)."""
+    return Path(folder) / f"rank-{rank:05d}.jsonl"
+
+
+def hang_path(folder: str | Path, rank: int) -> Path:
+    """A rank's hang record in a run's records folder (:func:`events_dir`)."""
+    return Path(folder) / f"hang-rank-{rank:05d}.json"
+
+
+_ENCODE = json.JSONEncoder(sort_keys=True).encode
 
 
 def _us(seconds: float) -> float:
@@ -109,7 +160,8 @@ def _us(seconds: float) -> float:
 
 
 def new_event(*, rank: int, host: str, local_rank: int, step: int, phase: str, start_s: float, dur_s: float,
-              group: str | None = None, peers=(), seq: int = 0, cpu_s: float | None = None) -> Event:
+              group: str | None = None, peers=(), seq: int = 0, cpu_s: float | None = None,
+              wait_s: float | None = None) -> Event:
     """An event as it is written: ``start_s``, ``dur_s`` and ``cpu_s`` rounded to the microsecond.
 
     Examples
@@ -121,31 +173,37 @@ def new_event(*, rank: int, host: str, local_rank: int, step: int, phase: str, s
     """
     return Event(rank=rank, host=host, local_rank=local_rank, step=step, phase=phase, start_s=_us(start_s),
                  dur_s=_us(dur_s), group=group, peers=tuple(peers), seq=seq,
-                 cpu_s=None if cpu_s is None else _us(cpu_s))
+                 cpu_s=None if cpu_s is None else _us(cpu_s), wait_s=None if wait_s is None else _us(wait_s))
 
 
 def new_hang(*, rank: int, host: str, local_rank: int, step: int, phase: str, group: str | None, peers, seq: int,
-             since_s: float, timeout_s: float) -> Hang:
+             since_s: float, timeout_s: float, state: str = "collective") -> Hang:
     """A hang record as it is written: ``since_s`` rounded to the microsecond, ``timeout_s`` as given."""
     return Hang(rank=rank, host=host, local_rank=local_rank, step=step, phase=phase, group=group,
-                peers=tuple(peers), seq=seq, since_s=_us(since_s), timeout_s=timeout_s)
+                peers=tuple(peers), seq=seq, since_s=_us(since_s), timeout_s=timeout_s, state=state)
 
 
-def open_event_log(run_dir: str | Path, rank: int) -> TextIO:
-    """Open ``RUN_DIR/events/rank-NNNNN.jsonl`` for appending (the folder is made if missing).
+def open_event_log(folder: str | Path, rank: int) -> TextIO:
+    """Create a rank's event file in ``folder`` (made if missing), line-buffered.
 
     Raises
     ------
-    OSError
-        The folder or file cannot be made.
+    RankmapError
+        The file exists already (records of an earlier run are never appended to), or it
+        cannot be made.
     """
-    path = event_path(run_dir, rank)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return open(path, "a", encoding="utf-8")
+    path = event_path(folder, rank)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return open(path, "x", encoding="utf-8", buffering=1)
+    except FileExistsError:
+        raise RankmapError(f"{path}: exists already; every run writes a new run folder") from None
+    except OSError as exc:
+        raise RankmapError(f"{path}: cannot create the event file: {exc.strerror}") from None
 
 
 def append_event(log: TextIO, event: Event) -> None:
-    """Append one event line to an open event log (buffered: the caller flushes once per step).
+    """Append one event line to an open event log.
 
     Examples
     --------
@@ -159,15 +217,15 @@ def append_event(log: TextIO, event: Event) -> None:
     log.write(event.to_json() + "\n")
 
 
-def write_hang(run_dir: str | Path, hang: Hang) -> Path:
-    """Write ``RUN_DIR/events/hang-rank-NNNNN.json`` atomically; returns its path.
+def write_hang(folder: str | Path, hang: Hang) -> Path:
+    """Write ``hang-rank-NNNNN.json`` into a run's records folder atomically; returns its path.
 
     Raises
     ------
     RankmapError
         The file cannot be written.
     """
-    path = hang_path(run_dir, hang.rank)
+    path = hang_path(folder, hang.rank)
     atomic_write_text(path, hang.to_json() + "\n")
     return path
 
@@ -179,14 +237,21 @@ class RunRecords:
     events: tuple          # Event, in file order per rank, ranks ascending
     hangs: tuple           # Hang, ranks ascending
     ranks: tuple           # ranks that wrote anything
+    run_id: str = ""       # the run folder's name ("" for a flat events/ folder)
 
 
 _EVENT_KEYS = {"rank", "host", "local_rank", "step", "phase", "start_s", "dur_s", "group", "peers", "seq"}
-_OPTIONAL_KEYS = {"cpu_s"}
+_OPTIONAL_KEYS = {"cpu_s", "wait_s"}
 
 
-def read_run(run_dir: str | Path) -> RunRecords:
-    """Read every rank's event and hang files of ``run_dir``.
+def run_ids(run_dir: str | Path) -> list[str]:
+    """The run ids under ``RUN_DIR/events/``, oldest first (ids begin with a UTC time stamp)."""
+    folder = Path(run_dir) / "events"
+    return sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
+
+
+def read_run(run_dir: str | Path, run_id: str | None = None) -> RunRecords:
+    """Read every rank's event and hang files of one run of ``run_dir`` (default: the newest).
 
     A last line cut short (a rank killed mid-write) is skipped; any other malformed line
     is an error.
@@ -194,11 +259,19 @@ def read_run(run_dir: str | Path) -> RunRecords:
     Raises
     ------
     RankmapError
-        No events folder, or a malformed record (names the file and line).
+        No events folder, no such run, or a malformed record (names the file and line).
     """
-    folder = Path(run_dir) / "events"
-    if not folder.is_dir():
+    top = Path(run_dir) / "events"
+    if not top.is_dir():
         raise RankmapError(f"{run_dir}: no events/ folder (run the engine with timing on)")
+    ids = run_ids(run_dir)
+    if run_id is not None and run_id not in ids:
+        raise RankmapError(f"{run_dir}: no run {run_id!r} in events/ (runs: {', '.join(ids) or 'none'})")
+    run_id = run_id or (ids[-1] if ids and not any(top.glob("rank-*.jsonl")) else "")
+    return _read_folder(top / run_id if run_id else top, run_id)
+
+
+def _read_folder(folder: Path, run_id: str) -> RunRecords:
     events: list[Event] = []
     ranks: set[int] = set()
     for path in sorted(folder.glob("rank-*.jsonl")):
@@ -209,7 +282,7 @@ def read_run(run_dir: str | Path) -> RunRecords:
             try:
                 rec = json.loads(line)
                 if (not isinstance(rec, dict) or not _EVENT_KEYS <= set(rec) <= _EVENT_KEYS | _OPTIONAL_KEYS
-                        or rec["phase"] not in PHASES):
+                        or not _known_phase(rec["phase"])):
                     raise ValueError("not an event record")
                 events.append(Event(**{**rec, "peers": tuple(rec["peers"])}))
                 ranks.add(rec["rank"])
@@ -227,4 +300,4 @@ def read_run(run_dir: str | Path) -> RunRecords:
             raise RankmapError(f"{path}: cannot read hang record: {exc.strerror}") from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RankmapError(f"{path}: bad hang record: {exc}") from None
-    return RunRecords(tuple(events), tuple(hangs), tuple(sorted(ranks)))
+    return RunRecords(tuple(events), tuple(hangs), tuple(sorted(ranks)), run_id)

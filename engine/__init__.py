@@ -10,8 +10,10 @@ Modules, one topic each:
 - :mod:`rankmap.engine.data` -- real offline text (the Python standard library), byte tokens, seeded batches.
 - :mod:`rankmap.engine.optim` -- AdamW, learning rate, gradient clipping across meshes.
 - :mod:`rankmap.engine.step` -- one training iteration: split the batch, forward-backward, clip, step.
-- :mod:`rankmap.engine.timing` -- the phase timer and hang watchdog of one rank (records via
+- :mod:`rankmap.engine.timing` -- the phase timer and progress watchdog of one rank (records via
   :mod:`rankmap.diagnose.records`).
+- :mod:`rankmap.engine.comms` -- every collective and P2P operation timed where it is called.
+- :mod:`rankmap.engine.usertiming` -- the same timing and watchdog for a user's own torch script.
 - :mod:`rankmap.engine.checkpoint` -- distributed checkpoints, committed atomically.
 - :mod:`rankmap.engine.train` -- the training entry point (parse -> build -> run -> close).
 - :mod:`rankmap.engine.reference` -- the same model and batches in one process, for comparison.

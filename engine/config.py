@@ -18,10 +18,11 @@ key is optional; the defaults train a tiny model that runs on CPUs in seconds::
             micro_batch_size: null, micro_batches: null}    # null: the rank map's batch
     data: {root: null, max_bytes: 4000000}                  # null: this Python's standard library
     checkpoint: {dir: null, every: 0, resume: true}
-    diagnostics: {timing: true, hang_timeout_s: 600,       # per-rank phase records; watchdog (0: off)
-                  inject_rank: null, inject_phase: null, inject_delay_s: 0,   # fault drills: a slow phase,
-                  stall_rank: null, stall_step: null}      # or a rank that stops entering collectives
-    init_timeout_s: 300
+    diagnostics: {timing: true, hang_timeout_s: 240,       # per-rank records; progress watchdog (0: off)
+                  inject_rank: null, inject_phase: null, inject_delay_s: 0,   # fault drills: a slow phase
+                                                           # (forward, backward, optimizer) or link (send),
+                  stall_rank: null, stall_step: null, stall_mode: collective} # or a stalled rank
+    init_timeout_s: 300         # the process group's timeout: at least hang_timeout_s + 30
 
 ``train.steps: 0`` runs the start-up checks only (placement report, no training).
 """
@@ -37,9 +38,13 @@ from rankmap.yamlio import Fields, read_yaml
 
 __all__ = ["ModelConfig", "ParallelConfig", "TrainConfig", "DataConfig", "CheckpointConfig", "DiagnosticsConfig",
            "EngineConfig",
-           "load_config", "config_from_data", "SCHEDULES", "BYTE_VOCAB"]
+           "load_config", "config_from_data", "SCHEDULES", "STALL_MODES", "WATCHDOG_MARGIN_S", "BYTE_VOCAB"]
 
 SCHEDULES = ("auto", "1f1b", "gpipe", "interleaved-1f1b")
+STALL_MODES = ("collective", "compute", "freeze")
+# The process group's timeout must leave the watchdog time to write its records (its poll,
+# the dumps and GRACE_S of rankmap.engine.timing) before gloo aborts the waits.
+WATCHDOG_MARGIN_S = 30.0
 BYTE_VOCAB = 256  # byte-level tokens: one per byte value
 
 
@@ -157,25 +162,30 @@ class CheckpointConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class DiagnosticsConfig:
-    """Phase timing and the hang watchdog (:mod:`rankmap.engine.timing`), plus fault drills: sleep
-    ``inject_delay_s`` inside ``inject_phase`` of ``inject_rank`` from step 1 on, or have
-    ``stall_rank`` stop before its collectives at ``stall_step``."""
+    """Timing and the progress watchdog (:mod:`rankmap.engine.timing`), plus fault drills: spin
+    ``inject_delay_s`` inside ``inject_phase`` of ``inject_rank`` (a compute phase, or ``send``:
+    each P2P send), or have ``stall_rank`` stall at ``stall_step`` (``stall_mode``: ``collective``
+    stops before its next collective, ``compute`` spins in its forward pass, ``freeze`` stops
+    the process with SIGSTOP before its next collective)."""
 
     timing: bool = True
-    hang_timeout_s: float = 600.0
+    hang_timeout_s: float = 240.0
     inject_rank: int | None = None
     inject_phase: str | None = None
     inject_delay_s: float = 0.0
     stall_rank: int | None = None
     stall_step: int | None = None
+    stall_mode: str = "collective"
 
     def __post_init__(self) -> None:
         from rankmap.diagnose.records import COMPUTE
         _check(self.hang_timeout_s >= 0, "diagnostics.hang_timeout_s", "hang_timeout_s must be >= 0")
-        _check(self.inject_phase is None or self.inject_phase in COMPUTE, "diagnostics.inject_phase",
-               f"inject_phase must be one of {', '.join(COMPUTE)}, got {self.inject_phase!r}")
+        _check(self.inject_phase is None or self.inject_phase in COMPUTE + ("send",), "diagnostics.inject_phase",
+               f"inject_phase must be one of {', '.join(COMPUTE + ('send',))}, got {self.inject_phase!r}")
         _check((self.stall_rank is None) == (self.stall_step is None), "diagnostics.stall_step",
                "stall_rank and stall_step go together")
+        _check(self.stall_mode in STALL_MODES, "diagnostics.stall_mode",
+               f"stall_mode must be one of {', '.join(STALL_MODES)}, got {self.stall_mode!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -193,6 +203,11 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         _check(self.init_timeout_s > 0, "init_timeout_s", "init_timeout_s must be > 0")
+        d = self.diagnostics
+        _check(not (d.timing and d.hang_timeout_s) or self.init_timeout_s >= d.hang_timeout_s + WATCHDOG_MARGIN_S,
+               "init_timeout_s", f"the process-group timeout init_timeout_s ({self.init_timeout_s:g} s) must be at "
+               f"least diagnostics.hang_timeout_s ({d.hang_timeout_s:g} s) + {WATCHDOG_MARGIN_S:g} s, so a hang is "
+               f"recorded before the process group aborts")
 
     def with_steps(self, steps: int) -> "EngineConfig":
         """The config with ``train.steps`` replaced (``--steps`` on the command line)."""
@@ -211,7 +226,7 @@ _SECTIONS = {
     "checkpoint": (CheckpointConfig, {"dir": "str?", "every": "int", "resume": "bool"}),
     "diagnostics": (DiagnosticsConfig, {"timing": "bool", "hang_timeout_s": "number0", "inject_rank": "int?",
                                         "inject_phase": "str?", "inject_delay_s": "number0", "stall_rank": "int?",
-                                        "stall_step": "int?"}),
+                                        "stall_step": "int?", "stall_mode": "str"}),
 }
 
 
@@ -257,7 +272,11 @@ def config_from_data(data, source: str) -> EngineConfig:
     if top.has("init_timeout_s"):
         kwargs["init_timeout_s"] = top.number("init_timeout_s")
     top.done()
-    return EngineConfig(**kwargs)
+    try:
+        return EngineConfig(**kwargs)
+    except SpecError as exc:
+        line = top.line_of("init_timeout_s") if top.has("init_timeout_s") else top.line
+        raise SpecError(exc.message, source=source, line=line, key=exc.key) from None
 
 
 def _value(f: Fields, key: str, kind: str):

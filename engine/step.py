@@ -64,14 +64,14 @@ def train_step(parts: ModelParts, optimizers: list, x: torch.Tensor, y: torch.Te
     with timer.backward_span() if timer else contextlib.nullcontext():  # forward: the timer's module hooks
         losses = _local_losses(parts, x, y)
     with timer.phase("optimizer") if timer else contextlib.nullcontext():
-        norm = clip_grad_norm(list(parts.parameters()), grad_clip, pp_group)
+        with timer.labelled("grad-norm") if timer else contextlib.nullcontext():
+            norm = clip_grad_norm(list(parts.parameters()), grad_clip, pp_group)
         set_lr(optimizers, lr)
         for opt in optimizers:
             opt.step()
             opt.zero_grad(set_to_none=True)
     mine = torch.stack(losses).double().mean() if losses else torch.zeros((), dtype=torch.float64)
     total = mine.reshape(1).to(device)
-    world = tuple(range(dist.get_world_size()))
-    with timer.phase("loss-all-reduce", group="world", peers=world) if timer else contextlib.nullcontext():
+    with timer.labelled("loss") if timer else contextlib.nullcontext():  # timed by the timer's CommHooks
         dist.all_reduce(total)
     return float(total.item()) / (lay.dp * lay.tp), norm

@@ -1,72 +1,158 @@
-"""Low-overhead phase timer and hang watchdog of one rank (MegaScale, NSDI'24 §5.1-5.2).
+"""Low-overhead phase timer and progress watchdog of one rank (MegaScale, NSDI'24 §5.1-5.2).
 
 - Forward of every model chunk is timed by module hooks around its forward call (per
   micro-batch, also inside pipeline schedules); backward is the rest of the step's
-  forward-backward span (one record per step: the span minus its forwards, which on CPU
-  also subtracts their CPU time); the optimizer step and the engine's own collectives by
-  context managers. Per-micro-batch gradient hooks would cost ~10% of a step here. On CUDA each segment records a pair of ``torch.cuda.Event``s and
-  is resolved at a later step boundary once both events have completed, so timing adds
-  no synchronisation; on CPU the wall clock is read directly.
-- Records go to ``OUT/events/rank-NNNNN.jsonl``, flushed once per step; the record formats,
-  their writing and their reading belong to :mod:`rankmap.diagnose.records`.
-- The watchdog thread looks at the collective the rank is in; when one has not finished
-  within ``hang_timeout_s`` it writes ``hang-rank-NNNNN.json`` (the phase, group, peers
-  and sequence number) and ends the process, so the launcher tears the job down instead
-  of hanging until the process group's own timeout.
-- On CPU each record also carries the thread's CPU seconds (``cpu_s``): a rank blocked in a
-  collective waits without using CPU, so compute stragglers stand out from their victims
-  (a TP peer of a slow rank waits inside its own forward pass).
-- Fault injection for tests and drills: ``inject_delay_s`` seconds of busy computation
-  inside one phase of one rank (a slow GPU or host), or one rank stalling before a
-  collective at one step.
+  forward-backward span (one "backward" record per step: the span minus its forwards, which
+  on CPU also subtracts their CPU time; the span itself is a "forward-backward" record, the
+  parent of the forwards in the timeline); the optimizer step by a context manager. On CUDA
+  compute segments record ``torch.cuda.Event`` pairs resolved at a later step boundary, so
+  timing adds no synchronisation; on CPU the clocks are read directly.
+- Every collective and P2P operation is timed by :class:`rankmap.engine.comms.CommHooks`,
+  which calls :meth:`PhaseTimer.open_comm` / :meth:`comm_wait` / :meth:`close_comm`.
+- Records go to ``OUT/events/RUN_ID/rank-NNNNN.jsonl`` (a new file per run, never appended
+  to), one line per event, written as it happens (line-buffered), so a rank that dies keeps
+  its records; formats, writing and reading belong to :mod:`rankmap.diagnose.records`.
+- The progress watchdog: between a step's first timed event and its end, every timed
+  boundary (a phase begins or ends, an operation is issued, waited for or completes) is
+  progress. A rank that makes none for ``hang_timeout_s`` -- blocked in a collective,
+  stuck in compute, or stopped between them -- writes ``hang-rank-NNNNN.json`` (what it is
+  blocked in, or the compute phase it is in), dumps all Python stacks
+  (``faulthandler.dump_traceback``, to ``stacks-rank-NNNNN.txt``) and the c10d flight
+  recorder (``torch._C._distributed_c10d._dump_fr_trace_json``, to ``fr-rank-NNNNN.json``;
+  see the PyTorch docs, "Flight Recorder for Debugging Stuck Jobs", ``TORCH_FR_BUFFER_SIZE``),
+  waits a grace period so its peers record theirs, and exits with status 124.
+- On CPU each record carries the thread's CPU seconds (``cpu_s``): a rank blocked in a
+  collective waits without using CPU, so compute stragglers stand out from their victims.
+- ``RANKMAP_CLOCK_SHIFT_S`` shifts this rank's wall clock (``SECONDS`` for every host, or
+  ``HOST=SECONDS,...``), to test that diagnosis removes clock offsets between hosts.
+- Fault injection for drills: ``inject_delay_s`` of busy computation in one phase of one
+  rank (a slow GPU), or in each of its P2P sends (``inject_phase: send``, a slow link);
+  ``stall_rank`` stops at ``stall_step`` before its next collective (``stall_mode:
+  collective``), spins forever in its forward pass (``compute``) or freezes with SIGSTOP
+  before its next collective, writing nothing more (``freeze``: a rank that never joins).
 """
 
 from __future__ import annotations
 
+import faulthandler
 import os
+import signal
 import threading
 import time
 from collections import defaultdict
 from contextlib import contextmanager
 
-from rankmap.diagnose.records import append_event, new_event, new_hang, open_event_log, write_hang
+from rankmap.diagnose.records import (
+    append_event,
+    events_dir,
+    new_event,
+    new_hang,
+    open_event_log,
+    write_hang,
+)
+from rankmap.errors import EngineError, RankmapError
 
-__all__ = ["PhaseTimer"]
+__all__ = ["PhaseTimer", "new_run_id", "clock_shift_s", "CLOCK_SHIFT_VAR"]
 
-_GRACE_S = 5.0
+CLOCK_SHIFT_VAR = "RANKMAP_CLOCK_SHIFT_S"
+GRACE_S = 5.0
+
+
+def new_run_id() -> str:
+    """A new run id, the same on every rank: rank 0's UTC time stamp and random suffix, broadcast
+    over the default process group (a collective: every rank calls it at the same point)."""
+    import secrets
+
+    import torch.distributed as dist
+
+    ids = [time.strftime("%Y%m%dT%H%M%SZ", time.gmtime()) + "-" + secrets.token_hex(3)]
+    if dist.is_initialized():
+        dist.broadcast_object_list(ids, src=0)
+    return ids[0]
+
+
+def clock_shift_s(host: str, environ=None) -> float:
+    """Seconds added to this host's wall clock by ``RANKMAP_CLOCK_SHIFT_S`` (0 when unset).
+
+    Examples
+    --------
+    >>> clock_shift_s("b", {"RANKMAP_CLOCK_SHIFT_S": "a=0.1,b=0.3"}), clock_shift_s("c", {"RANKMAP_CLOCK_SHIFT_S": "2"})
+    (0.3, 2.0)
+    """
+    text = (os.environ if environ is None else environ).get(CLOCK_SHIFT_VAR, "").strip()
+    if not text:
+        return 0.0
+    try:
+        if "=" not in text:
+            return float(text)
+        pairs = dict(item.split("=", 1) for item in text.split(","))
+        return float(pairs.get(host, 0.0))
+    except ValueError:
+        raise EngineError(f"{CLOCK_SHIFT_VAR}={text!r}: expected SECONDS or HOST=SECONDS,...") from None
+
+
+class _Op:
+    """One collective or P2P operation in flight."""
+
+    __slots__ = ("phase", "group", "peers", "seq", "step", "wall", "start", "wait_s")
+
+    def __init__(self, phase, group, peers, seq, step, wall, start):
+        self.phase, self.group, self.peers, self.seq, self.step = phase, group, peers, seq, step
+        self.wall, self.start, self.wait_s = wall, start, 0.0
 
 
 class PhaseTimer:
-    """Times one rank's phases; see the module docstring.
+    """Times one rank's phases and operations; see the module docstring.
 
     Parameters
     ----------
     out : Path
-        Run folder (records go to ``out/events/``).
+        Output folder; records go to ``out/events/run_id/``.
     rank, host, local_rank : int, str, int
         Who this rank is (from the rank map).
     cuda : bool
-        Time with CUDA events (True) or the wall clock.
+        Time compute with CUDA events (True) or the CPU clocks.
     cfg : DiagnosticsConfig
         Timing switch, hang timeout and fault injection.
+    run_id : str
+        This run's id (the same on every rank).
+
+    Raises
+    ------
+    EngineError
+        The run's record file exists already (a reused run id) or ``RANKMAP_CLOCK_SHIFT_S`` is bad.
     """
 
-    def __init__(self, out, rank: int, host: str, local_rank: int, cuda: bool, cfg):
+    def __init__(self, out, rank: int, host: str, local_rank: int, cuda: bool, cfg, run_id: str = "run"):
         self.rank, self.host, self.local_rank, self.cuda, self.cfg = rank, host, local_rank, cuda, cfg
-        self.out = out
+        self.folder = events_dir(out, run_id)
+        self.shift_s = clock_shift_s(host)
         self.step = 0
         self.seq: dict = defaultdict(int)
         self.pending: list = []            # CUDA segments waiting for their events
         self.open: dict = {}               # hook-timed phases in progress: name -> (wall, start)
-        self.current = None                # the collective in progress, for the watchdog
+        self.blocked = None                # the operation this rank waits in, for the watchdog
+        self.label = None                  # names the collectives of a block ("loss", "grad-norm")
         self.fwd_sum = None                # forward seconds (wall, CPU) inside a backward span
-        self.file = open_event_log(out, rank)
+        self.armed = False                 # inside a step: the watchdog counts
+        self.last_progress = time.monotonic()
+        self.hooks = None                  # the CommHooks feeding this timer, when installed
+        self.file = open_event_log(self.folder, rank)
         self._stop = threading.Event()
         if cfg.hang_timeout_s > 0:
             threading.Thread(target=self._watch, name="rankmap-watchdog", daemon=True).start()
 
-    # -- recording ---------------------------------------------------------------------------
+    # -- clocks and records -------------------------------------------------------------------
+    def wall(self) -> float:
+        """Seconds since the epoch on this rank's (possibly shifted) clock."""
+        return time.time() + self.shift_s
+
+    def _progress(self) -> None:
+        self.last_progress = time.monotonic()
+        self.armed = True
+
     def _mark(self):
+        self._progress()
         if self.cuda:
             import torch
             ev = torch.cuda.Event(enable_timing=True)
@@ -74,117 +160,203 @@ class PhaseTimer:
             return ev
         return time.perf_counter(), time.thread_time()
 
-    def _finish(self, phase: str, wall: float, start, group=None, peers=(), seq=0) -> None:
+    def _finish(self, phase: str, wall: float, start) -> None:
         end = self._mark()
         if self.cuda:
-            self.pending.append((phase, wall, start, end, group, peers, seq, self.step))
+            self.pending.append((phase, wall, start, end, self.step))
         else:
             dur, cpu = end[0] - start[0], end[1] - start[1]
             if phase == "forward" and self.fwd_sum is not None:
                 self.fwd_sum[0] += dur
                 self.fwd_sum[1] += cpu
-            self._write(phase, wall, dur, group, peers, seq, self.step, cpu)
+            self._write(phase, wall, dur, None, (), 0, self.step, cpu)
 
     def _write(self, phase, wall, dur_s, group, peers, seq, step, cpu_s=None) -> None:
         append_event(self.file, new_event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step,
                                           phase=phase, start_s=wall, dur_s=dur_s, group=group, peers=peers,
                                           seq=seq, cpu_s=cpu_s))
 
+    # -- compute phases -----------------------------------------------------------------------
     def begin(self, phase: str) -> None:
-        """Start a hook-timed phase (forward/backward of a chunk)."""
-        self.open[phase] = (time.time(), self._mark())
+        """Start a hook-timed phase (the forward of a chunk)."""
+        self.open[phase] = (self.wall(), self._mark())
         self._inject(phase)
 
-    @contextmanager
-    def backward_span(self):
-        """Time the forward-backward span of a step and record its non-forward part as "backward"."""
-        wall, t0, c0 = time.time(), time.perf_counter(), time.thread_time()
-        self.fwd_sum = [0.0, 0.0]
-        try:
-            yield
-        finally:
-            if not self.cuda:
-                self._inject("backward")
-                total, cpu = time.perf_counter() - t0, time.thread_time() - c0
-                self._write("backward", wall, max(0.0, total - self.fwd_sum[0]), None, (), 0, self.step,
-                            max(0.0, cpu - self.fwd_sum[1]))
-            self.fwd_sum = None
-
     def end(self, phase: str) -> None:
-        if phase in self.open:  # a backward whose start had no gradient to hook is not timed
+        if phase in self.open:
             wall, start = self.open.pop(phase)
             self._finish(phase, wall, start)
 
     @contextmanager
-    def phase(self, phase: str, group: str | None = None, peers: tuple = ()):
-        """Time a block; for a collective give its ``group`` kind and the global ``peers``."""
-        seq = 0
-        if group is not None:
-            seq = self.seq[group]
-            self.seq[group] += 1
-            self._stall(phase)
-        else:
-            wall, start = time.time(), self._mark()
-            self._inject(phase)
-        if group is not None:
-            wall, start = time.time(), self._mark()
-            self.current = (phase, group, tuple(peers), seq, self.step, wall)
+    def backward_span(self):
+        """Time the forward-backward span of a step; record its non-forward part as "backward"."""
+        wall, t0, c0 = self.wall(), time.perf_counter(), time.thread_time()
+        self._progress()
+        self.fwd_sum = [0.0, 0.0]
+        self.open["forward-backward"] = None
         try:
             yield
         finally:
-            self.current = None
-            self._finish(phase, wall, start, group, peers, seq)
+            self.open.pop("forward-backward", None)
+            self._progress()
+            if not self.cuda:
+                self._inject("backward")
+                total, cpu = time.perf_counter() - t0, time.thread_time() - c0
+                self._write("forward-backward", wall, total, None, (), 0, self.step, cpu)
+                self._write("backward", wall, max(0.0, total - self.fwd_sum[0]), None, (), 0, self.step,
+                            max(0.0, cpu - self.fwd_sum[1]))
+            self.fwd_sum = None
 
+    @contextmanager
+    def phase(self, phase: str):
+        """Time a compute block (the optimizer step)."""
+        wall, start = self.wall(), self._mark()
+        self.open[phase] = None
+        self._inject(phase)
+        try:
+            yield
+        finally:
+            self.open.pop(phase, None)
+            self._finish(phase, wall, start)
+
+    @contextmanager
+    def labelled(self, label: str):
+        """Name the collectives issued inside the block ``LABEL-OPERATION`` (``loss-all-reduce``)."""
+        saved, self.label = self.label, label
+        try:
+            yield
+        finally:
+            self.label = saved
+
+    # -- operations (called by CommHooks) ------------------------------------------------------
+    def open_comm(self, op: str, kind: str, peers: tuple, seq: int) -> _Op:
+        """An operation is issued: ``op`` (all-reduce, send, ...) on a ``kind`` group."""
+        self._stall()
+        phase = f"{self.label}-{op}" if self.label else f"{kind}-{op}"
+        self._progress()
+        handle = _Op(phase, kind, tuple(peers), seq, self.step, self.wall(), time.perf_counter())
+        if op == "send":
+            self._inject("send")  # a slow link: the send takes longer, its issue is on time
+        return handle
+
+    def block(self, op: _Op):
+        """The rank is now blocked in ``op`` (issuing it, or waiting for it); returns the token for :meth:`unblock`."""
+        outer, self.blocked = self.blocked, op
+        self.last_progress = time.monotonic()
+        return outer, time.perf_counter()
+
+    def unblock(self, op: _Op, token) -> None:
+        """The rank is no longer blocked in ``op``."""
+        outer, t0 = token
+        op.wait_s += time.perf_counter() - t0
+        self.blocked = outer
+        self.last_progress = time.monotonic()
+
+    @contextmanager
+    def comm_wait(self, op: _Op):
+        """The rank is blocked in ``op`` for the block's duration (:meth:`block`, :meth:`unblock`)."""
+        token = self.block(op)
+        try:
+            yield
+        finally:
+            self.unblock(op, token)
+
+    def close_comm(self, op: _Op) -> None:
+        """``op`` completed: write its record."""
+        append_event(self.file, new_event(rank=self.rank, host=self.host, local_rank=self.local_rank, step=op.step,
+                                          phase=op.phase, start_s=op.wall, dur_s=time.perf_counter() - op.start,
+                                          group=op.group, peers=op.peers, seq=op.seq, wait_s=op.wait_s))
+
+    # -- steps ----------------------------------------------------------------------------------
     def end_step(self, step: int) -> None:
-        """Resolve completed CUDA segments and flush; called after each iteration."""
+        """Resolve completed CUDA segments and disarm the watchdog; called after each iteration."""
         if self.pending:
             done = [p for p in self.pending if p[3].query()]
             self.pending = [p for p in self.pending if not p[3].query()]
-            for phase, wall, start, end, group, peers, seq, s in done:
-                self._write(phase, wall, start.elapsed_time(end) / 1e3, group, peers, seq, s)
-        self.file.flush()
+            for phase, wall, start, end, s in done:
+                self._write(phase, wall, start.elapsed_time(end) / 1e3, None, (), 0, s)
+        self.armed = False
         self.step = step + 1
 
     def close(self) -> None:
         self._stop.set()
+        self.armed = False
         if self.pending:
             import torch
             torch.cuda.synchronize()
             self.end_step(self.step)
         self.file.close()
 
-    # -- fault injection ---------------------------------------------------------------------
+    # -- fault injection -----------------------------------------------------------------------
     def _inject(self, phase: str) -> None:
         c = self.cfg
-        if c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase:
+        if c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase == "send":
+            time.sleep(c.inject_delay_s)  # a slow link: the wire is slow, the CPU idle
+        elif c.inject_delay_s and c.inject_rank == self.rank and c.inject_phase == phase:
             end = time.perf_counter() + c.inject_delay_s
             while time.perf_counter() < end:  # busy, like a slow device: it uses the CPU
                 pass
+        if c.stall_rank == self.rank and c.stall_step == self.step and c.stall_mode == "compute" \
+                and phase == "forward":
+            while True:  # stuck in compute: no progress, the CPU busy
+                time.sleep(0)
 
-    def _stall(self, phase: str) -> None:
+    def _stall(self) -> None:
         c = self.cfg
-        if c.stall_rank == self.rank and c.stall_step == self.step:
-            self.file.flush()
-            while True:  # this rank stops entering collectives; the others' watchdogs fire
-                time.sleep(1.0)
+        if c.stall_rank != self.rank or c.stall_step != self.step or c.stall_mode == "compute":
+            return
+        if c.stall_mode == "freeze":
+            os.kill(os.getpid(), signal.SIGSTOP)  # the whole process stops: it writes nothing more
+        while True:  # this rank stops entering collectives
+            time.sleep(1.0)
 
     # -- watchdog ------------------------------------------------------------------------------
+    def _state(self):
+        """(phase, group, peers, seq, step, since_s, state) of what this rank is in now."""
+        op = self.blocked
+        if op is not None:
+            return op.phase, op.group, op.peers, op.seq, op.step, op.wall, "collective"
+        since = self.wall() - (time.monotonic() - self.last_progress)
+        inside = [p for p in self.open if p != "forward-backward"] or list(self.open)
+        if inside:
+            return inside[-1], None, (), 0, self.step, since, "compute"
+        return "idle", None, (), 0, self.step, since, "idle"
+
     def _watch(self) -> None:
-        while not self._stop.wait(0.2):
-            cur = self.current
-            if cur is None or time.time() - cur[5] < self.cfg.hang_timeout_s:
+        timeout = self.cfg.hang_timeout_s
+        while not self._stop.wait(min(0.2, timeout / 10)):
+            if not self.armed or time.monotonic() - self.last_progress < timeout:
                 continue
-            phase, group, peers, seq, step, since = cur
-            hang = new_hang(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step, phase=phase,
-                            group=group, peers=peers, seq=seq, since_s=since, timeout_s=self.cfg.hang_timeout_s)
-            try:
-                self.file.flush()
-            except ValueError:
-                pass
-            write_hang(self.out, hang)
-            print(f"rankmap-engine: [rank {self.rank}] {phase} ({group} #{seq}) did not finish within "
-                  f"{self.cfg.hang_timeout_s:g} s; hang record written, stopping", flush=True)
-            # Peers that began waiting a moment later write their records before the launcher,
-            # seeing this process end, tears the job down.
-            time.sleep(_GRACE_S)
-            os._exit(124)
+            self._fire(timeout)
+
+    def _fire(self, timeout: float) -> None:
+        phase, group, peers, seq, step, since, state = self._state()
+        hang = new_hang(rank=self.rank, host=self.host, local_rank=self.local_rank, step=step, phase=phase,
+                        group=group, peers=peers, seq=seq, since_s=since, timeout_s=timeout, state=state)
+        try:
+            self.file.flush()
+        except ValueError:
+            pass
+        try:
+            with open(self.folder / f"stacks-rank-{self.rank:05d}.txt", "w", encoding="utf-8") as f:
+                faulthandler.dump_traceback(file=f, all_threads=True)
+            self._dump_flight_recorder()
+            write_hang(self.folder, hang)
+        except (OSError, RankmapError) as exc:  # still stop: a hung rank must not outlive its watchdog
+            print(f"rankmap-engine: [rank {self.rank}] cannot write the hang record: {exc}", flush=True)
+        where = f"{phase} ({group} #{seq})" if group else f"{phase} ({state})"
+        print(f"rankmap-engine: [rank {self.rank}] no progress for {timeout:g} s in {where}; hang record and "
+              f"stacks written to {self.folder}, stopping", flush=True)
+        # Peers that stopped a moment later write their records before the launcher,
+        # seeing this process end, tears the job down.
+        time.sleep(GRACE_S)
+        os._exit(124)
+
+    def _dump_flight_recorder(self) -> None:
+        try:
+            from torch._C._distributed_c10d import _dump_fr_trace_json
+            data = _dump_fr_trace_json(True, False)
+        except Exception:  # noqa: BLE001 - the recorder is optional (off unless TORCH_FR_BUFFER_SIZE is set)
+            return
+        data = data if isinstance(data, bytes) else str(data).encode()
+        (self.folder / f"fr-rank-{self.rank:05d}.json").write_bytes(data)

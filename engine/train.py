@@ -103,6 +103,9 @@ def build(args: argparse.Namespace) -> Trainer:
     schedule = resolve_schedule(cfg.parallel.schedule, spec.pp, spec.vpp, spec.micro_batches)
     launch = LaunchEnv.from_environ()
     device, backend = pick_device(launch.local_rank)
+    # The c10d flight recorder (PyTorch docs, "Flight Recorder for Debugging Stuck Jobs"): its
+    # ring of recent operations is dumped by the progress watchdog (rankmap.engine.timing).
+    os.environ.setdefault("TORCH_FR_BUFFER_SIZE", "2000")
     join(launch, rm, backend, cfg.init_timeout_s)
     t = Trainer(rm=rm, cfg=cfg, spec=spec, out=args.out, rank=-1, device=device)
     startup = exchange_claims(rm, launch)
@@ -136,9 +139,15 @@ def build(args: argparse.Namespace) -> Trainer:
 
 def _timer(t: Trainer, entry: dict):
     """The phase timer, with forward/backward hooks on every model chunk of this rank."""
-    from rankmap.engine.timing import PhaseTimer
+    from rankmap.engine.comms import CommHooks, kinds_from_mesh
+    from rankmap.engine.timing import PhaseTimer, new_run_id
 
-    timer = PhaseTimer(t.out, t.rank, entry["host"], entry["local_rank"], t.device.type == "cuda", t.cfg.diagnostics)
+    run_id = new_run_id()
+    timer = PhaseTimer(t.out, t.rank, entry["host"], entry["local_rank"], t.device.type == "cuda", t.cfg.diagnostics,
+                       run_id)
+    if t.rank == 0:
+        print(f"rankmap-engine: timing records in {timer.folder}", flush=True)
+    timer.hooks = CommHooks(timer, kinds_from_mesh(t.mesh)).install()
     for module in t.parts.modules:
         # Forward: each chunk's forward call (module hooks: free). Backward: the rest of the
         # forward-backward span (see PhaseTimer.backward_span); gradient hooks per micro-batch
@@ -209,6 +218,7 @@ def close(t: Trainer | None) -> None:
     if t is not None and t.parts is not None and t.cfg.checkpoint.dir and t.start_step < t.cfg.train.steps:
         _save(t, t.cfg.train.steps)
     if t is not None and t.timer is not None:
+        t.timer.hooks.uninstall()
         t.timer.close()
     if dist.is_initialized():
         dist.destroy_process_group()

@@ -1,10 +1,15 @@
-"""``rankmap diagnose RUN_DIR --rankmap rankmap.json``: stragglers, hangs, heat map, timeline.
+"""``rankmap diagnose RUN_DIR --rankmap rankmap.json``: stragglers, slow links, hangs, heat map, timeline.
 
-Writes into ``--out`` (default ``RUN_DIR/diagnosis``), all or nothing: ``diagnosis.json``,
-``heatmap.png``, ``trace.json`` (open in Perfetto or chrome://tracing) and
-``constraints.yaml``, an exclusion list (flagged hosts; ToR groups whose ranks are slow
-together get a quota of 0) that ``rankmap plan --constraints`` accepts. The work is
-:func:`rankmap.api.diagnose`.
+Reads the newest run under ``RUN_DIR/events/`` (or ``--run-id``), refuses records whose
+hosts the rank map contradicts, and writes into ``--out`` (default ``RUN_DIR/diagnosis``),
+all or nothing: ``diagnosis.json``, ``heatmap.png``, ``trace.json`` (open in Perfetto or
+chrome://tracing) and ``constraints.yaml``, an exclusion list (flagged hosts; ToR groups
+whose ranks are slow together get a quota of 0) that ``rankmap plan --constraints``
+accepts. The work is :func:`rankmap.api.diagnose`.
+
+Exit status: 0 nothing found; 5 stragglers or slow links flagged; 6 a hang was recorded
+(the culprits are named); 3 bad input (missing or malformed records, a rank map that does
+not match them); 2 a bad flag.
 """
 
 from __future__ import annotations
@@ -15,15 +20,20 @@ from pathlib import Path
 from rankmap.cli.common import non_negative_float, positive_float
 from rankmap.errors import EXIT_OK
 
-__all__ = ["add_parser", "run_diagnose"]
+__all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
+
+EXIT_STRAGGLERS = 5     # stragglers or slow links flagged
+EXIT_HANG = 6           # a hang was recorded
 
 
 def add_parser(sub) -> None:
     """Add the ``diagnose`` command to the subparsers."""
     p = sub.add_parser("diagnose", help="find stragglers and hung ranks in a run's timing records",
-                       description=__doc__.splitlines()[0])
+                       description=__doc__.splitlines()[0],
+                       epilog="exit status: 0 nothing found, 5 stragglers or slow links, 6 a hang, 3 bad input")
     p.add_argument("run_dir", type=Path, help="run folder holding events/ (written by the engine)")
     p.add_argument("--rankmap", type=Path, required=True, help="the run's rankmap.json")
+    p.add_argument("--run-id", help="which run under RUN_DIR/events/ (default: the newest)")
     p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/diagnosis)")
     p.add_argument("--z", type=positive_float, default=5.0, help="robust z-score to flag (default 5)")
     p.add_argument("--min-ratio", type=positive_float, default=1.5,
@@ -38,7 +48,24 @@ def run_diagnose(args: argparse.Namespace) -> int:
     from rankmap.fileio import atomic_write_files
 
     rm = api.read_rankmap(args.rankmap)
-    run = api.diagnose(args.run_dir, rm, z=args.z, min_ratio=args.min_ratio, min_excess_s=args.min_excess)
+    run = api.diagnose(args.run_dir, rm, z=args.z, min_ratio=args.min_ratio, min_excess_s=args.min_excess,
+                       run_id=args.run_id)
     written = atomic_write_files(args.out or args.run_dir / "diagnosis", run.files)
+    s = run.summary
+    offsets = ", ".join(f"{h} {1e3 * v:+.1f} ms" for h, v in s["clock_offsets_s"].items())
+    print(f"run {s['run_id'] or '(flat events/)'}; clock offsets removed (from collective completion times): "
+          f"{offsets or 'none'}")
     print_diagnosis(run.diagnosis, run.host_of, run.tor_of, written)
-    return EXIT_OK
+    for f in s["flags"]:
+        if f["measure"] == "slow link":
+            print(f"slow link: rank {f['who']} on {f['host']} (rail {f['rail']}, ToR group "
+                  f"{run.tor_of.get(f['host'], '?')}): its {f['phase']} deliveries take "
+                  f"{1e3 * f['value_s']:.1f} ms (lower quartile; typical sender {1e3 * f['typical_s']:.1f} ms)")
+    if s["hang"] is not None:
+        h = s["hang"]
+        for c, host, rail, tor, state in zip(h["culprits"], h["culprit_hosts"], h["culprit_rails"],
+                                             h["culprit_tor_groups"], h["culprit_state"]):
+            print(f"culprit: rank {c} on {host}, rail {rail}, ToR group {tor}: {state}")
+        print(f"victims ({len(h['waiting'])} ranks blocked): {', '.join(map(str, h['waiting'])) or 'none'}")
+        return EXIT_HANG
+    return EXIT_STRAGGLERS if s["flags"] else EXIT_OK

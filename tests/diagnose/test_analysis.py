@@ -10,14 +10,15 @@ import numpy as np
 import pytest
 
 from rankmap.diagnose.analysis import diagnose
-from rankmap.diagnose.records import Event, Hang, RunRecords, event_path, hang_path, read_run
+from rankmap.diagnose.records import Event, Hang, RunRecords, event_path, events_dir, hang_path, read_run
 
 HOSTS = {r: f"h{r // 4}" for r in range(8)}          # 2 hosts x 4 ranks
 TORS = {"h0": "tg0", "h1": "tg1"}
 
 
-def run(slow_rank=None, slow_phase="forward", delay=0.3, late_rank=None, steps=6, seed=0):
+def run(slow_rank=None, slow_phase="forward", delay=0.3, late_rank=None, steps=6, seed=0, hosts=None):
     """8 ranks, tp=2 pp=2 dp=2-like records with jittered durations."""
+    HOSTS = hosts or globals()["HOSTS"]
     rng = np.random.default_rng(seed)
     events = []
     for step in range(steps):
@@ -71,35 +72,115 @@ def test_hang_names_the_rank_that_never_arrived():
     assert d.hang.waiting == (1, 3, 7) and "no record" in d.hang.culprit_state[0]
 
 
-def test_records_round_trip_and_cli(tmp_path):
-    records = run(slow_rank=6)
-    for r in range(8):
-        path = event_path(tmp_path, r)
+def plan_racks(folder):
+    done = subprocess.run([sys.executable, "-m", "rankmap", "plan", "--example", "racks", "--tp", "4", "--pp", "2",
+                           "--dp", "1", "--order", "tp-pp-dp", "--model", "gpt3-1.3b", "--micro-batches", "2",
+                           "--out", folder], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return folder / "rankmap.json", {r["rank"]: r["host"] for r in json.loads((folder / "rankmap.json").read_text())["ranks"]}
+
+
+def write_records(folder, records, cut_last=False):
+    for r in sorted({e.rank for e in records.events}):
+        path = event_path(folder, r)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(e.to_json() + "\n" for e in records.events if e.rank == r) + '{"rank": 6, "ho')
+        path.write_text("".join(e.to_json() + "\n" for e in records.events if e.rank == r) +
+                        ('{"rank": 6, "ho' if cut_last else ""))
+
+
+def diagnose_cli(run_dir, rankmap):
+    return subprocess.run([sys.executable, "-m", "rankmap", "diagnose", run_dir, "--rankmap", rankmap],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_records_round_trip_and_cli(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    records = run(slow_rank=6, hosts=hosts)
+    write_records(events_dir(tmp_path, "20260101T000000Z-aaaaaa"), records, cut_last=True)
     again = read_run(tmp_path)
     assert len(again.events) == len(records.events)    # the cut-off last line is skipped
-    rm = subprocess.run([sys.executable, "-m", "rankmap", "plan", "--example", "racks", "--tp", "4", "--pp", "2",
-                         "--dp", "1", "--order", "tp-pp-dp", "--model", "gpt3-1.3b", "--micro-batches", "2",
-                         "--out", tmp_path / "plan"], capture_output=True, text=True, timeout=120)
-    assert rm.returncode == 0, rm.stderr
-    out = subprocess.run([sys.executable, "-m", "rankmap", "diagnose", tmp_path, "--rankmap",
-                          tmp_path / "plan" / "rankmap.json"], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = diagnose_cli(tmp_path, rankmap)
+    assert out.returncode == 5, out.stderr               # a straggler found
     summary = json.loads((tmp_path / "diagnosis" / "diagnosis.json").read_text())
     assert summary["flags"][0]["who"] == "6" and summary["flags"][0]["phase"] == "forward"
+    assert summary["run_id"] == "20260101T000000Z-aaaaaa"
     trace = json.loads((tmp_path / "diagnosis" / "trace.json").read_text())
-    assert {e["ph"] for e in trace["traceEvents"]} == {"M", "X"}
+    assert {e["ph"] for e in trace["traceEvents"]} >= {"M", "X"}
     assert all({"name", "ph", "pid", "tid"} <= set(e) for e in trace["traceEvents"])
     assert (tmp_path / "diagnosis" / "heatmap.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    host = json.loads((tmp_path / "plan" / "rankmap.json").read_text())["ranks"][6]["host"]
-    assert host in (tmp_path / "diagnosis" / "constraints.yaml").read_text()
+    assert hosts[6] in (tmp_path / "diagnosis" / "constraints.yaml").read_text()
+
+
+def test_newest_run_is_read_and_a_clean_run_after_a_hang_reports_nothing(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    old = events_dir(tmp_path, "20260101T000000Z-aaaaaa")
+    write_records(old, run(hosts=hosts))
+    hang_path(old, 3).write_text(Hang(rank=3, host=hosts[3], local_rank=0, step=2, phase="tp-all-reduce", group="tp",
+                                      peers=(0, 1, 2, 3), seq=9, since_s=1.0, timeout_s=5.0).to_json())
+    write_records(events_dir(tmp_path, "20260102T000000Z-bbbbbb"), run(hosts=hosts, seed=1))
+    out = diagnose_cli(tmp_path, rankmap)
+    assert out.returncode == 0, out.stdout + out.stderr
+    summary = json.loads((tmp_path / "diagnosis" / "diagnosis.json").read_text())
+    assert summary["run_id"] == "20260102T000000Z-bbbbbb" and summary["hang"] is None and summary["flags"] == []
+    assert read_run(tmp_path, "20260101T000000Z-aaaaaa").hangs[0].rank == 3
+    old_run = subprocess.run([sys.executable, "-m", "rankmap", "diagnose", tmp_path, "--rankmap", rankmap, "--run-id",
+                              "20260101T000000Z-aaaaaa"], capture_output=True, text=True, timeout=120)
+    assert old_run.returncode == 6, old_run.stdout + old_run.stderr      # that run had a hang
+    assert "culprit: rank 0 on" in old_run.stdout                         # 3 waited in TP for 0, 1, 2
+
+
+def test_a_rank_map_the_records_contradict_is_refused(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    write_records(events_dir(tmp_path, "r1"), run())          # hosts h0/h1: another cluster's run
+    out = diagnose_cli(tmp_path, rankmap)
+    assert out.returncode == 3 and out.stderr.count("\n") == 1, out.stderr
+    assert "records say rank 0 ran on 'h0'" in out.stderr and hosts[0] in out.stderr
+    assert not (tmp_path / "diagnosis").exists()
 
 
 def test_bad_records_are_located(tmp_path):
-    path = event_path(tmp_path, 0)
+    path = event_path(tmp_path / "events", 0)               # a flat events/ folder is one run
     path.parent.mkdir(parents=True)
     path.write_text('{"rank": 0}\n{"rank": 1}\n')
     with pytest.raises(Exception, match=r"rank-00000.jsonl:1: bad event record"):
         read_run(tmp_path)
-    hang_path(tmp_path, 3).write_text("{}")
+    with pytest.raises(Exception, match=r"no run 'nope' in events/"):
+        read_run(tmp_path, "nope")
+
+
+def test_own_excess_is_bright_for_the_culprit_and_dark_for_its_waiters():
+    records = run(slow_rank=5, delay=0.3)
+    # rank 5's DP peers wait for it inside their reduce-scatter: long durations, no excess of their own
+    waited = tuple(Event(**{**e.__dict__, "dur_s": 0.35}) if e.phase == "dp-reduce-scatter" and e.rank in (1, 3, 7)
+                   else e for e in records.events)
+    d = diagnose(RunRecords(waited, (), records.ranks), HOSTS, TORS)
+    fwd, rs = d.phases.index("forward"), d.phases.index("dp-reduce-scatter")
+    assert np.argmax(d.excess[:, fwd]) == 5 and d.excess[5, fwd] > 0.25
+    assert d.excess[[1, 3, 7], rs].max() < 0.02            # waiting is not their own excess
+    assert d.matrix[[1, 3, 7], rs].min() == 0.35           # it shows in the waits
+
+
+def test_clock_offset_of_a_host_is_removed_before_lateness():
+    shifted = tuple(Event(**{**e.__dict__, "start_s": e.start_s + 0.3}) if HOSTS[e.rank] == "h1" else e
+                    for e in run().events)
+    d = diagnose(RunRecords(shifted, (), tuple(range(8))), HOSTS, TORS)
+    assert d.flags == () and abs(d.offsets["h1"] - 0.3) < 0.02 and d.offsets["h0"] == 0.0
+
+
+def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
+    def hang(rank, phase, group, peers, seq, state="collective"):
+        return Hang(rank=rank, host=HOSTS[rank], local_rank=rank % 4, step=3, phase=phase, group=group, peers=peers,
+                    seq=seq, since_s=10.0, timeout_s=5.0, state=state)
+    hangs = (hang(0, "pp-send", "pp", (0, 4), 9),                  # waits for 4 ...
+             hang(4, "tp-all-gather", "tp", (4, 5), 40),           # ... which waits for 5 in TP
+             hang(1, "dp-all-gather", "dp", (1, 5), 6),            # 5's DP peer waits too
+             hang(5, "forward", None, (), 0, state="compute"),     # 5 is stuck computing
+             hang(6, "tp-all-gather", "tp", (6, 7), 40), hang(7, "tp-all-gather", "tp", (6, 7), 40))
+    # 6 and 7 are blocked in the same instance: they wait on each other, not on anyone outside
+    d = diagnose(RunRecords(run().events, hangs, tuple(range(8))), HOSTS, TORS)
+    assert d.hang.culprits == (5,) and d.hang.culprit_state == ("stuck in compute (forward, step 3)",)
+    assert d.hang.waiting == (0, 1, 4, 6, 7) and (d.hang.phase, d.hang.group, d.hang.seq) == ("tp-all-gather", "tp", 40)
+    # matched across ranks: who entered each operation and who never did
+    assert d.hang.instances == (("dp-all-gather", "dp", (1, 5), 6, (1,), (5,)), ("pp-p2p", "pp", (0, 4), 9, (0,), (4,)),
+                                ("tp-all-gather", "tp", (4, 5), 40, (4,), (5,)),
+                                ("tp-all-gather", "tp", (6, 7), 40, (6, 7), ()))

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rankmap.diagnose.records import (
     append_event,
     event_path,
+    events_dir,
     hang_path,
     new_event,
     new_hang,
@@ -14,42 +17,47 @@ from rankmap.diagnose.records import (
     read_run,
     write_hang,
 )
+from rankmap.errors import RankmapError
 
 
 def test_written_events_and_hangs_read_back_as_written(tmp_path):
+    folder = events_dir(tmp_path, "20260101T000000Z-abcdef")
     events = [new_event(rank=r, host=f"h{r // 2}", local_rank=r % 2, step=s, phase=phase, start_s=100.0 + s + 1e-7,
                         dur_s=0.1234567, group=group, peers=peers, seq=s, cpu_s=cpu)
               for r in (2, 0) for s in (1, 2)
               for phase, group, peers, cpu in (("forward", None, (), 0.1), ("dp-all-reduce", "dp", [0, 2], None))]
     for r in (2, 0):
-        log = open_event_log(tmp_path, r)          # makes RUN_DIR/events/
+        log = open_event_log(folder, r)            # makes RUN_DIR/events/RUN_ID/
         for e in events:
             if e.rank == r:
                 append_event(log, e)
         log.close()
     hang = new_hang(rank=2, host="h1", local_rank=0, step=2, phase="dp-all-reduce", group="dp", peers=[0, 2], seq=2,
                     since_s=101.00000049, timeout_s=10)
-    assert write_hang(tmp_path, hang) == hang_path(tmp_path, 2)
+    assert write_hang(folder, hang) == hang_path(folder, 2)
     run = read_run(tmp_path)
-    assert run.ranks == (0, 2) and run.hangs == (hang,)
+    assert run.ranks == (0, 2) and run.hangs == (hang,) and run.run_id == "20260101T000000Z-abcdef"
     assert run.events == tuple(e for r in (0, 2) for e in events if e.rank == r)   # ranks ascending, file order
     assert {e.dur_s for e in run.events} == {0.123457} and run.events[0].start_s == 101.0
     assert hang.since_s == 101.0 and hang.peers == (0, 2)
 
 
-def test_event_lines_append_and_hang_records_are_one_sorted_json_object(tmp_path):
+def test_event_files_are_never_appended_to_and_hang_records_are_one_sorted_json_object(tmp_path):
     e = new_event(rank=7, host="n3", local_rank=1, step=4, phase="forward", start_s=12.031, dur_s=0.184, cpu_s=0.181)
-    for _ in range(2):                             # a resumed run appends to the same file
-        log = open_event_log(tmp_path, 7)
-        append_event(log, e)
-        log.close()
+    log = open_event_log(tmp_path, 7)
+    append_event(log, e)                           # line-buffered: on disk before close
+    assert event_path(tmp_path, 7).read_text().count("\n") == 1
+    log.close()
+    with pytest.raises(RankmapError, match=r"rank-00007.jsonl: exists already"):
+        open_event_log(tmp_path, 7)                # a second run with the same id
     lines = event_path(tmp_path, 7).read_text().splitlines()
-    assert lines == [lines[0]] * 2 and json.loads(lines[0]) == {
+    assert json.loads(lines[0]) == {
         "rank": 7, "host": "n3", "local_rank": 1, "step": 4, "phase": "forward", "group": None, "peers": [],
         "seq": 0, "start_s": 12.031, "dur_s": 0.184, "cpu_s": 0.181}
-    hang = new_hang(rank=7, host="n3", local_rank=1, step=4, phase="tp-collective", group="tp", peers=(6, 7), seq=9,
+    hang = new_hang(rank=7, host="n3", local_rank=1, step=4, phase="tp-all-gather", group="tp", peers=(6, 7), seq=9,
                     since_s=12.5, timeout_s=5.0)
     text = write_hang(tmp_path, hang).read_text()
     assert text == json.dumps(json.loads(text), sort_keys=True) + "\n"
-    assert json.loads(text) == {"rank": 7, "host": "n3", "local_rank": 1, "step": 4, "phase": "tp-collective",
-                                "group": "tp", "peers": [6, 7], "seq": 9, "since_s": 12.5, "timeout_s": 5.0}
+    assert json.loads(text) == {"rank": 7, "host": "n3", "local_rank": 1, "step": 4, "phase": "tp-all-gather",
+                                "group": "tp", "peers": [6, 7], "seq": 9, "since_s": 12.5, "timeout_s": 5.0,
+                                "state": "collective"}

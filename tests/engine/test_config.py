@@ -17,6 +17,9 @@ def test_defaults_and_values(engine_yaml):
     assert (cfg.train.steps, cfg.train.lr, cfg.train.seed) == (3, 0.01, 7)
     assert (cfg.parallel.schedule, cfg.parallel.data_parallel, cfg.parallel.launcher_order) == ("gpipe", "ddp", "rerank")
     assert load_config(None) == EngineConfig()
+    # the process group's timeout outlasts the progress watchdog by default, so hangs are recorded
+    assert cfg.init_timeout_s >= cfg.diagnostics.hang_timeout_s + 30 == 270
+    assert load_config(engine_yaml("diagnostics: {hang_timeout_s: 0}\ninit_timeout_s: 5\n")).init_timeout_s == 5
     assert cfg.with_steps(0).train.steps == 0 and cfg.with_steps(0).train.lr == 0.01
 
 
@@ -28,6 +31,12 @@ def test_defaults_and_values(engine_yaml):
     ("model: {layers: two}\n", "engine.yaml:1: model.layers: expected an integer, got 'two'"),
     ("modle: {layers: 2}\n", "engine.yaml:1: modle: unknown key 'modle'"),
     ("model: {hidden: 12, heads: 4}\n", "head dimension hidden/heads = 3 must be even"),
+    ("diagnostics: {hang_timeout_s: 300}\n", "engine.yaml:1: init_timeout_s: the process-group timeout init_timeout_s "
+                                             "(300 s) must be at least diagnostics.hang_timeout_s (300 s) + 30 s"),
+    ("diagnostics: {hang_timeout_s: 10}\ninit_timeout_s: 39\n", "engine.yaml:2: init_timeout_s: the process-group"),
+    ("diagnostics: {stall_rank: 1, stall_step: 2, stall_mode: nap}\n", "stall_mode must be one of collective, "
+                                                                        "compute, freeze, got 'nap'"),
+    ("diagnostics: {inject_phase: recv}\n", "inject_phase must be one of forward, backward, optimizer, send"),
 ])
 def test_bad_config_names_file_line_and_key(engine_yaml, text, message):
     with pytest.raises(SpecError) as err:

@@ -21,7 +21,8 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
 from __future__ import annotations
 
 __all__ = [
-    "one_line", "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "one_line", "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_STRAGGLERS", "EXIT_HANG",
+    "EXIT_INTERNAL", "EXIT_INTERRUPTED",
     "RankmapError", "UsageError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
     "LaunchError", "EngineError", "PlacementMismatch",
 ]
@@ -30,6 +31,8 @@ EXIT_OK = 0
 EXIT_USAGE = 2          # argparse's own code for a bad command line
 EXIT_INPUT = 3          # bad input: file, key, value or flag
 EXIT_INFEASIBLE = 4     # the job cannot be placed as asked
+EXIT_STRAGGLERS = 5     # rankmap diagnose: stragglers or slow links flagged
+EXIT_HANG = 6           # rankmap diagnose: a hang was recorded (culprits named)
 EXIT_INTERNAL = 70      # a bug (EX_SOFTWARE of sysexits.h)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 

@@ -17,13 +17,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rankmap.cli.common import non_negative_float, positive_float
-from rankmap.errors import EXIT_OK
+from rankmap.cli.common import add_json_arg, non_negative_float, positive_float
+from rankmap.errors import EXIT_HANG, EXIT_OK, EXIT_STRAGGLERS
 
 __all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
-
-EXIT_STRAGGLERS = 5     # stragglers or slow links flagged
-EXIT_HANG = 6           # a hang was recorded
 
 
 def add_parser(sub) -> None:
@@ -39,6 +36,7 @@ def add_parser(sub) -> None:
     p.add_argument("--min-ratio", type=positive_float, default=1.5,
                    help="flag only at this many times the median (1.5)")
     p.add_argument("--min-excess", type=non_negative_float, default=0.05, help="and this many seconds above it (0.05)")
+    add_json_arg(p)
     p.set_defaults(func=run_diagnose)
 
 
@@ -52,6 +50,11 @@ def run_diagnose(args: argparse.Namespace) -> int:
                        run_id=args.run_id)
     written = atomic_write_files(args.out or args.run_dir / "diagnosis", run.files)
     s = run.summary
+    code = EXIT_HANG if s["hang"] is not None else EXIT_STRAGGLERS if s["flags"] else EXIT_OK
+    if args.json:
+        from rankmap.cli.report import print_json
+        print_json({**s, "outputs": [str(p) for p in written], "exit_status": code})
+        return code
     offsets = ", ".join(f"{h} {1e3 * v:+.1f} ms" for h, v in s["clock_offsets_s"].items())
     print(f"run {s['run_id'] or '(flat events/)'}; clock offsets removed (from collective completion times): "
           f"{offsets or 'none'}")
@@ -67,5 +70,4 @@ def run_diagnose(args: argparse.Namespace) -> int:
                                              h["culprit_tor_groups"], h["culprit_state"]):
             print(f"culprit: rank {c} on {host}, rail {rail}, ToR group {tor}: {state}")
         print(f"victims ({len(h['waiting'])} ranks blocked): {', '.join(map(str, h['waiting'])) or 'none'}")
-        return EXIT_HANG
-    return EXIT_STRAGGLERS if s["flags"] else EXIT_OK
+    return code

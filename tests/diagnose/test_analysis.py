@@ -127,6 +127,11 @@ def test_newest_run_is_read_and_a_clean_run_after_a_hang_reports_nothing(tmp_pat
                               "20260101T000000Z-aaaaaa"], capture_output=True, text=True, timeout=120)
     assert old_run.returncode == 6, old_run.stdout + old_run.stderr      # that run had a hang
     assert "culprit: rank 0 on" in old_run.stdout                         # 3 waited in TP for 0, 1, 2
+    as_json = subprocess.run([sys.executable, "-m", "rankmap", "diagnose", tmp_path, "--rankmap", rankmap,
+                              "--run-id", "20260101T000000Z-aaaaaa", "--out", tmp_path / "d2", "--json"],
+                             capture_output=True, text=True, timeout=120)
+    doc = json.loads(as_json.stdout)                                      # one document, same exit status
+    assert as_json.returncode == 6 and doc["exit_status"] == 6 and doc["hang"]["culprits"][0] == 0
 
 
 def test_a_rank_map_the_records_contradict_is_refused(tmp_path):

@@ -32,10 +32,12 @@ References
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import re
 
 from rankmap.errors import SpecError
+from rankmap.names import charge_hosts
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.sources import (
     Diagnostics,
@@ -76,12 +78,14 @@ def parse_hostfile(text: str, source: str, options: ImportOptions | None = None)
     options = options or ImportOptions()
     diags = Diagnostics(options.strict)
     lines: dict[str, list[tuple[int, int | None]]] = {}   # host -> [(line, slots or None if bare)]
-    for number, raw in enumerate(text.splitlines(), 1):
+    for number, raw in enumerate(io.StringIO(text), 1):  # lazily: a huge file stops at the host limit
         words = raw.split("#", 1)[0].split()
         if not words:
             continue
         name, gpus = _host_line(words, source, number)
         seen = lines.setdefault(name, [])
+        if not seen:  # a new host: counts against the file's host limit (rankmap.names.host_budget)
+            charge_hosts(1, source=source, line=number, key=words[0])
         if seen and (gpus is not None or seen[0][1] is not None):
             raise SpecError(f"host {name} is listed twice (first on line {seen[0][0]}): list it once with "
                             f"slots=N (Open MPI and MPICH read a bare name repeated N times as N slots)",

@@ -75,6 +75,9 @@ _FIRST_KEY = re.compile(r"^\s*([A-Za-z]+)\s*=", re.M)
 _HOSTFILE_LINE = re.compile(r"^\s*[A-Za-z0-9:][A-Za-z0-9.:-]*(?::\d+)?(?:\s+[A-Za-z_-]+=\S*)*\s*$")
 
 
+DETECT_CHARS = 1 << 16  # characters of a file that detect_format reads
+
+
 def detect_format(text: str) -> str | None:
     """Guess the format of a topology file: an import format, ``"cluster"`` for a
     rankmap cluster spec, or None when unsure.
@@ -84,6 +87,8 @@ def detect_format(text: str) -> str | None:
     >>> detect_format("# tree\\nswitchname=s1 nodes=n[1-4]"), detect_format("n1 slots=8\\nn2 slots=8")
     ('slurm', 'hostfile')
     """
+    if len(text) > DETECT_CHARS:  # the first 64 KiB decide: a huge file costs no more to guess
+        text = text[:text.rfind("\n", 0, DETECT_CHARS) + 1] or text[:DETECT_CHARS]
     body = [ln for ln in (line.split("#", 1)[0].strip() for line in text.splitlines()) if ln]
     if not body:
         return None

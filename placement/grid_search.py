@@ -22,11 +22,12 @@ from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
+from rankmap.placement.pods_first import pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import exhaustive, nested_starts, refine, tier_bound, tier_cost
+from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -34,6 +35,9 @@ __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 # them: the band layouts and the analytic bound already close the gap, and the models
 # grow slow.
 CP_SAT_MAX_PAIRS = 1500
+# Count exchanges scored per search: about this many grid cells scored in all (each score
+# decodes and measures a whole grid), so that deep pipelines stay within seconds.
+COUNT_SEARCH_CELLS = 6_000_000
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -164,7 +168,8 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
 
 def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins: GridPins, time_limit_s: float,
                   seed: int, workers: int, others: tuple) -> tuple[GridSolution | None, float, str]:
-    """The search for the tier objectives: starts (also in the fewest pods), refined
+    """The search for the tier objectives: starts (also in the fewest pods, and laid pods
+    first, :mod:`rankmap.placement.pods_first`), refined
     (:func:`rankmap.placement.tier_search.refine`), exhaustive on tiny grids. Several tiers:
     count exchanges (:mod:`rankmap.placement.count_search`) and the joint model of every tier
     (:mod:`rankmap.placement.tier_model`, plan and bound). One tier: CP-SAT's interval
@@ -174,7 +179,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
 
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
-        starts += nested_starts(problem)
+        starts += nested_starts(problem) + pods_first_starts(problem, level_problem(problem, 1), key)
     candidates = [c for c in starts if feasible(c)]
     if candidates:
         candidates.append(refine(problem, min(candidates, key=key), key, feasible))
@@ -213,7 +218,8 @@ def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasib
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     best = min(candidates, key=key)
-    best = min([best, count_search(problem, best, key)], key=key)
+    evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
+    best = min([best, count_search(problem, best, key, max_evals=evals)], key=key)
     bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
@@ -222,7 +228,7 @@ def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasib
         decoded, joint = tier_model_solve(problem, best, budget, seed, workers)
         solve_time_s = time.perf_counter() - t0
         options = [c for c in decoded if feasible(c)]
-        options += [count_search(problem, c, key) for c in options[:1]]
+        options += [count_search(problem, c, key, max_evals=evals) for c in options[:1]]
         best = min([best] + options, key=key)
         if joint > bound:
             bound, method = joint, "joint tier model (CP-SAT)"

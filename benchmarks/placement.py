@@ -2,6 +2,15 @@
 
     pip install pymetis        # for the graph-partitioning baseline (optional)
     python benchmarks/placement.py [--csv results.csv] [--sizes 1024,12288,100000]
+                                   [--fabric flat|three-tier|both] [--kinds gpt3 deep cp ep mixed]
+
+Three-tier instances (``--fabric three-tier``, the default ``both`` runs them after the
+flat ones): clusters of ``instances.make_tiered_cluster`` (pods of 4 ToR groups under a
+core, MegaScale NSDI 2024's three-layer Clos), fresh and 25%/50% busy, 1% of hosts failed;
+jobs of ``instances.job_of``: GPT-3 175B, a deep pipeline (pp 32), CP=2 and EP=2 across
+hosts, and GPT-3 on a cluster where 10% of the hosts have 4 GPUs. Per instance: wall
+and CPU time of the plan, the process's peak memory so far (ru_maxrss), the tier-weighted
+cost, the bound and the gap, and whether any baseline costs less (it must not).
 
 Instances: fresh, 25% and 50% of hosts busy (scattered); the job (GPT-3 175B shape, tp=8,
 pp 4/8/16) fills 98% of the free hosts, keeping 2% as spares. Each instance is run without
@@ -20,7 +29,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from instances import SIZES, make_cluster, make_job  # benchmarks/instances.py, beside this script
+from instances import KINDS, SIZES, make_cluster, make_job, tiered_instance  # benchmarks/instances.py
 
 from rankmap.placement.host_grid import build_grid
 from rankmap.placement.plan import plan
@@ -110,14 +119,50 @@ def rows_for(name: str, cluster, result, elapsed: float, peak: float) -> list[di
     return out
 
 
+def run_tiered(sizes: list[int], kinds: list[str], time_limit_s: float = 5.0) -> list[dict]:
+    """Plan every three-tier instance (module docstring); print and return one row each."""
+    out = []
+    print(f"{'GPUs':>7} {'kind':>5} {'busy':>5} {'time s':>7} {'CPU s':>6} {'peak MB':>8} {'cost TB':>8} "
+          f"{'bound TB':>8} {'gap %':>6}  status; baselines cheaper", flush=True)
+    for n in sizes:
+        for kind in kinds:
+            for busy in (0.0, 0.25, 0.5):
+                cluster, job = tiered_instance(kind, n, busy)
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = plan(cluster, job, time_limit_s=time_limit_s)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                cost = result.ours.metrics.cost
+                cheaper = [b.name for b in result.baselines if b.metrics.cost < cost * (1 - 1e-12)]
+                row = {"gpus": n, "kind": kind, "busy": busy, "time_s": wall, "cpu_s": cpu, "peak_MiB": peak,
+                       "cost_TB": cost / 1e12, "bound_TB": result.lower_bound_bytes / 1e12,
+                       "gap_pct": 100 * result.gap, "status": str(result.solver_status), "cheaper": cheaper}
+                out.append(row)
+                print(f"{n:>7} {kind:>5} {busy:>5.0%} {wall:7.2f} {cpu:6.2f} {peak:8.0f} {row['cost_TB']:8.3f} "
+                      f"{row['bound_TB']:8.3f} {row['gap_pct']:6.2f}  {row['status']}; {', '.join(cheaper) or 'none'}",
+                      flush=True)
+    if out:
+        print(f"three-tier: max gap {max(r['gap_pct'] for r in out):.2f}%, max plan time "
+              f"{max(r['time_s'] for r in out):.2f} s ({max(r['cpu_s'] for r in out):.2f} s CPU)")
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=Path("benchmarks/placement-results.csv"))
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--fabric", choices=["flat", "three-tier", "both"], default="both")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--time-limit", type=float, default=5.0, help="the planner's CP-SAT budget (three-tier)")
     args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if args.fabric != "flat":
+        run_tiered(sizes, args.kinds, args.time_limit)
+    if args.fabric == "three-tier":
+        return
     rows: list[dict] = []
     worst = {}
-    for n in [int(x) for x in args.sizes.split(",")]:
+    for n in sizes:
         for busy in (0.0, 0.25, 0.5):
             cluster = make_cluster(n, busy)
             job = make_job(n, cluster)

@@ -37,7 +37,7 @@ __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 CP_SAT_MAX_PAIRS = 1500
 # Count exchanges scored per search: about this many grid cells scored in all (each score
 # decodes and measures a whole grid), so that deep pipelines stay within seconds.
-COUNT_SEARCH_CELLS = 6_000_000
+COUNT_SEARCH_CELLS = 5_000_000
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -179,7 +179,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
 
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
-        starts += nested_starts(problem) + pods_first_starts(problem, level_problem(problem, 1), key)
+        starts += nested_starts(problem)
     candidates = [c for c in starts if feasible(c)]
     if candidates:
         candidates.append(refine(problem, min(candidates, key=key), key, feasible))
@@ -188,7 +188,8 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        return _search_levels(problem, candidates, key, feasible, time_limit_s, seed, workers)
+        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
+        return _search_levels(problem, candidates, pods_first, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
@@ -212,14 +213,15 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
 
 
-def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasible: Callable, time_limit_s: float,
-                   seed: int, workers: int) -> tuple[GridSolution, float, str]:
-    """Several tiers, no pins: count exchanges from the best start, then (when the
+def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key: Callable, feasible: Callable,
+                   time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
+    """Several tiers, no pins: count exchanges from the best start and from the best
+    pods-first start (each reaches its own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
-    best = min(candidates, key=key)
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
-    best = min([best, count_search(problem, best, key, max_evals=evals)], key=key)
+    options = [min(group, key=key) for group in (candidates, pods_first) if group]
+    best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:

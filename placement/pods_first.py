@@ -9,7 +9,8 @@ the rows (DP rings) it holds whole form a smaller grid, laid on the pod's ToR gr
 same layouts (by the ToR tier's cost); the pod's cells in rows it shares with another pod
 take, cell by cell, the ToR group of the neighbouring stage in the same column where it
 has room (so the pipeline hop stays inside it), else that of the cell before, else the
-group with the most room.
+group with the most room. One more start, :func:`whole_rows_first`, works on both tiers
+at once: whole rows in every pod, then the rows left over on the ToR groups' remainders.
 
 This is the decomposition Arnold (arXiv 2509.15940) uses for its scheduling: whole DP and
 PP groups to pods (minipods) first, then the hosts inside them.
@@ -17,6 +18,7 @@ PP groups to pods (minipods) first, then the hosts inside them.
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import numpy as np
@@ -26,7 +28,7 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 
-__all__ = ["pods_first_starts"]
+__all__ = ["pods_first_starts", "whole_rows_first"]
 
 # Pod placements kept (cheapest first) and refined into ToR-group placements.
 POD_PLACEMENTS = 3
@@ -44,9 +46,12 @@ def _layouts(problem: GridProblem) -> list[np.ndarray]:
     return [c for c in out if c is not None and (np.bincount(c.ravel(), minlength=cap.size) <= cap).all()]
 
 
-def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: int, groups: np.ndarray) -> bool:
+def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: int, groups: np.ndarray,
+              align: bool) -> bool:
     """Lay the ToR groups ``groups`` of ``pod`` on its cells of ``pods[R, C]`` into ``cells``;
-    False when they do not fit."""
+    False when they do not fit. The pod's cells in rows it shares take, with ``align``, the
+    group of the neighbouring stage's cell where it has room (pipeline hops inside), else
+    the fewest groups (the smallest that holds the whole piece, else the largest first)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
     full = np.nonzero(mask.all(axis=1))[0]
@@ -61,20 +66,87 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         left -= np.bincount(best.ravel(), minlength=groups.size)
     where = {int(g): i for i, g in enumerate(groups)}
     for r in (r for r in range(problem.rows) if mask[r].any() and not mask[r].all()):
+        cols = np.nonzero(mask[r])[0]
         prev = -1
-        for c in np.nonzero(mask[r])[0]:
+        for i, c in enumerate(cols):
             near = [cells[q, c] for q in (r - 1, r + 1) if 0 <= q < problem.rows and mask[q, c] and cells[q, c] >= 0]
-            choice = [where[int(g)] for g in near if left[where[int(g)]] > 0]
+            choice = [where[int(g)] for g in near if left[where[int(g)]] > 0] if align else []
             if not choice and prev >= 0 and left[prev] > 0:
                 choice = [prev]
             if not choice:
                 if left.max() <= 0:
                     return False
-                choice = [int(np.argmax(left))]
+                rest = len(cols) - i
+                holds = np.nonzero(left >= rest)[0]
+                choice = [int(holds[np.argmin(left[holds])]) if holds.size else int(np.argmax(left))]
             prev = choice[0]
             cells[r, c] = groups[prev]
             left[prev] -= 1
     return True
+
+
+def whole_rows_first(problem: GridProblem) -> np.ndarray | None:
+    """Placement ``cells[R, C]``: every pod holds as many whole rows (DP rings) as it can,
+    laid on its ToR groups by the constructive layouts; the rows left over take the ToR
+    groups' remainders, largest first (fewest pieces, so fewest ring crossings on both
+    tiers), and each sits between the whole rows of the first and the last pod it uses
+    (their pipeline hops stay inside those pods). None when the pods' whole rows already
+    hold the job (stage runs cover that) or on a one-tier fabric.
+
+    Examples
+    --------
+    Three rows of 4; pod 0 has groups of 3 and 3 hosts, pod 1 groups of 4 and 1, pod 2 one
+    of 2: a whole row in each of pods 0 and 1, the third row over the remainders.
+
+    >>> p = GridProblem(3, 4, (3, 3, 4, 1, 2), 10, 1, domains=((0, 0, 1, 1, 2),), weights=(1.0, 1.0))
+    >>> whole_rows_first(p).tolist()
+    [[2, 2, 2, 2], [0, 0, 0, 1], [1, 1, 4, 4]]
+    """
+    if not problem.domains:
+        return None
+    R, C = problem.rows, problem.cols
+    dom, left = np.asarray(problem.domains[0]), np.asarray(problem.free, dtype=np.int64).copy()
+    whole: dict[int, np.ndarray] = {}
+    for pod in np.unique(dom):
+        groups = np.nonzero(dom == pod)[0]
+        m = int(left[groups].sum() // C)
+        if m == 0:
+            continue
+        sub = GridProblem(m, C, tuple(int(x) for x in left[groups]), problem.w_row, problem.w_col, problem.w_wrap)
+        options = _layouts(sub)
+        if not options:
+            return None
+        best = groups[min(options, key=lambda c: grid_cost(sub, c))]
+        whole[int(pod)] = best
+        left -= np.bincount(best.ravel(), minlength=left.size)
+    n_whole = sum(len(rows) for rows in whole.values())
+    if n_whole >= R or left.sum() < (R - n_whole) * C:
+        return None
+    spans = []
+    for _ in range(R - n_whole):
+        row, need = [], C
+        while need:
+            g = int(np.lexsort((np.arange(left.size), -left))[0])   # the largest remainder, lowest index on ties
+            take = int(min(need, left[g]))
+            row.append((int(dom[g]), g, take))
+            left[g] -= take
+            need -= take
+        first = {q: i for i, (q, _, _) in reversed(list(enumerate(row)))}
+        row.sort(key=lambda piece: first[piece[0]])                 # pieces of one pod together
+        spans.append(np.concatenate([np.full(n, g) for _, g, n in row]))
+    order, placed = [], set()
+
+    def whole_rows(pod: int) -> None:
+        if pod not in placed and pod in whole:
+            placed.add(pod)
+            order.extend(whole[pod])
+
+    for span in spans:
+        whole_rows(int(dom[span[0]]))
+        order.append(span)
+        whole_rows(int(dom[span[-1]]))
+    head = [row for pod in sorted(whole) if pod not in placed for row in whole[pod]]
+    return np.stack(head + order).astype(np.int64)
 
 
 def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable) -> list[np.ndarray]:
@@ -109,9 +181,10 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
         return []
     dom = np.asarray(problem.domains[0])
     by_pod = sorted(_layouts(pod_problem), key=lambda c: grid_cost(pod_problem, c))
-    out = []
-    for pods in by_pod[:POD_PLACEMENTS]:
+    first = whole_rows_first(problem)
+    out = [first] if first is not None else []
+    for pods, align in itertools.product(by_pod[:POD_PLACEMENTS], (True, False)):
         cells = np.full(pods.shape, -1, dtype=np.int64)
-        if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0]) for p in np.unique(pods)):
+        if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], align) for p in np.unique(pods)):
             out.append(cells)
     return out

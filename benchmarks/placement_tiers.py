@@ -1,17 +1,47 @@
 """Three-tier benchmark instances: time, peak memory and gap per instance.
 
-Kept for its command line; the instances live in ``instances.py`` and the loop in
-``placement.py`` (``python benchmarks/placement.py --fabric three-tier``).
+The instances live in ``instances.py`` (:func:`instances.tiered_instance`); this is the
+loop that plans them, run by ``placement.py`` (``--fabric three-tier|both``) or alone:
 ``python benchmarks/placement_tiers.py [--sizes 1024 12288] [--kinds gpt3 deep cp ep mixed]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
+import time
 
-from instances import KINDS, SIZES  # benchmarks/instances.py, beside this script
+from instances import KINDS, SIZES, tiered_instance  # benchmarks/instances.py, beside this script
 
-from placement import run_tiered  # benchmarks/placement.py, beside this script
+from rankmap.placement.plan import plan
+
+
+def run_tiered(sizes: list[int], kinds: list[str], time_limit_s: float = 5.0) -> list[dict]:
+    """Plan every three-tier instance (module docstring); print and return one row each."""
+    out = []
+    print(f"{'GPUs':>7} {'kind':>5} {'busy':>5} {'time s':>7} {'CPU s':>6} {'peak MB':>8} {'cost TB':>8} "
+          f"{'bound TB':>8} {'gap %':>6}  status; baselines cheaper", flush=True)
+    for n in sizes:
+        for kind in kinds:
+            for busy in (0.0, 0.25, 0.5):
+                cluster, job = tiered_instance(kind, n, busy)
+                t0, c0 = time.perf_counter(), time.process_time()
+                result = plan(cluster, job, time_limit_s=time_limit_s)
+                wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+                peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                cost = result.ours.metrics.cost
+                cheaper = [b.name for b in result.baselines if b.metrics.cost < cost * (1 - 1e-12)]
+                row = {"gpus": n, "kind": kind, "busy": busy, "time_s": wall, "cpu_s": cpu, "peak_MiB": peak,
+                       "cost_TB": cost / 1e12, "bound_TB": result.lower_bound_bytes / 1e12,
+                       "gap_pct": 100 * result.gap, "status": str(result.solver_status), "cheaper": cheaper}
+                out.append(row)
+                print(f"{n:>7} {kind:>5} {busy:>5.0%} {wall:7.2f} {cpu:6.2f} {peak:8.0f} {row['cost_TB']:8.3f} "
+                      f"{row['bound_TB']:8.3f} {row['gap_pct']:6.2f}  {row['status']}; {', '.join(cheaper) or 'none'}",
+                      flush=True)
+    if out:
+        print(f"three-tier: max gap {max(r['gap_pct'] for r in out):.2f}%, max plan time "
+              f"{max(r['time_s'] for r in out):.2f} s ({max(r['cpu_s'] for r in out):.2f} s CPU)")
+    return out
 
 
 def main() -> None:

@@ -97,9 +97,19 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
     """
     free = np.asarray(problem.free)
 
-    def score(counts: np.ndarray) -> tuple:
-        best = min(decode_counts(problem, counts), key=key)
-        return key(best), best
+    first = getattr(key, "first", None)  # key(c)[0] alone, when the key offers it
+
+    def score(counts: np.ndarray, above=None) -> tuple:
+        """(key, cells) of the better decoding; (None, None) when ``first`` shows both
+        decodings worse than ``above`` (no full key needed)."""
+        decoded = decode_counts(problem, counts)
+        if first is not None and above is not None:
+            decoded = [c for c in decoded if first(c) <= above[0]]
+            if not decoded:
+                return None, None
+        keyed = [(key(c), i) for i, c in enumerate(decoded)]
+        k, i = min(keyed)
+        return k, decoded[i]
 
     best_cells, best_key = cells, key(cells)
     counts = counts_of(problem, cells)
@@ -113,8 +123,8 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
             evals += 1
             if max_evals is not None and evals > max_evals:
                 return best_cells
-            k, c = score(t)
-            if k < current_key:
+            k, c = score(t, current_key)
+            if k is not None and k < current_key:
                 counts, current_key = t, k
                 if k < best_key:
                     best_cells, best_key = c, k

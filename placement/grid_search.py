@@ -37,7 +37,7 @@ __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 CP_SAT_MAX_PAIRS = 1500
 # Count exchanges scored per search: about this many grid cells scored in all (each score
 # decodes and measures a whole grid), so that deep pipelines stay within seconds.
-COUNT_SEARCH_CELLS = 5_000_000
+COUNT_SEARCH_CELLS = 6_000_000
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:

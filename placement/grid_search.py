@@ -38,6 +38,8 @@ CP_SAT_MAX_PAIRS = 1500
 # Count exchanges scored per search: about this many grid cells scored in all (each score
 # decodes and measures a whole grid), so that deep pipelines stay within seconds.
 COUNT_SEARCH_CELLS = 6_000_000
+# Pods-first starts (cheapest first) from which count exchanges run, besides the best start.
+POD_STARTS_SEARCHED = 3
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -216,11 +218,11 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
 def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key: Callable, feasible: Callable,
                    time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start and from the best
-    pods-first start (each reaches its own local optimum), then (when the
+    pods-first starts (each reaches its own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
-    options = [min(group, key=key) for group in (candidates, pods_first) if group]
+    options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)

@@ -89,7 +89,8 @@ def whole_rows_first(problem: GridProblem) -> np.ndarray | None:
     """Placement ``cells[R, C]``: every pod holds as many whole rows (DP rings) as it can,
     laid on its ToR groups by the constructive layouts; the rows left over take the ToR
     groups' remainders, largest first (fewest pieces, so fewest ring crossings on both
-    tiers), and each sits between the whole rows of the first and the last pod it uses
+    tiers; the pods first: the fewest whose remainders cover the row), and each sits
+    between the whole rows of the first and the last pod it uses
     (their pipeline hops stay inside those pods). None when the pods' whole rows already
     hold the job (stage runs cover that) or on a one-tier fabric.
 
@@ -116,7 +117,8 @@ def whole_rows_first(problem: GridProblem) -> np.ndarray | None:
         options = _layouts(sub)
         if not options:
             return None
-        best = groups[min(options, key=lambda c: grid_cost(sub, c))]
+        # ties: the fewest groups cut, so that the remainders stay whole groups (fewer pieces)
+        best = groups[min(options, key=lambda c: (grid_cost(sub, c), _cut_groups(sub, c)))]
         whole[int(pod)] = best
         left -= np.bincount(best.ravel(), minlength=left.size)
     n_whole = sum(len(rows) for rows in whole.values())
@@ -124,9 +126,11 @@ def whole_rows_first(problem: GridProblem) -> np.ndarray | None:
         return None
     spans = []
     for _ in range(R - n_whole):
+        pods = _span_pods(dom, left, C)
         row, need = [], C
         while need:
-            g = int(np.lexsort((np.arange(left.size), -left))[0])   # the largest remainder, lowest index on ties
+            room = np.where(np.isin(dom, pods) & (left > 0), left, 0) if pods is not None else left
+            g = int(np.lexsort((np.arange(left.size), -room))[0])   # the largest remainder, lowest index on ties
             take = int(min(need, left[g]))
             row.append((int(dom[g]), g, take))
             left[g] -= take
@@ -147,6 +151,33 @@ def whole_rows_first(problem: GridProblem) -> np.ndarray | None:
         whole_rows(int(dom[span[-1]]))
     head = [row for pod in sorted(whole) if pod not in placed for row in whole[pod]]
     return np.stack(head + order).astype(np.int64)
+
+
+def _cut_groups(problem: GridProblem, cells: np.ndarray) -> int:
+    """Groups partly used by ``cells`` (their rest split off from them)."""
+    used = np.bincount(cells.ravel(), minlength=len(problem.free))
+    return int(((used > 0) & (used < np.asarray(problem.free))).sum())
+
+
+def _span_pods(dom: np.ndarray, left: np.ndarray, cols: int, widest: int = 4, considered: int = 12):
+    """The pods a row over remainders should take: the fewest (at most ``widest``, among the
+    ``considered`` pods with the largest remainders) whose remainders cover ``cols``, then
+    the fewest ToR groups, then the least spare; None when no such set exists."""
+    rem = np.bincount(dom, weights=left, minlength=int(dom.max()) + 1)
+    pods = sorted(np.nonzero(rem > 0)[0].tolist(), key=lambda q: (-rem[q], q))[:considered]
+    for k in range(1, widest + 1):
+        best = None
+        for subset in itertools.combinations(pods, k):
+            total = sum(rem[q] for q in subset)
+            if total < cols:
+                continue
+            sizes = np.sort(left[np.isin(dom, subset)])[::-1]
+            groups = int(np.searchsorted(np.cumsum(sizes), cols) + 1)
+            score = (groups, total, subset)
+            best = score if best is None or score < best else best
+        if best is not None:
+            return list(best[2])
+    return None
 
 
 def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable) -> list[np.ndarray]:

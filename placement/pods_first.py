@@ -47,11 +47,15 @@ def _layouts(problem: GridProblem) -> list[np.ndarray]:
 
 
 def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: int, groups: np.ndarray,
-              align: bool) -> bool:
+              fill: str) -> bool:
     """Lay the ToR groups ``groups`` of ``pod`` on its cells of ``pods[R, C]`` into ``cells``;
-    False when they do not fit. The pod's cells in rows it shares take, with ``align``, the
-    group of the neighbouring stage's cell where it has room (pipeline hops inside), else
-    the fewest groups (the smallest that holds the whole piece, else the largest first)."""
+    False when they do not fit. The pod's cells in rows it shares are taken row by row
+    (``fill`` "align": the group of the neighbouring stage's cell where it has room, so the
+    pipeline hop stays inside, else as "pieces"; "pieces": the fewest groups, the smallest
+    that holds the whole piece, else the largest first) or column by column ("stack": a
+    group fills its columns in every shared row before the next group starts, so that a
+    band of stages keeps its pipeline hops inside groups; "stack2": the same in sub-bands
+    of two shared rows, half the ring pieces for half the hops kept)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
     full = np.nonzero(mask.all(axis=1))[0]
@@ -65,23 +69,32 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         cells[full] = groups[best]
         left -= np.bincount(best.ravel(), minlength=groups.size)
     where = {int(g): i for i, g in enumerate(groups)}
-    for r in (r for r in range(problem.rows) if mask[r].any() and not mask[r].all()):
-        cols = np.nonzero(mask[r])[0]
-        prev = -1
-        for i, c in enumerate(cols):
+    shared = [r for r in range(problem.rows) if mask[r].any() and not mask[r].all()]
+    if fill.startswith("stack"):
+        height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
+        chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
+        order = [(r, c) for chunk in chunks for c in range(problem.cols) for r in chunk if mask[r, c]]
+    else:
+        order = [(r, c) for r in shared for c in np.nonzero(mask[r])[0]]
+    prev, rest = -1, len(order)
+    for i, (r, c) in enumerate(order):
+        choice = []
+        if fill == "align":
             near = [cells[q, c] for q in (r - 1, r + 1) if 0 <= q < problem.rows and mask[q, c] and cells[q, c] >= 0]
-            choice = [where[int(g)] for g in near if left[where[int(g)]] > 0] if align else []
-            if not choice and prev >= 0 and left[prev] > 0:
-                choice = [prev]
-            if not choice:
-                if left.max() <= 0:
-                    return False
-                rest = len(cols) - i
-                holds = np.nonzero(left >= rest)[0]
-                choice = [int(holds[np.argmin(left[holds])]) if holds.size else int(np.argmax(left))]
-            prev = choice[0]
-            cells[r, c] = groups[prev]
-            left[prev] -= 1
+            choice = [where[int(g)] for g in near if left[where[int(g)]] > 0]
+        if not fill.startswith("stack") and i and order[i - 1][0] != r:
+            prev = -1                                               # a new row: its piece starts afresh
+        if not choice and prev >= 0 and left[prev] > 0:
+            choice = [prev]
+        if not choice:
+            if left.max() <= 0:
+                return False
+            rest = len(order) - i if fill.startswith("stack") else sum(1 for q, _ in order[i:] if q == r)
+            holds = np.nonzero(left >= rest)[0]
+            choice = [int(holds[np.argmin(left[holds])]) if holds.size else int(np.argmax(left))]
+        prev = choice[0]
+        cells[r, c] = groups[prev]
+        left[prev] -= 1
     return True
 
 
@@ -214,8 +227,8 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
     by_pod = sorted(_layouts(pod_problem), key=lambda c: grid_cost(pod_problem, c))
     first = whole_rows_first(problem)
     out = [first] if first is not None else []
-    for pods, align in itertools.product(by_pod[:POD_PLACEMENTS], (True, False)):
+    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack")):
         cells = np.full(pods.shape, -1, dtype=np.int64)
-        if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], align) for p in np.unique(pods)):
+        if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], fill) for p in np.unique(pods)):
             out.append(cells)
     return out

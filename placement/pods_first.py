@@ -224,7 +224,11 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
     if not problem.domains:
         return []
     dom = np.asarray(problem.domains[0])
-    by_pod = sorted(_layouts(pod_problem), key=lambda c: grid_cost(pod_problem, c))
+    by_pod, seen = [], set()
+    for layout in sorted(_layouts(pod_problem), key=lambda c: grid_cost(pod_problem, c)):
+        if layout.tobytes() not in seen:                            # distinct pod placements only
+            seen.add(layout.tobytes())
+            by_pod.append(layout)
     first = whole_rows_first(problem)
     out = [first] if first is not None else []
     for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack")):

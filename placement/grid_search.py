@@ -6,7 +6,11 @@ solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_la
 model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the
 starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
-objectives break ties among the candidates.
+objectives break ties among the candidates. On fabrics of several tiers the starts also
+include layouts made pods first (:mod:`rankmap.placement.pods_first`), and count exchanges
+(:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
+starts; the bound adds the perimeter bound per tier
+(:mod:`rankmap.placement.perimeter_bound`).
 """
 
 from __future__ import annotations

@@ -2,6 +2,15 @@
 
     pip install pymetis        # for the graph-partitioning baseline (optional)
     python benchmarks/placement.py [--csv results.csv] [--sizes 1024,12288,100000]
+                                   [--fabric flat|three-tier|both] [--kinds gpt3 deep cp ep mixed]
+
+Three-tier instances (``--fabric three-tier``, the default ``both`` runs them after the
+flat ones): clusters of ``instances.make_tiered_cluster`` (pods of 4 ToR groups under a
+core, MegaScale NSDI 2024's three-layer Clos), fresh and 25%/50% busy, 1% of hosts failed;
+jobs of ``instances.job_of``: GPT-3 175B, a deep pipeline (pp 32), CP=2 and EP=2 across
+hosts, and GPT-3 on a cluster where 10% of the hosts have 4 GPUs. Per instance: wall
+and CPU time of the plan, the process's peak memory so far (ru_maxrss), the tier-weighted
+cost, the bound and the gap, and whether any baseline costs less (it must not).
 
 Instances: fresh, 25% and 50% of hosts busy (scattered); the job (GPT-3 175B shape, tp=8,
 pp 4/8/16) fills 98% of the free hosts, keeping 2% as spares. Each instance is run without
@@ -20,7 +29,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from instances import SIZES, make_cluster, make_job  # benchmarks/instances.py, beside this script
+from instances import KINDS, SIZES, make_cluster, make_job  # benchmarks/instances.py, beside this script
+from placement_tiers import run_tiered  # benchmarks/placement_tiers.py: the three-tier loop
 
 from rankmap.placement.host_grid import build_grid
 from rankmap.placement.plan import plan
@@ -114,10 +124,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=Path("benchmarks/placement-results.csv"))
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument("--fabric", choices=["flat", "three-tier", "both"], default="both")
+    parser.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    parser.add_argument("--time-limit", type=float, default=5.0, help="the planner's CP-SAT budget (three-tier)")
     args = parser.parse_args()
+    sizes = [int(x) for x in args.sizes.split(",")]
+    if args.fabric != "flat":
+        run_tiered(sizes, args.kinds, args.time_limit)
+    if args.fabric == "three-tier":
+        return
     rows: list[dict] = []
     worst = {}
-    for n in [int(x) for x in args.sizes.split(",")]:
+    for n in sizes:
         for busy in (0.0, 0.25, 0.5):
             cluster = make_cluster(n, busy)
             job = make_job(n, cluster)

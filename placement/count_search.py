@@ -12,7 +12,8 @@ group within its free hosts, each scored by the exact tier cost of its decoded p
 - move: row r moves a piece of group g to a group h with spare hosts;
 - stage swap: rows r and q trade places (pipeline hops follow the row order).
 
-First improvement in a fixed scan order, at most ``max_rounds`` scans: deterministic.
+First improvement in a fixed scan order, at most ``max_rounds`` scans and ``max_evals``
+scored placements: deterministic (a count, not a clock, ends the search).
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def _moves(counts: np.ndarray, spare: np.ndarray):
             yield t
 
 
-def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rounds: int = 30) -> np.ndarray:
+def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rounds: int = 30,
+                 max_evals: int | None = None) -> np.ndarray:
     """The best decoded placement reached from ``cells[R, C]`` by count exchanges.
 
     Parameters
@@ -76,6 +78,8 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
         ``key(cells) -> comparable``: lower is better (the planner's ranking).
     max_rounds : int
         Improving steps at most (each scans the moves from the start of the order).
+    max_evals : int, optional
+        Placements scored at most (unlimited when None).
 
     Returns
     -------
@@ -93,20 +97,34 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
     """
     free = np.asarray(problem.free)
 
-    def score(counts: np.ndarray) -> tuple:
-        best = min(decode_counts(problem, counts), key=key)
-        return key(best), best
+    first = getattr(key, "first", None)  # key(c)[0] alone, when the key offers it
+
+    def score(counts: np.ndarray, above=None) -> tuple:
+        """(key, cells) of the better decoding; (None, None) when ``first`` shows both
+        decodings worse than ``above`` (no full key needed)."""
+        decoded = decode_counts(problem, counts)
+        if first is not None and above is not None:
+            decoded = [c for c in decoded if first(c) <= above[0]]
+            if not decoded:
+                return None, None
+        keyed = [(key(c), i) for i, c in enumerate(decoded)]
+        k, i = min(keyed)
+        return k, decoded[i]
 
     best_cells, best_key = cells, key(cells)
     counts = counts_of(problem, cells)
     current_key, current_cells = score(counts)
     if current_key < best_key:
         best_cells, best_key = current_cells, current_key
+    evals = 0
     for _ in range(max_rounds):
         spare = free - counts.sum(axis=0)
         for t in _moves(counts, spare):
-            k, c = score(t)
-            if k < current_key:
+            evals += 1
+            if max_evals is not None and evals > max_evals:
+                return best_cells
+            k, c = score(t, current_key)
+            if k is not None and k < current_key:
                 counts, current_key = t, k
                 if k < best_key:
                     best_cells, best_key = c, k

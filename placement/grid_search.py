@@ -6,7 +6,11 @@ solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_la
 model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the
 starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
-objectives break ties among the candidates.
+objectives break ties among the candidates. On fabrics of several tiers the starts also
+include layouts made pods first (:mod:`rankmap.placement.pods_first`), and count exchanges
+(:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
+starts; the bound adds the perimeter bound per tier
+(:mod:`rankmap.placement.perimeter_bound`).
 """
 
 from __future__ import annotations
@@ -22,11 +26,12 @@ from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
+from rankmap.placement.pods_first import pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import exhaustive, nested_starts, refine, tier_bound, tier_cost
+from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -34,6 +39,11 @@ __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 # them: the band layouts and the analytic bound already close the gap, and the models
 # grow slow.
 CP_SAT_MAX_PAIRS = 1500
+# Count exchanges scored per search: about this many grid cells scored in all (each score
+# decodes and measures a whole grid), so that deep pipelines stay within seconds.
+COUNT_SEARCH_CELLS = 6_000_000
+# Pods-first starts (cheapest first) from which count exchanges run, besides the best start.
+POD_STARTS_SEARCHED = 3
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -164,7 +174,8 @@ def search(problem: GridProblem, greedy: np.ndarray, *, objectives: tuple = ("by
 
 def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins: GridPins, time_limit_s: float,
                   seed: int, workers: int, others: tuple) -> tuple[GridSolution | None, float, str]:
-    """The search for the tier objectives: starts (also in the fewest pods), refined
+    """The search for the tier objectives: starts (also in the fewest pods, and laid pods
+    first, :mod:`rankmap.placement.pods_first`), refined
     (:func:`rankmap.placement.tier_search.refine`), exhaustive on tiny grids. Several tiers:
     count exchanges (:mod:`rankmap.placement.count_search`) and the joint model of every tier
     (:mod:`rankmap.placement.tier_model`, plan and bound). One tier: CP-SAT's interval
@@ -183,7 +194,8 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        return _search_levels(problem, candidates, key, feasible, time_limit_s, seed, workers)
+        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
+        return _search_levels(problem, candidates, pods_first, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
@@ -207,13 +219,15 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
 
 
-def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasible: Callable, time_limit_s: float,
-                   seed: int, workers: int) -> tuple[GridSolution, float, str]:
-    """Several tiers, no pins: count exchanges from the best start, then (when the
+def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key: Callable, feasible: Callable,
+                   time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
+    """Several tiers, no pins: count exchanges from the best start and from the best
+    pods-first starts (each reaches its own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
-    best = min(candidates, key=key)
-    best = min([best, count_search(problem, best, key)], key=key)
+    evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
+    options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
+    best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
@@ -222,7 +236,7 @@ def _search_levels(problem: GridProblem, candidates: list, key: Callable, feasib
         decoded, joint = tier_model_solve(problem, best, budget, seed, workers)
         solve_time_s = time.perf_counter() - t0
         options = [c for c in decoded if feasible(c)]
-        options += [count_search(problem, c, key) for c in options[:1]]
+        options += [count_search(problem, c, key, max_evals=evals) for c in options[:1]]
         best = min([best] + options, key=key)
         if joint > bound:
             bound, method = joint, "joint tier model (CP-SAT)"

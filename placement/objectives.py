@@ -81,4 +81,6 @@ def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = No
         head = (sum(w * value(n, cells) for n, w in weighted),) if weighted else ()
         return head + tuple(value(n, cells) for n in plain)
 
+    if not weighted and plain:
+        key.first = lambda cells: value(plain[0], cells)  # the leading value alone (a cheap pre-check)
     return key

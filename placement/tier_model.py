@@ -165,12 +165,11 @@ def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     """
     order = group_order(problem)
     out = []
-    for snake in (False, True):
-        rows = []
-        for r, row in enumerate(counts):
-            seq = np.repeat(order, row[order])
-            rows.append(seq[::-1] if snake and r % 2 else seq)
-        out.append(np.stack(rows).astype(np.int64))
+    R = counts.shape[0]
+    plain = np.repeat(np.tile(order, R), np.asarray(counts)[:, order].ravel()).reshape(R, -1).astype(np.int64)
+    snake = plain.copy()
+    snake[1::2] = snake[1::2, ::-1]
+    out.extend((plain, snake))
     return out
 
 

@@ -35,6 +35,7 @@ from rankmap.placement.band_layout import band_cells
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
+from rankmap.placement.perimeter_bound import perimeter_lower_bound
 from rankmap.placement.snake_layout import snake_cells
 
 __all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "nested_free", "nested_starts",
@@ -84,7 +85,9 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     of the analytic and band bounds of :func:`level_problem` (``bound0`` also at level 0)
     and, on fabrics of several tiers, the counting bound of
     :func:`~rankmap.placement.crossing_bound.crossing_lower_bound` (whole rings against
-    split ones)."""
+    split ones); on every fabric the perimeter bound of
+    :func:`~rankmap.placement.perimeter_bound.perimeter_lower_bound` (rows and columns
+    each domain touches)."""
     total = 0.0
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
@@ -92,6 +95,7 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
                 band_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
         if problem.domains:
             b = max(b, crossing_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
+        b = max(b, perimeter_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
         total += w * (max(b, bound0) if lv == 0 else b)
     return total
 

@@ -54,3 +54,39 @@ def test_islands_job_never_spans_them():
     result = plan(cluster, small_job(tp=8, pp=1, dp=8))
     island_a = set(cluster.islands()[0])
     assert set(result.rankmap.tor_groups) <= island_a and len(result.rankmap.hosts) == 8
+
+
+def test_hetero_gpus_rank_mod_puts_the_8_gpu_host_first():
+    """Field case hetero-gpus-rank-mod: three 4-GPU hosts and one 8-GPU host, tp=4 dp=5.
+    Every order costs the same (the ring leaves each ToR group once either way); the plan
+    takes the one where each host's first rank is a multiple of its GPU count, so that
+    ``rank % gpus_per_node`` is the local rank."""
+    from rankmap.job.spec import load_job
+    from rankmap.topology.spec import load_cluster
+
+    case = Path(__file__).resolve().parent / "data" / "hetero-gpus-rank-mod"
+    result = plan(load_cluster(case / "cluster.yaml"), load_job(case / "job.yaml"))
+    rm = result.rankmap
+    assert rm.hosts == ("gpu-b1", "gpu-a1", "gpu-a2", "gpu-a3") and rm.nprocs == (8, 4, 4, 4)
+    starts = [rm.offsets[i] for i in range(len(rm.hosts))]
+    assert starts == [0, 8, 12, 16]
+    assert all(s % g == 0 for s, g in zip(starts, (8, 4, 4, 4)))
+    assert result.ours.metrics.cost == min(b.metrics.cost for b in result.baselines)
+    assert not any("multiple of its GPU count" in n for n in result.notes)
+
+
+def test_hetero_gpus_rank_mod_says_when_no_order_aligns():
+    """A 6-GPU and a 4-GPU host (tp=2, dp=5): 6 % 4 and 4 % 6 are not 0, so no order starts
+    both hosts at a multiple of their GPU count; the plan says which host is off."""
+    from rankmap.topology import parse_cluster
+
+    cluster = parse_cluster("hosts: {gpus: 8, nics: 8}\ntor_groups:\n"
+                            "  - {name: t0, hosts: [{hosts: h6, gpus: 6, nics: 6}, {hosts: h4, gpus: 4, nics: 4}]}\n",
+                            "tiny.yaml")
+    result = plan(cluster, small_job(tp=2, pp=1, dp=5))
+    assert result.rankmap.world_size == 10
+    notes = [n for n in result.notes if "multiple of its GPU count" in n]
+    assert len(notes) == 1
+    second = result.rankmap.hosts[1]
+    first_gpus = 6 if result.rankmap.hosts[0] == "h6" else 4
+    assert f"{second} starts at rank {first_gpus}" in notes[0] and "LOCAL_RANK" in notes[0]

@@ -258,3 +258,34 @@ def test_tier_bound_with_crossing_count_never_exceeds_brute_force():
             assert crossing_lower_bound(q.rows, q.cols, q.free, q.w_row, q.w_col) <= _brute(q) + 1e-6
         checked += 1
     assert checked >= 40
+
+
+def test_perimeter_bound_never_exceeds_one_tier_optimum():
+    from rankmap.placement.perimeter_bound import perimeter_lower_bound
+    rng = random.Random(21)
+    checked = positive = 0
+    while checked < 150:
+        K, R, C = rng.choice([2, 3, 4]), rng.randint(1, 5), rng.randint(1, 5)
+        if K ** (R * C) > 200_000:
+            continue
+        free, w_row, w_col = tuple(rng.randint(0, 9) for _ in range(K)), rng.randint(0, 9), rng.randint(0, 9)
+        best = _brute_level(R, C, free, w_row, w_col)
+        if best is None:
+            continue
+        bound = perimeter_lower_bound(R, C, free, w_row, w_col)
+        assert bound <= best + 1e-9, (R, C, free, w_row, w_col)
+        checked += 1
+        positive += bound > 0
+    assert positive >= 20
+
+
+def test_perimeter_bound_sees_blocks_of_deep_pipelines():
+    from rankmap.placement.perimeter_bound import perimeter_lower_bound
+    # Brute-force optima where the bound is tight and the band and crossing bounds are not:
+    # 4 stages of 3 hosts on 3 domains of 4, 4 x 4 on two domains of 8, 6 x 2 on three of 4
+    # (pipeline hops heavier than ring crossings: the optima cut domains into blocks).
+    for args, best in (((4, 3, (4, 4, 4), 1, 3), 12), ((4, 4, (8, 8), 1, 3), 8), ((6, 2, (4, 4, 4), 2, 5), 20)):
+        assert _brute_level(*args) == best == perimeter_lower_bound(*args)
+        assert band_lower_bound(*args) < best and crossing_lower_bound(*args) < best
+    # the 32 x 46 deep-pipeline level of the benchmark (pp 32 on ToR groups of 64)
+    assert perimeter_lower_bound(32, 46, (64,) * 24, 5, 1) == 782 > band_lower_bound(32, 46, (64,) * 24, 5, 1)

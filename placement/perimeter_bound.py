@@ -1,0 +1,106 @@
+"""A lower bound on the crossings of one tier from the rows and columns each domain touches.
+
+Notation as in :mod:`rankmap.placement.grid_problem`: R rows (DP rings, one per pipeline
+stage) of C hosts, ``free[K]`` hosts per domain of one tier level (ToR groups, or pods with
+their free hosts summed), ``w_row`` per ring crossing and ``w_col`` per pipeline hop between
+domains.
+
+Take any placement; domain d holds ``a_d`` hosts spread over ``r_d`` rows and ``c_d``
+columns, ``w_d`` of those rows whole (every host of the row in d). Then:
+
+- ``r_d * c_d >= a_d`` (the hosts lie in the ``r_d x c_d`` rows-by-columns box), and
+  ``w_d >= 1`` only when ``c_d = C``, with ``w_d <= floor(a_d / C)``;
+- ring crossings: a row over k >= 2 domains crosses at least k times, and the rows over
+  k >= 2 domains hold, summed, ``sum_d (r_d - w_d)`` pieces;
+- pipeline hops: a column over k domains changes domain at least k - 1 times going down
+  the stages, and the columns hold, summed, ``sum_d c_d`` (domain, column) pairs.
+
+So every placement costs at least::
+
+    sum_d g(a_d) - w_col * C,   g(a) = min_{c, r: r c >= a} w_col c + w_row (r - w(c))
+
+(``w(c) = floor(a / C)`` when ``c = C``, else 0; ``g(0) = 0``), and the bound is the least
+such sum over ``0 <= a_d <= free[d]`` with ``sum_d a_d = R C``, a min-plus knapsack solved
+exactly by dynamic programming. The bound is strongest where the other bounds are weakest:
+deep pipelines whose stages fit in a domain (a domain cut into blocks of c columns and
+r stages, as in 2-D domain decomposition, where a block's cost is its half perimeter).
+
+References
+----------
+The edge-isoperimetric (perimeter) argument for grid partitions: e.g. Bollobas and Leader,
+"Edge-isoperimetric inequalities in the grid", Combinatorica 11 (1991).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["perimeter_lower_bound", "block_cost", "PERIMETER_MAX_WORK"]
+
+# Skip the bound (return 0) when the knapsack would take more than this many steps
+# (domains x hosts x largest domain).
+PERIMETER_MAX_WORK = 200_000_000
+
+
+def block_cost(rows: int, cols: int, a_max: int, w_row: int, w_col: int) -> np.ndarray:
+    """``g[a_max + 1]``: the least ``w_col c + w_row (r - w)`` of a domain holding ``a`` hosts
+    (module docstring), ``g[0] = 0``.
+
+    Examples
+    --------
+    A domain of 64 hosts in rows of 46 (w_row 5, w_col 1): blocks of 16 columns by 4 rows.
+
+    >>> int(block_cost(32, 46, 64, 5, 1)[64])
+    36
+    """
+    a = np.arange(a_max + 1)[:, None]                          # a[A, 1]
+    c = np.arange(1, cols + 1)[None, :]                        # c[1, C]
+    r = -(-a // c)                                              # r[A, C] = ceil(a / c)
+    whole = np.where(c == cols, a // cols, 0)
+    cost = w_col * c + w_row * (r - whole)
+    cost = np.where((r <= rows) & (c <= np.maximum(a, 1)), cost, np.iinfo(np.int64).max // 4)
+    g = cost.min(axis=1)
+    g[0] = 0
+    return g
+
+
+def perimeter_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> int:
+    """Lower bound (integer cost units) on ``w_row * ring crossings + w_col * hops crossing``
+    of every placement of ``rows x cols`` hosts on domains of ``free`` hosts (module docstring).
+
+    Parameters
+    ----------
+    rows, cols : int
+        R rows (pipeline stages) of C hosts (one DP ring each).
+    free : tuple of int
+        ``free[K]``: usable hosts per domain.
+    w_row, w_col : int
+        Cost of one ring crossing and of one pipeline hop between domains.
+
+    Returns
+    -------
+    int
+        The bound; 0 when the hosts cannot hold the grid, or the knapsack would exceed
+        :data:`PERIMETER_MAX_WORK` steps.
+
+    Examples
+    --------
+    32 stages of 46 hosts on 24 ToR groups of 64 (w_row 5, w_col 1): blocks of about 16
+    columns by 4 stages, 1472 hosts at 36 per 64, less the 46 columns' first domains.
+
+    >>> perimeter_lower_bound(32, 46, (64,) * 24, 5, 1)
+    782
+    """
+    f = [int(x) for x in free if x > 0]
+    n = rows * cols
+    if not f or sum(f) < n or len(f) * n * max(f) > PERIMETER_MAX_WORK:
+        return 0
+    big = np.iinfo(np.int64).max // 4
+    w_col = w_col if rows > 1 else 0                           # one stage: no pipeline hops
+    g = block_cost(rows, cols, max(f), w_row, w_col)
+    best = np.full(n + 1, big, dtype=np.int64)                 # best[n]: least sum of g over domains so far
+    best[0] = 0
+    for cap in sorted(f):
+        take = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.full(cap, big), best]), cap + 1)
+        best = np.minimum(best, (take[:, ::-1] + g[None, :cap + 1]).min(axis=1))
+    return max(0, int(best[n]) - w_col * cols)

@@ -97,7 +97,7 @@ def test_aicb_workload_as_traffic(racks_map, tmp_path):
      "bad.txt:5: fwd_comm: unsupported collective 'BROADCAST'"),
     (lambda tmp, rm: ["--cluster", RACKS, "--rankmap", rm, "--job", tmp / "job.yaml"], 3,
      "job.yaml: parallel.pp: pp is 2 but the rank map's job has 4"),
-    (lambda tmp, rm: ["--seeds", "0"], 2, "expected a positive integer, got '0'"),
+    (lambda tmp, rm: ["--seeds", "0"], 2, "expected a seed count (1..4096), got '0'"),
     (lambda tmp, rm: ["--efficiency", "1.5"], 2, "expected a number in (0, 1]"),
 ])
 def test_bad_input_exits_non_zero_and_writes_nothing(racks_map, tmp_path, make_args, code, message):

@@ -30,6 +30,8 @@ OR-Tools CP-SAT solver documentation, developers.google.com/optimization/cp/cp_s
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +41,8 @@ from rankmap.fileio import keep_signal_handlers
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.status import SolverStatus
 
-__all__ = ["CountVars", "IntervalModel", "solver_params", "build_model", "add_hint", "solve_model", "decode_cells",
+__all__ = ["CountVars", "IntervalModel", "wall_clock_limit", "solver_params", "build_model", "add_hint", "solve_model",
+           "decode_cells",
            "solve_grid"]
 
 
@@ -53,15 +56,34 @@ class _Solver(cp_model.CpSolver):
             return super().Solve(*args, **kwargs)
 
 
+_WALL_DEADLINE: ContextVar[float | None] = ContextVar("rankmap_wall_deadline", default=None)
+
+
+@contextmanager
+def wall_clock_limit(seconds: float | None):
+    """Inside this block every CP-SAT solve stops by ``seconds`` of wall-clock time from now
+    (CP-SAT's ``max_time_in_seconds``), on top of its deterministic budget. When the cap
+    binds, results depend on machine speed and load; None: no cap."""
+    token = _WALL_DEADLINE.set(None if seconds is None else time.monotonic() + seconds)
+    try:
+        yield
+    finally:
+        _WALL_DEADLINE.reset(token)
+
+
 def solver_params(time_limit_s: float, seed: int, workers: int) -> cp_model.CpSolver:
     """A CP-SAT solver with a deterministic budget of ``time_limit_s`` (roughly seconds of one
-    core), seeded, with ``workers`` interleaved workers."""
+    core), seeded, with ``workers`` interleaved workers (and the wall-clock cap of an enclosing
+    :func:`wall_clock_limit`)."""
     solver = _Solver()
     p = solver.parameters
     # A deterministic time budget (not wall time) keeps results identical across runs
     # and machine load; several workers run interleaved, which is also deterministic.
     p.max_deterministic_time = time_limit_s
     p.max_time_in_seconds = 20 * time_limit_s
+    deadline = _WALL_DEADLINE.get()
+    if deadline is not None:
+        p.max_time_in_seconds = min(p.max_time_in_seconds, max(0.01, deadline - time.monotonic()))
     p.random_seed = seed
     p.num_workers = workers
     p.interleave_search = workers > 1

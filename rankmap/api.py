@@ -137,11 +137,14 @@ def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
     return dataclasses.replace(job, **changes) if set_by else job
 
 
-def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
+def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit_s: float | None = None, **kwargs):
     """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
 
     With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
     constraints), the plan must use every one of them: a job that fits on fewer is refused.
+    ``wall_limit_s`` caps every CP-SAT solve at that many wall-clock seconds from the start
+    (:func:`rankmap.placement.cpsat_model.wall_clock_limit`); the deterministic ``time_limit_s``
+    alone keeps plans identical from run to run, a binding wall cap does not.
 
     Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
     writes ``rankmap.json`` and ``hostfile``.
@@ -157,8 +160,10 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, **kwargs):
 
     if kwargs.get("previous") is not None:
         kwargs["previous"].verify_cluster(cluster)
+    from rankmap.placement.cpsat_model import wall_clock_limit
     try:
-        result = _plan(cluster, job, **kwargs)
+        with wall_clock_limit(wall_limit_s):
+            result = _plan(cluster, job, **kwargs)
     except SpecError as exc:
         raise _locate(blame_flags(exc, job), job) from None
     context = plan_context(kwargs.get("constraints"))

@@ -40,6 +40,10 @@ def add_parsers(sub) -> None:
     p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
     p.add_argument("--time-limit", type=positive_float, default=20.0,
                    help="solver budget, deterministic seconds (default 20)")
+    p.add_argument("--max-wall", type=positive_float,
+                   help="wall-clock seconds the solver may take at most (default: no cap). --time-limit is "
+                        "deterministic (plans identical from run to run); when this cap binds, the plan depends "
+                        "on the machine's speed and load")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", default="tiers,uplink,fragmentation",
@@ -114,7 +118,7 @@ def run_plan(args: argparse.Namespace) -> int:
     with progress(f"planning {job.name} on {cluster.name}"):
         result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                           constraints=constraints, objectives=goals, previous=previous,
-                          tier_weights=weights, hosts=hosts)
+                          tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall)
     with progress("drawing plan.png"):
         extra = {} if args.no_picture else {"plan.png": api.plan_picture(cluster, result)}
     written = api.write_plan_files(result.rankmap, args.out, extra)

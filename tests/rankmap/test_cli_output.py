@@ -159,3 +159,26 @@ def test_every_result_printing_command_takes_json(tmp_path):
         json.loads(run.stdout)
     assert json.loads(runs["launch"].stdout)["outputs"][0].startswith(str(tmp_path / "l"))
     assert json.loads(runs["import"].stdout)["cluster"]["name"] == "racks-512"
+
+
+def test_a_wall_clock_cap_reaches_every_solver_and_the_plan_still_comes():
+    from rankmap.placement.cpsat_model import solver_params, wall_clock_limit
+
+    assert solver_params(20.0, 0, 1).parameters.max_time_in_seconds == 400.0  # deterministic budget only
+    with wall_clock_limit(0.5):
+        capped = solver_params(20.0, 0, 1).parameters
+        assert 0.0 < capped.max_time_in_seconds <= 0.5 and capped.max_deterministic_time == 20.0
+    assert solver_params(20.0, 0, 1).parameters.max_time_in_seconds == 400.0  # the cap ends with the block
+    cluster_path, job_path = example_inputs("racks", None, None)
+    cluster = api.load_cluster(cluster_path)
+    result = api.plan(cluster, api.load_job(job_path), objectives=("spread", "bytes"), wall_limit_s=1.0)
+    assert result.rankmap.world_size == 480
+
+
+def test_max_wall_flag_bounds_a_slow_objective(tmp_path):
+    import time
+    t0 = time.monotonic()
+    run = rankmap("plan", "--objective", "spread,bytes", "--max-wall", "1", "--no-picture", "--out", tmp_path / "o")
+    assert run.returncode == 0, run.stderr
+    # Uncapped this objective runs CP-SAT for its whole deterministic budget (20 s of solver time).
+    assert time.monotonic() - t0 < 15 and (tmp_path / "o" / "rankmap.json").is_file()

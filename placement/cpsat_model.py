@@ -41,7 +41,7 @@ from rankmap.fileio import keep_signal_handlers
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.status import SolverStatus
 
-__all__ = ["CountVars", "IntervalModel", "wall_clock_limit", "solver_params", "build_model", "add_hint", "solve_model",
+__all__ = ["CountVars", "IntervalModel", "wall_clock_limit", "solver_progress", "solver_params", "build_model", "add_hint", "solve_model",
            "decode_cells",
            "solve_grid"]
 
@@ -51,9 +51,38 @@ class _Solver(cp_model.CpSolver):
     SIGINT while it runs and leaves it at the default, so a later Ctrl-C would kill the run
     without cleaning up (:func:`rankmap.fileio.keep_signal_handlers`)."""
 
-    def Solve(self, *args, **kwargs):  # noqa: N802 (CP-SAT's name)
+    def Solve(self, model, solution_callback=None):  # noqa: N802 (CP-SAT's name)
+        report = _PROGRESS.get()
+        if report is not None and solution_callback is None:
+            solution_callback = _Reporter(report)
         with keep_signal_handlers():
-            return super().Solve(*args, **kwargs)
+            return super().solve(model, solution_callback)
+
+
+class _Reporter(cp_model.CpSolverSolutionCallback):
+    """Tells ``report(objective, bound)`` of every solution CP-SAT finds (model units); a
+    callback only reads, so the search and its result are unchanged."""
+
+    def __init__(self, report):
+        super().__init__()
+        self._report = report
+
+    def on_solution_callback(self) -> None:
+        self._report(self.ObjectiveValue(), self.BestObjectiveBound())
+
+
+_PROGRESS: ContextVar = ContextVar("rankmap_solver_progress", default=None)
+
+
+@contextmanager
+def solver_progress(report):
+    """Inside this block every CP-SAT solve calls ``report(objective, bound)`` at each solution
+    it finds (for a progress display: the gap is ``(objective - bound) / objective``)."""
+    token = _PROGRESS.set(report)
+    try:
+        yield
+    finally:
+        _PROGRESS.reset(token)
 
 
 _WALL_DEADLINE: ContextVar[float | None] = ContextVar("rankmap_wall_deadline", default=None)

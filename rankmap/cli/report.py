@@ -48,24 +48,40 @@ def console_for(table_width: int) -> Console:
 
 class progress:
     """``with progress("planning"):`` shows a spinner with the elapsed time on stderr while a step
-    runs, when stderr is a terminal (nothing otherwise: logs and pipes stay clean). Rich's live
-    display; it disappears when the step ends."""
+    runs, and the gap of CP-SAT's latest solution to its bound while the solver searches, when
+    stderr is a terminal (nothing otherwise: logs and pipes stay clean). Rich's live display; it
+    disappears when the step ends."""
 
     def __init__(self, what: str):
         self.what = what
         self._live = None
+        self._task = None
+        self._solver = None
 
     def __enter__(self):
         if sys.stderr.isatty():
             from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
+            from rankmap.placement.cpsat_model import solver_progress
+
             self._live = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
                                   console=Console(stderr=True), transient=True)
             self._live.start()
-            self._live.add_task(self.what, total=None)
+            self._task = self._live.add_task(self.what, total=None)
+            self._solver = solver_progress(self.solver_gap)
+            self._solver.__enter__()
         return self
 
+    def solver_gap(self, objective: float, bound: float) -> None:
+        """CP-SAT found a solution: show its gap to the solver's own bound (model units)."""
+        if self._live is not None and objective > 0:
+            gap = max(0.0, (objective - bound) / objective)
+            self._live.update(self._task, description=f"{self.what} (CP-SAT: gap {100 * gap:.1f}% to its bound)")
+            self._live.refresh()  # the solver may hold the GIL: draw now, not on the refresh thread's turn
+
     def __exit__(self, *exc) -> None:
+        if self._solver is not None:
+            self._solver.__exit__(*exc)
         if self._live is not None:
             self._live.stop()
 

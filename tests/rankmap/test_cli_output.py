@@ -182,3 +182,17 @@ def test_max_wall_flag_bounds_a_slow_objective(tmp_path):
     assert run.returncode == 0, run.stderr
     # Uncapped this objective runs CP-SAT for its whole deterministic budget (20 s of solver time).
     assert time.monotonic() - t0 < 15 and (tmp_path / "o" / "rankmap.json").is_file()
+
+
+def test_solver_progress_reports_gaps_and_changes_nothing():
+    from rankmap.job.rank_map import rankmap_to_json
+    from rankmap.placement.cpsat_model import solver_progress
+
+    cluster_path, job_path = example_inputs("racks", None, None)
+    cluster, job = api.load_cluster(cluster_path), api.load_job(job_path)
+    seen = []
+    with solver_progress(lambda objective, bound: seen.append((objective, bound))):
+        watched = api.plan(cluster, job)
+    plain = api.plan(cluster, job)
+    assert seen and all(objective >= bound for objective, bound in seen)
+    assert rankmap_to_json(watched.rankmap) == rankmap_to_json(plain.rankmap)

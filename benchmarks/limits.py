@@ -57,6 +57,8 @@ def cases(tmp: Path) -> dict[str, str]:
     volcano = ("apiVersion: topology.volcano.sh/v1alpha1\nkind: HyperNode\nmetadata: {name: s0}\nspec:\n  tier: 1\n"
                "  members:\n  - type: Node\n    selector:\n      regexMatch: {pattern: '(a+)+$'}\n")
     w = lambda name, text: (tmp / name).write_text(text) and str(tmp / name)
+    with open(tmp / "hosts3m.txt", "w") as handle:  # a 59 MB hostfile of 3M hosts, under the 64 MiB cap
+        handle.writelines(f"node{i} slots=8\n" for i in range(3_000_000))
     return {
         "/dev/zero": "read_text('/dev/zero')",
         "/dev/urandom": "read_text('/dev/urandom')",
@@ -74,6 +76,7 @@ def cases(tmp: Path) -> dict[str, str]:
                                      " 'n.json')",
         "5,000-digit YAML integer": "parse_cluster('tor_groups: [{name: t, capacity: ' + '9' * 5000 + ', hosts: n1}]',"
                                     " 'c.yaml')",
+        "59 MB hostfile of 3M hosts": f"import_text('hostfile', read_text({str(tmp / 'hosts3m.txt')!r}), 'hosts')",
         "5,000-digit hostfile slots": "import_text('hostfile', 'n1 slots=' + '9' * 5000, 'hosts')",
         "Volcano (a+)+$ over 253-char names": f"import_text('volcano', {volcano!r}, 'hn.yaml', "
                                               "ImportOptions(hosts=tuple('a' * 252 + str(i % 10) for i in range(10))))",

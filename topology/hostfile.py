@@ -32,11 +32,11 @@ References
 
 from __future__ import annotations
 
-import io
 import ipaddress
 import re
 
 from rankmap.errors import SpecError
+from rankmap.fileio import iter_lines
 from rankmap.names import charge_hosts
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.sources import (
@@ -78,7 +78,7 @@ def parse_hostfile(text: str, source: str, options: ImportOptions | None = None)
     options = options or ImportOptions()
     diags = Diagnostics(options.strict)
     lines: dict[str, list[tuple[int, int | None]]] = {}   # host -> [(line, slots or None if bare)]
-    for number, raw in enumerate(io.StringIO(text), 1):  # lazily: a huge file stops at the host limit
+    for number, raw in enumerate(iter_lines(text), 1):  # lazily: a huge file stops at the host limit
         words = raw.split("#", 1)[0].split()
         if not words:
             continue

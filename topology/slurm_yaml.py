@@ -44,12 +44,12 @@ Slurm 25.05 release notes, https://slurm.schedmd.com/archive/slurm-25.05.0/relea
 from __future__ import annotations
 
 import dataclasses
-import io
 import json
 
 import yaml
 
 from rankmap.errors import SpecError
+from rankmap.fileio import iter_lines
 from rankmap.topology.model import Cluster, Switch
 from rankmap.topology.slurm import tree_from_records
 from rankmap.topology.slurm_block import block_from_records, block_lines
@@ -78,7 +78,7 @@ def looks_like_topology_yaml(text: str) -> bool:
     >>> looks_like_topology_yaml("# c\\n- topology: f\\n  flat: true"), looks_like_topology_yaml("SwitchName=s")
     (True, False)
     """
-    for line in io.StringIO(text):  # lazily: only the first line that says something is read
+    for line in iter_lines(text):  # lazily: only the first line that says something is read
         body = line.split("#", 1)[0].strip()
         if body:
             return body.replace(" ", "").startswith("-topology:")

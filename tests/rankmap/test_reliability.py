@@ -409,3 +409,12 @@ def test_library_plan_range_checks_numbers_too(kwargs, key):
     job = api.load_job(REPO / "examples" / "racks" / "job.yaml")
     with pytest.raises(SpecError, match=f"^{key}: "):
         api.plan(cluster, job, **kwargs)
+
+
+def test_a_hostfile_of_too_many_hosts_is_refused_at_the_first_host_over_the_limit(tmp_path):
+    path = tmp_path / "hosts.txt"
+    path.write_text("".join(f"node{i} slots=8\n" for i in range(70_000)))
+    run = subprocess.run([sys.executable, "-m", "rankmap", "topo", "import", "--from", "hostfile", str(path),
+                          "--out", str(tmp_path / "c.yaml")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 3 and f"{path}:65537: node65536: more than 65536 hosts" in run.stderr
+    assert not (tmp_path / "c.yaml").exists()

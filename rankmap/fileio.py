@@ -300,7 +300,7 @@ def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
 
 
 def iter_lines(text: str):
-    """The lines of ``text`` one at a time, without their ``\n``: for reading a huge input only as
+    r"""The lines of ``text`` one at a time, without their ``\n``: for reading a huge input only as
     far as a limit lets it (``str.splitlines`` makes every line at once; ``io.StringIO`` copies
     the text at 4 bytes a character).
 

@@ -7,6 +7,7 @@ starts, so the test lists them from /proc before and after.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -20,6 +21,10 @@ import pytest
 from helpers import ENV, LAUNCH, REPO, launch_cli, make_rankmap
 
 from rankmap.launch.local import check_local_size, default_max_procs
+
+# Tests that start torchrun agents (the size check and its message need no torch).
+needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None,
+                                 reason="a local run starts torchrun: needs PyTorch (pip install torch==2.13.0)")
 
 SLEEPER = "import time\ntime.sleep(600)\n"
 
@@ -61,6 +66,7 @@ def test_size_limit_names_a_small_example(tmp_path):
 
 
 @pytest.mark.slow
+@needs_torch
 def test_user_script_runs_locally_two_steps(tmp_path):
     t0 = time.perf_counter()
     rankmap = make_rankmap(tmp_path / "plan", pp=2, dp=2, hosts=("hb", "ha"), nprocs=[2, 2])
@@ -81,6 +87,7 @@ def _start_sleepers(tmp_path: Path, tag: str, *extra) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True)
 
 
+@needs_torch
 @pytest.mark.slow
 @pytest.mark.parametrize("how", ["timeout", "sigint"])
 def test_stopping_a_local_run_leaves_no_process(tmp_path, how):

@@ -40,7 +40,10 @@ def heatmap_png(d: Diagnosis, host_of: dict, tor_of: dict, max_rows: int = 128) 
     excess = d.excess if d.excess.shape == d.matrix.shape else np.zeros_like(d.matrix)
     own, labels = _rows(excess * 1e3, d, host_of, tor_of, max_rows)
     comm = [j for j, p in enumerate(d.phases) if p not in COMPUTE]
-    waits, _ = _rows(d.matrix[:, comm] * 1e3 if comm else np.zeros((len(d.ranks), 0)), d, host_of, tor_of, max_rows)
+    if comm:
+        waits, _ = _rows(d.matrix[:, comm] * 1e3, d, host_of, tor_of, max_rows)
+    else:  # no operation was timed: one empty column, not a zero-width image (matplotlib warns on it)
+        waits = np.zeros((len(labels), 1))
     height = 1.8 + 0.22 * len(labels)
     width = 3 + 0.55 * max(1, len(d.phases)) + 0.55 * max(1, len(comm))
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(width, height), dpi=100,
@@ -56,7 +59,8 @@ def heatmap_png(d: Diagnosis, host_of: dict, tor_of: dict, max_rows: int = 128) 
     fig.colorbar(im, ax=ax, label="own excess, ms per step")
     ax.set_title("own excess time (culprits bright)", fontsize=9)
     im2 = ax2.imshow(waits, aspect="auto", cmap="Greys", vmin=0.0)
-    ax2.set_xticks(range(len(comm)), [d.phases[j] for j in comm], rotation=50, ha="right", fontsize=7)
+    ax2.set_xticks(range(len(comm)) if comm else [0], [d.phases[j] for j in comm] if comm else ["(none timed)"],
+                   rotation=50, ha="right", fontsize=7)
     ax2.set_yticks([])
     fig.colorbar(im2, ax=ax2, label="ms per step inside the operation")
     ax2.set_title("time in operations (waits)", fontsize=9)

@@ -9,7 +9,9 @@ readable from 8 hosts to the 1,536 hosts of a 12,288-GPU cluster; above about 4,
 cells get small but the arcs (aggregated per pair of ToR groups) still read.
 
 - Host colour: pipeline stage of the host's first rank (a host runs one stage whenever tp
-  fills it); white: free and unused; light grey: busy (another job); black: failed.
+  fills it); white: free and unused; light grey: busy (another job) or reserved; pink: excluded;
+  black: failed in the cluster spec or replanned away (black even when the map still runs ranks
+  there: that map needs ``rankmap replan``).
 - Arcs above the blocks: DP ring edges whose ends sit in different ToR groups (ring order,
   the last rank back to the first, as NCCL's ring all-reduce sends, Patarasuk & Yuan, JPDC
   2009), one arc per pair of groups, width growing with the count. Arcs below: pipeline
@@ -27,12 +29,13 @@ from collections import Counter
 import numpy as np
 
 from rankmap.job.rank_map import RankMap
+from rankmap.topology.hostnames import expand_hostlist
 from rankmap.topology.model import Cluster
 
 __all__ = ["group_crossings", "plan_picture"]
 
 ROW = 8  # host cells per row inside a ToR group block
-BUSY, FAILED = "0.82", "black"
+BUSY, FAILED, EXCLUDED = "0.82", "black", "#f4c7c3"
 # Stage colours: tab10 without its grey and red (kept apart from busy and failed hosts).
 STAGES = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf")
 
@@ -111,15 +114,21 @@ def _panel(ax, cluster: Cluster, rm: RankMap, name: str, stage_colour) -> None:
     first = rm.offsets[:-1]
     deepest = max(-(-len(g.hosts) // ROW) for g in cluster.tor_groups)
     cells, faces = [], []
+    told = {key: set(expand_hostlist(hosts)) for key, hosts in rm.context.items()}  # the plan's constraints
     for g in cluster.tor_groups:
         x0 = origin[g.name]
         for i, host_name in enumerate(g.hosts):
             r, c = divmod(i, ROW)
             cells.append(Rectangle((x0 + c, -r - 1), 0.9, 0.9))
-            if host_name in node_of:
+            state = cluster.host(host_name).state
+            if state == "failed" or host_name in told.get("failed", ()):
+                faces.append(FAILED)  # also when the map still runs ranks there: it needs a replan
+            elif host_name in node_of:
                 faces.append(stage_colour(int(stage[int(first[node_of[host_name]])])))
+            elif host_name in told.get("excluded", ()):
+                faces.append(EXCLUDED)
             else:
-                faces.append({"busy": BUSY, "failed": FAILED}.get(cluster.host(host_name).state, "white"))
+                faces.append(BUSY if state == "busy" or host_name in told.get("reserved", ()) else "white")
     ax.add_collection(PatchCollection(cells, facecolors=faces, edgecolors="0.75", linewidths=0.2))
     for start, end, pod in bands:
         ax.add_patch(Rectangle((start, -deepest - 1.3), end - start, deepest + 1.6, facecolor="#4c72b0",
@@ -136,8 +145,9 @@ def _panel(ax, cluster: Cluster, rm: RankMap, name: str, stage_colour) -> None:
         for start, end, pod in bands:
             ax.text((start + end) / 2, 1.0, f"{pod[0]}..{pod[-1]}" if len(pod) > 1 else pod[0],
                     ha="center", va="bottom", fontsize=5, color="#4c72b0")
-    ax.set_title(f"{name}: {sum(dp.values())} DP ring edges, {sum(pp.values())} pipeline hops leave their "
-                 f"ToR group", fontsize=8 if width > 120 else 7, loc="left")
+    ax.set_title(f"{name}: {sum(dp.values())} DP ring edges, {sum(pp.values())} pipeline hops between ToR groups"
+                 if width > 120 else f"{name}: {sum(dp.values())} DP edges, {sum(pp.values())} PP hops across ToR groups",
+                 fontsize=8 if width > 120 else 7, loc="left")
     ax.set_xlim(-1.5, width)
     ax.set_ylim(-deepest - 1.5 - _room(width), _room(width))
     ax.set_aspect("equal")
@@ -183,7 +193,8 @@ def plan_picture(cluster: Cluster, maps: list[tuple[str, RankMap]], title: str =
     shown = range(pp) if pp <= len(STAGES) else (0, pp // 2, pp - 1)
     handles = [Patch(facecolor=stage_colour(s), label=f"stage {s}") for s in shown]
     handles += [Patch(facecolor="white", edgecolor="0.6", label="free, unused"),
-                Patch(facecolor=BUSY, label="busy"), Patch(facecolor=FAILED, label="failed"),
+                Patch(facecolor=BUSY, label="busy or reserved"), Patch(facecolor=EXCLUDED, label="excluded"),
+                Patch(facecolor=FAILED, label="failed (in the spec or replanned away)"),
                 Patch(facecolor="#1f77b4", alpha=0.6, label="DP ring edges between ToR groups (above)"),
                 Patch(facecolor="#ff7f0e", alpha=0.6, label="pipeline hops between ToR groups (below)"),
                 Patch(facecolor="#4c72b0", alpha=0.15, label="pod (domain of the tier above the ToR groups)")]

@@ -71,7 +71,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
               if h.name not in in_map and h.gpus >= gpn and h.tor_group in island]
     if len(spares) < len(down):
         raise InfeasibleError(f"{len(down)} hosts of the plan are down, only {len(spares)} usable spare hosts with "
-                              f">= {gpn} GPUs: {len(down) - len(spares)} short", key="failed")
+                              f">= {gpn} GPUs: {len(down) - len(spares)} short", key="--failed")
     layout, traffic = ParallelLayout.of(previous.job), job_traffic(previous.job)
     tor_index = {g.name: g.index for g in cluster.tor_groups}
 

@@ -117,7 +117,9 @@ def restore(result, text: str, keep_name: bool = False):
         return result
     imported = result.cluster
     if same_fabric(imported, embedded):
-        states = {h.name: h.state for h in imported.hosts if h.state != embedded.host(h.name).state}
+        # States the file reports (k8s unschedulable nodes) win; formats without states (topology.conf)
+        # report every host free, which must not wipe the exported spec's busy and failed hosts.
+        states = {h.name: h.state for h in imported.hosts if h.state != "free" and h.state != embedded.host(h.name).state}
         cluster = embedded.with_states(states) if states else embedded
         if keep_name:
             cluster = dataclasses.replace(cluster, name=imported.name)

@@ -75,7 +75,12 @@ def run_launch(args: argparse.Namespace) -> int:
 
     rm = api.read_rankmap(args.rankmap)
     if args.flags:
-        print(api.framework_flags(rm, args.flags))
+        text = api.framework_flags(rm, args.flags)
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({"framework": args.flags, "flags": text})
+        else:
+            print(text)
         return EXIT_OK
     if (args.plan_in_allocation or args.cluster) and args.format != "slurm":
         raise LaunchError("--plan-in-allocation and --cluster go with --format slurm")

@@ -119,8 +119,10 @@ def run_plan(args: argparse.Namespace) -> int:
         result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                           constraints=constraints, objectives=goals, previous=previous,
                           tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall)
-    with progress("drawing plan.png"):
-        extra = {} if args.no_picture else {"plan.png": api.plan_picture(cluster, result)}
+    extra = {}
+    if not args.no_picture:
+        with progress("drawing plan.png"):
+            extra = {"plan.png": api.plan_picture(cluster, result)}
     written = api.write_plan_files(result.rankmap, args.out, extra)
     if args.json:
         from rankmap.cli.report import plan_doc, print_json

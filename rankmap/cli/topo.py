@@ -175,10 +175,16 @@ def _export(args: argparse.Namespace) -> int:
     cluster = load_cluster(args.cluster)
     text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
     _write(args.out, text)
-    if args.json and str(args.out) != "-":
+    if args.json:  # with --out -, the file is stdout: the document goes to stderr
+        import json
+
         from rankmap.cli.report import cluster_doc, print_json
-        print_json({"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
-                    "sha256": cluster.spec_hash()})
+        doc = {"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
+               "sha256": cluster.spec_hash()}
+        if str(args.out) == "-":
+            print(json.dumps(doc, indent=2), file=sys.stderr)
+        else:
+            print_json(doc)
     elif str(args.out) != "-":
         islands = len(cluster.islands())
         print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "

@@ -248,7 +248,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
     return result
 
 
-def verify(rankmap_path: str | Path, cluster: Cluster | None = None) -> RankMap:
+def verify(rankmap_path: str | Path, cluster: Cluster | None = None, cluster_path: str | Path | None = None) -> RankMap:
     """Read a rank map, check it, and (with ``cluster``) check that it belongs to that cluster
     and that none of its hosts is marked failed there now.
 
@@ -267,8 +267,8 @@ def verify(rankmap_path: str | Path, cluster: Cluster | None = None) -> RankMap:
             names = ", ".join(f"{h} (node rank {n}{', the rendezvous master' if n == 0 else ''})" for n, h in down[:4])
             raise RankMapFileError(f"{len(down)} host(s) of the map are failed in cluster {cluster.name!r}: {names}"
                                    f"{' ...' if len(down) > 4 else ''}; replace them with `rankmap replan "
-                                   f"--rankmap {rankmap_path} --cluster CLUSTER.yaml`", source=str(rankmap_path),
-                                   key="ranks")
+                                   f"--rankmap {rankmap_path} --cluster {cluster_path or 'CLUSTER.yaml'}`",
+                                   source=str(rankmap_path), key="ranks")
     return rm
 
 

@@ -156,7 +156,7 @@ def run_verify(args: argparse.Namespace) -> int:
     from rankmap import api
 
     cluster = api.load_cluster(args.cluster) if args.cluster else None
-    rm = api.verify(args.rankmap, cluster)
+    rm = api.verify(args.rankmap, cluster, args.cluster)
     busy = api.busy_hosts(rm, cluster) if cluster is not None else []
     if busy:
         print(f"rankmap: warning: {len(busy)} host(s) of the map are busy in cluster {cluster.name!r} "

@@ -119,6 +119,7 @@ def test_bash_completion_knows_commands_verbs_options_and_choices():
     assert "--no-picture" in _complete(script, "plan", "--no")
     assert _complete(script, "topo", "import", "--from", "slurm-") == ["slurm-block", "slurm-yaml"]
     assert _complete(script, "topo", "show", "--from", "clu") == ["cluster"]
+    assert _complete(script, "topo", "import", "--from", "clu") == []  # import takes no cluster spec
     assert _complete(script, "launch", "--format", "") == ["torchrun", "slurm", "mpi", "deepspeed"]
 
 

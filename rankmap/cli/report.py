@@ -86,8 +86,9 @@ class progress:
             self._live.stop()
 
 
-def print_json(doc: dict) -> None:
-    """``doc`` as one JSON document on stdout (``--json``): keys in a fixed order, numbers exact.
+def print_json(doc: dict, stream=None) -> None:
+    """``doc`` as one JSON document on ``stream`` (default stdout; stderr where the command's output
+    file is stdout) for ``--json``: keys in a fixed order, numbers exact.
 
     NumPy scalars and arrays, tuples, paths and dataclasses are written as JSON values."""
     import dataclasses
@@ -104,7 +105,7 @@ def print_json(doc: dict) -> None:
             return dataclasses.asdict(value)
         raise TypeError(f"not JSON: {type(value).__name__}")
 
-    sys.stdout.write(json.dumps(doc, indent=2, default=plain, allow_nan=False) + "\n")
+    (stream or sys.stdout).write(json.dumps(doc, indent=2, default=plain, allow_nan=False) + "\n")
 
 
 def cluster_doc(cluster: Cluster) -> dict:

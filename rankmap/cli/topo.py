@@ -144,17 +144,12 @@ def _import(args: argparse.Namespace) -> int:
 def _print_doc(result, out: Path) -> None:
     """``--json`` for import and show: the cluster's figures, warnings and notes (stderr when the
     spec itself goes to stdout)."""
-    import json
-
     from rankmap.cli.report import cluster_doc, print_json
 
     doc = {"source": result.source, "format": result.format, "cluster": cluster_doc(result.cluster),
            "warnings": [str(w) for w in result.warnings], "notes": list(result.notes),
            **({"output": str(out)} if str(out) not in ("-", "") else {})}
-    if str(out) == "-":
-        print(json.dumps(doc, indent=2), file=sys.stderr)
-    else:
-        print_json(doc)
+    print_json(doc, sys.stderr if str(out) == "-" else None)
 
 
 def _show(args: argparse.Namespace) -> int:
@@ -176,15 +171,9 @@ def _export(args: argparse.Namespace) -> int:
     text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
     _write(args.out, text)
     if args.json:  # with --out -, the file is stdout: the document goes to stderr
-        import json
-
         from rankmap.cli.report import cluster_doc, print_json
-        doc = {"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
-               "sha256": cluster.spec_hash()}
-        if str(args.out) == "-":
-            print(json.dumps(doc, indent=2), file=sys.stderr)
-        else:
-            print_json(doc)
+        print_json({"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
+                    "sha256": cluster.spec_hash()}, sys.stderr if str(args.out) == "-" else None)
     elif str(args.out) != "-":
         islands = len(cluster.islands())
         print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "

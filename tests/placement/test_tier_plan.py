@@ -220,20 +220,26 @@ def _brute_level(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> f
     return _brute(GridProblem(rows, cols, free, w_row, w_col))
 
 
-def test_crossing_bound_never_exceeds_one_tier_optimum_and_is_often_tight():
-    rng = random.Random(12)
-    checked = positive = tight = 0
-    while checked < 150:
-        K, R, C = rng.choice([2, 3, 4]), rng.randint(1, 4), rng.randint(1, 5)
+def _solved_levels(n: int, seed: int, max_rows: int, max_free: int):
+    """``n`` random one-tier instances small enough to brute-force, each with its optimum:
+    ``(R, C, free, w_row, w_col, best)``."""
+    rng = random.Random(seed)
+    while n:
+        K, R, C = rng.choice([2, 3, 4]), rng.randint(1, max_rows), rng.randint(1, 5)
         if K ** (R * C) > 200_000:
             continue
-        free, w_row, w_col = tuple(rng.randint(0, 8) for _ in range(K)), rng.randint(0, 9), rng.randint(0, 9)
+        free, w_row, w_col = tuple(rng.randint(0, max_free) for _ in range(K)), rng.randint(0, 9), rng.randint(0, 9)
         best = _brute_level(R, C, free, w_row, w_col)
-        if best is None:
-            continue
+        if best is not None:
+            n -= 1
+            yield R, C, free, w_row, w_col, best
+
+
+def test_crossing_bound_never_exceeds_one_tier_optimum_and_is_often_tight():
+    positive = tight = 0
+    for R, C, free, w_row, w_col, best in _solved_levels(150, seed=12, max_rows=4, max_free=8):
         bound = crossing_lower_bound(R, C, free, w_row, w_col)
         assert bound <= best + 1e-9, (R, C, free, w_row, w_col)
-        checked += 1
         positive += best > 0
         tight += best > 0 and bound == best
     assert tight >= positive // 2 > 0
@@ -262,19 +268,10 @@ def test_tier_bound_with_crossing_count_never_exceeds_brute_force():
 
 def test_perimeter_bound_never_exceeds_one_tier_optimum():
     from rankmap.placement.perimeter_bound import perimeter_lower_bound
-    rng = random.Random(21)
-    checked = positive = 0
-    while checked < 150:
-        K, R, C = rng.choice([2, 3, 4]), rng.randint(1, 5), rng.randint(1, 5)
-        if K ** (R * C) > 200_000:
-            continue
-        free, w_row, w_col = tuple(rng.randint(0, 9) for _ in range(K)), rng.randint(0, 9), rng.randint(0, 9)
-        best = _brute_level(R, C, free, w_row, w_col)
-        if best is None:
-            continue
+    positive = 0
+    for R, C, free, w_row, w_col, best in _solved_levels(150, seed=21, max_rows=5, max_free=9):
         bound = perimeter_lower_bound(R, C, free, w_row, w_col)
         assert bound <= best + 1e-9, (R, C, free, w_row, w_col)
-        checked += 1
         positive += bound > 0
     assert positive >= 20
 

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 from rankmap.errors import PlacementMismatch
 from rankmap.job.rank_map import RankMap
+from rankmap.names import is_ip_address
 
 __all__ = ["LaunchEnv", "Claim", "find_host", "make_claim", "check_claims", "launcher_message"]
 
@@ -94,14 +95,6 @@ class Claim:
     pid: int
 
 
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-        return True
-    except ValueError:
-        return False
-
-
 def _owns_address(addr: str) -> bool:
     """Whether this machine has ``addr`` on an interface (bind succeeds only for local addresses)."""
     ip = ipaddress.ip_address(addr)
@@ -122,7 +115,7 @@ def machine_names() -> set[str]:
 
 
 def _short(name: str) -> str:
-    return name if _is_ip(name) else name.split(".")[0].lower()
+    return name if is_ip_address(name) else name.split(".")[0].lower()
 
 
 def find_host(hosts: tuple, env: dict | None = None, names: set[str] | None = None) -> str | None:
@@ -150,10 +143,10 @@ def find_host(hosts: tuple, env: dict | None = None, names: set[str] | None = No
         return env["SLURMD_NODENAME"]
     names = machine_names() if names is None else set(names)
     exact = {n.lower() for n in names}
-    found = [h for h in hosts if h.lower() in exact or (_is_ip(h) and _owns_address(h))]
+    found = [h for h in hosts if h.lower() in exact or (is_ip_address(h) and _owns_address(h))]
     if not found:  # no exact name: short names (first labels), both ways
         short = {_short(n) for n in names}
-        found = [h for h in hosts if not _is_ip(h) and _short(h) in short]
+        found = [h for h in hosts if not is_ip_address(h) and _short(h) in short]
     if len(found) > 1:
         raise PlacementMismatch(f"this machine ({', '.join(sorted(names))}) matches hosts {', '.join(found)} of the "
                                 f"rank map equally well (by short name); set RANKMAP_HOST to the one it is")

@@ -54,7 +54,7 @@ from contextvars import ContextVar
 
 from rankmap.errors import SpecError
 
-__all__ = ["MAX_NAME_CHARS", "MAX_HOSTS", "host_problem", "name_problem", "host_identity", "check_host",
+__all__ = ["MAX_NAME_CHARS", "MAX_HOSTS", "is_ip_address", "host_problem", "name_problem", "host_identity", "check_host",
            "check_name", "host_budget", "charge_hosts", "regex_problem"]
 
 #: Longest accepted name (RFC 1123's 253 characters for a host name); longer input is refused
@@ -127,6 +127,19 @@ def _ipv6_problem(name: str) -> str | None:
     if address.compressed != name:
         return f"{_show(name)} is IPv6 address {address.compressed}: write it in that form (RFC 5952)"
     return None
+
+
+def is_ip_address(text: str, version: int | None = None) -> bool:
+    """Whether ``text`` is an IP address in any spelling :mod:`ipaddress` reads (``version``: 4, 6 or either).
+
+    >>> is_ip_address("10.0.0.1"), is_ip_address("fe80::1", 6), is_ip_address("10.0.0.1", 6), is_ip_address("gpu1")
+    (True, True, False, False)
+    """
+    try:
+        address = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return version is None or address.version == version
 
 
 def host_identity(name: str) -> str:

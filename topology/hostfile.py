@@ -32,12 +32,11 @@ References
 
 from __future__ import annotations
 
-import ipaddress
 import re
 
 from rankmap.errors import SpecError
 from rankmap.fileio import iter_lines
-from rankmap.names import charge_hosts
+from rankmap.names import charge_hosts, is_ip_address
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.sources import (
     Diagnostics,
@@ -144,7 +143,7 @@ def _host_line(words: list[str], source: str, line: int) -> tuple[str, int | Non
 def _ipv6_word(word: str, has_attrs: bool, source: str, line: int) -> tuple[str, int | None]:
     """An IPv6 host word: the address, or MPICH's ``address:N`` when only that reading is valid."""
     head, _, tail = word.rpartition(":")
-    whole, split = _is_ipv6(word), tail.isdigit() and _is_ipv6(head)
+    whole, split = is_ip_address(word, 6), tail.isdigit() and is_ip_address(head, 6)
     if whole and split and not has_attrs:
         raise SpecError(f"{word!r} is ambiguous: the IPv6 address {word}, or MPICH's host:N form for {head} with "
                         f"{tail} slots; write '{head} slots={tail}' (or '{word} slots=N')", source=source,
@@ -152,14 +151,6 @@ def _ipv6_word(word: str, has_attrs: bool, source: str, line: int) -> tuple[str,
     if whole or not split:
         return word, None
     return head, _count(tail, word, source, line)
-
-
-def _is_ipv6(text: str) -> bool:
-    try:
-        ipaddress.IPv6Address(text)
-        return True
-    except ValueError:
-        return False
 
 
 def _count(value: str, token: str, source: str, line: int) -> int:

@@ -140,11 +140,14 @@ def grid_uplinks(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
 
 
 def scaled_problem(caps: tuple, rows: int, cols: int, traffic: dict[str, GroupTraffic],
-                   gpn: int) -> tuple[GridProblem, float]:
+                   edges: tuple[int, int, int]) -> tuple[GridProblem, float]:
     """The grid problem in integer cost units, and the unit in bytes.
 
-    One ring crossing between two hosts of a row carries ``gpn`` DP ring edges; one
-    pipeline hop between two hosts of a column carries ``gpn`` PP hops (one per rail).
+    One ring crossing between two hosts of a row carries ``edges[0]`` DP ring edges (one per
+    DP group on the host: ``gpn`` with one DP member per host and group, ``gpn / m`` when each
+    host holds ``m`` consecutive members of every DP group); one pipeline hop between two hosts
+    of a column carries ``edges[1]`` PP hops, one wrap hop ``edges[2]`` (see
+    :func:`rankmap.placement.problem.edges_per_crossing`).
 
     Parameters
     ----------
@@ -154,17 +157,18 @@ def scaled_problem(caps: tuple, rows: int, cols: int, traffic: dict[str, GroupTr
         The host grid's size.
     traffic : dict of str to GroupTraffic
         From :func:`rankmap.job.traffic.job_traffic` (``dp`` and ``pp`` are read).
-    gpn : int
-        GPUs (ranks) per host.
+    edges : tuple of int
+        Rank-level DP ring edges per ring crossing, PP hops per pipeline hop and wrap hops per
+        wrap hop between two hosts.
 
     Returns
     -------
     (GridProblem, float)
         The problem, and bytes per cost unit.
     """
-    w_row = gpn * traffic["dp"].edge_bytes if cols > 1 else 0.0
-    w_col = gpn * traffic["pp"].edge_bytes if rows > 1 else 0.0
-    w_wrap = gpn * traffic["pp"].wrap_bytes if rows > 1 else 0.0
+    w_row = edges[0] * traffic["dp"].edge_bytes if cols > 1 else 0.0
+    w_col = edges[1] * traffic["pp"].edge_bytes if rows > 1 else 0.0
+    w_wrap = edges[2] * traffic["pp"].wrap_bytes if rows > 1 else 0.0
     positive = [w for w in (w_row, w_col) if w > 0]
     # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
     # so bound * unit stays a valid lower bound in bytes.

@@ -76,7 +76,8 @@ def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
     """Rows are the pipeline stages that span hosts (one row if PP stays in hosts)."""
     pp_of_node = layout.column("pp")[::gpn]
     varies = n_nodes > 1 and (pp_of_node != pp_of_node[0]).any()
-    row = pp_of_node if varies else np.zeros(n_nodes, dtype=np.int64)
+    # Hosts holding several stages (pp inside hosts too) number their rows by the stages present.
+    row = np.unique(pp_of_node, return_inverse=True)[1].astype(np.int64) if varies else np.zeros(n_nodes, dtype=np.int64)
     rows = int(row.max()) + 1
     col = np.empty(n_nodes, dtype=np.int64)
     for r in range(rows):

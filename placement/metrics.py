@@ -153,7 +153,8 @@ def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, G
     """
     tor_index = {g.name: g.index for g in cluster.tor_groups}
     node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])  # (N,)
-    levels = np.array([cluster.domain_index(level) for level in range(cluster.depth)])  # (L, K)
+    levels = np.array([cluster.domain_index(level) for level in range(cluster.depth)],
+                      dtype=np.int64).reshape(cluster.depth, len(tor_index))                # (L, K)
     rank_tor = np.repeat(node_tor, nprocs)                                               # (W,)
     if weights is None:
         weights = default_tier_weights(cluster)

@@ -123,9 +123,14 @@ def canonical_cluster(cluster: Cluster) -> Cluster:
 
 
 def with_tiers(problem: GridProblem, cluster: Cluster, weights: tuple) -> GridProblem:
-    """``problem`` with the domains of the levels a job can cross and the tier weights."""
+    """``problem`` with the domains of the levels a job can cross and the tier weights.
+
+    A fabric with no switch above its leaves (depth 0: every ToR group an island, as a
+    topology.conf of one leaf switch reads) has no tier to weigh; its grid keeps the ToR level
+    at weight 1, which no placement inside one island crosses (every cost and bound is 0).
+    """
     domains = tuple(cluster.domain_index(level) for level in range(1, cluster.depth))
-    return dataclasses.replace(problem, domains=domains, weights=tuple(weights))
+    return dataclasses.replace(problem, domains=domains, weights=tuple(weights) or (1.0,))
 
 
 def _plan_fixed_order(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints, pool: HostPool,

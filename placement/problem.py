@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+import numpy as np
+
 from rankmap.errors import InfeasibleError, PlacementError
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import JobSpec
-from rankmap.job.traffic import job_traffic
+from rankmap.job.traffic import GroupTraffic, group_edges, job_traffic
 from rankmap.placement.constraints import PlacementConstraints, explain_shortage
 from rankmap.placement.grid_problem import GridPins, GridProblem, scaled_problem
 from rankmap.placement.host_grid import HostGrid, build_grid, check_alignment
@@ -197,13 +199,59 @@ def build_problem(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     tor_index = {g.name: g.index for g in cluster.tor_groups}
     fixed = node_pins(cluster, job, gpn, usable, constraints)
     pins = grid_pins(cluster, job, grid, caps, tor_index, constraints, fixed)
-    problem, unit = scaled_problem(caps, grid.rows, grid.cols, traffic, gpn)
+    problem, unit = scaled_problem(caps, grid.rows, grid.cols, traffic, edges_per_crossing(layout, traffic, grid, gpn))
     notes = pool.odd_note()
     if gpn < pool.gpus_per_host:
         notes.append(f"each host runs {gpn} of its {pool.gpus_per_host} GPUs: the job's {job.world_size} ranks "
                      f"in whole TP groups, rail-aligned (the hostfile lists slots={gpn})")
     return PlacementProblem(job, gpn, usable, caps, layout, traffic, grid, tor_index, span, fixed, pins, problem,
                             unit, tuple(notes))
+
+
+def edges_per_crossing(layout: ParallelLayout, traffic: dict[str, GroupTraffic], grid: HostGrid,
+                       gpn: int) -> tuple[int, int, int]:
+    """Rank-level edges between two neighbouring hosts of the grid: DP ring edges between a host
+    and the next in its row, PP hops between a host and the one below it, wrap hops (interleaved
+    pipelines) between the last row and the first.
+
+    Counted on the job's own groups (ranks on node ``rank // gpn``), so a host holding ``m``
+    consecutive members of each DP group (tp * cp * ep < gpn) counts ``gpn / m`` ring edges per
+    crossing, not ``gpn``. Where the counts differ between neighbours (uneven layouts) the least
+    is taken, which keeps the grid's bound a lower bound on every placement's bytes.
+
+    Returns
+    -------
+    (int, int, int)
+        Edges per ring crossing, per pipeline hop, per wrap hop (0 where none cross).
+
+    Examples
+    --------
+    >>> from rankmap.job.spec import parse_job
+    >>> job = parse_job("{model: {preset: gpt3-1.3b}, parallel: {tp: 4, pp: 2, dp: 8}, batch: {num_micro_batches: 4}}")
+    >>> layout, traffic = ParallelLayout.of(job), job_traffic(job)
+    >>> edges_per_crossing(layout, traffic, build_grid(layout, 8, 8), 8)
+    (4, 8, 0)
+    """
+    node_row, node_col = grid.row, grid.col
+
+    def least(src: np.ndarray, dst: np.ndarray, same_row: bool, cells: int) -> int:
+        a, b = src // gpn, dst // gpn
+        keep = (a != b) & ((node_row[a] == node_row[b]) if same_row else (node_col[a] == node_col[b]))
+        if not keep.any():
+            return 0
+        per = np.bincount(a[keep], minlength=grid.row.size)
+        senders = np.nonzero(per)[0]
+        return int(per[senders].min()) if senders.size == cells else 0
+
+    dp = group_edges(layout, traffic["dp"]) if "dp" in traffic else (np.zeros(0, int), np.zeros(0, int))
+    pp = group_edges(layout, traffic["pp"]) if "pp" in traffic else (np.zeros(0, int), np.zeros(0, int))
+    row = least(*dp, True, grid.rows * grid.cols) if grid.cols > 1 else 0
+    col = least(*pp, False, (grid.rows - 1) * grid.cols) if grid.rows > 1 else 0
+    wrap = 0
+    if grid.rows > 1 and "pp" in traffic and traffic["pp"].wrap_bytes:
+        groups = layout.groups("pp")
+        wrap = least(groups[:, -1], groups[:, 0], False, grid.cols)
+    return row, col, wrap
 
 
 def _resolved(cluster: Cluster, job: JobSpec, gpn: int, caps: tuple) -> JobSpec:

@@ -167,24 +167,48 @@ class ScheduleResult:
 
 
 def stage_order(stage: int, p: int, m: int, v: int = 1) -> list[tuple[bool, int, int]]:
-    """Passes of ``stage`` in order, as ``(is_forward, micro_batch, chunk)`` (Megatron-LM's 1F1B).
+    """Passes of ``stage`` in order, as ``(is_forward, micro_batch, chunk)``: 1F1B, and with
+    ``v > 1`` chunks the interleaved 1F1B of Narayanan et al. (SC'21).
+
+    Interleaving runs the micro-batches in ``rounds = max(1, m // p)`` rounds of ``m / rounds``
+    each, as torch.distributed.pipelining's ``ScheduleInterleaved1F1B`` does
+    (torch/distributed/pipelining/schedules.py, ``_get_warmup_ops`` and ``_get_1f1b_rank_ops``):
+    a stage warms up with ``(v - 1) * (m / rounds) + 2 * (p - 1 - stage)`` forwards, and its
+    k-th forward (backward) runs chunk ``(k // (m / rounds)) % v`` (counted from the last chunk).
+    With ``m`` a multiple of ``p`` (``m / rounds = p``) this is Megatron-LM's interleaved order
+    (megatron/core/pipeline_parallel/schedules.py), which requires that multiple.
+
+    Raises
+    ------
+    ValueError
+        ``v > 1`` and ``m`` not a multiple of the rounds (torch refuses it too; job specs are
+        checked for it first, :func:`rankmap.job.frameworks.interleaved_rule`).
 
     Examples
     --------
     >>> [("F" if f else "B") + str(mb) for f, mb, _ in stage_order(0, 2, 3)]
     ['F0', 'F1', 'B0', 'F2', 'B1', 'B2']
+    >>> [("F" if f else "B") + f"{mb}.{ch}" for f, mb, ch in stage_order(1, 2, 3, v=2)][:6]
+    ['F0.0', 'F1.0', 'F2.0', 'F0.1', 'B0.1', 'F1.1']
     """
     total = m * v
     if v == 1:
         warm = min(p - stage - 1, m)
+        per_round = m
     else:
-        if m % p:
-            raise ValueError(f"interleaving needs micro-batches ({m}) divisible by stages ({p})")
-        warm = min((p - stage - 1) * 2 + (v - 1) * p, total)
+        rounds = max(1, m // p)
+        if m % rounds:
+            raise ValueError(f"interleaving runs {rounds} rounds and needs micro-batches ({m}) divisible by them")
+        per_round = m // rounds
+        warm = min((v - 1) * per_round + 2 * (p - 1 - stage), total)
+    count = {(True, c): 0 for c in range(v)} | {(False, c): 0 for c in range(v)}
 
     def at(k: int, forward: bool) -> tuple[bool, int, int]:
-        chunk = (k % (p * v)) // p
-        return forward, (k // (p * v)) * p + k % p, chunk if forward else v - 1 - chunk
+        chunk = (k // per_round) % v
+        chunk = chunk if forward else v - 1 - chunk
+        mb = count[forward, chunk]
+        count[forward, chunk] += 1
+        return forward, mb, chunk
 
     order = [at(k, True) for k in range(warm)]
     for i in range(total - warm):

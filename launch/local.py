@@ -15,10 +15,11 @@ When the run ends for any reason -- an agent failed, the time ran out, Ctrl-C (S
 SIGTERM -- every process it started is stopped, workers included: torchrun starts its workers
 in new sessions of their own [3]_, so killing an agent's process group misses them. Every
 agent therefore carries a marker, ``RANKMAP_LOCAL_RUN=<token>``, in its environment, which its
-workers inherit; at the end the agents' groups are signalled, then every process whose
+workers inherit; at the end the agents' groups get SIGKILL (an agent sent SIGTERM prints a
+traceback and its workers' failures, burying why the run stopped), then every process whose
 ``/proc/PID/environ`` holds this run's marker (SIGTERM, then SIGKILL after a grace period).
-Only this run's processes carry the token. On a timeout they first get SIGABRT, so each prints
-its Python stack (faulthandler) and a hang shows where it is.
+Only this run's processes carry the token. On a timeout the workers first get SIGABRT, so each
+prints its Python stack (faulthandler) and a hang shows where it is.
 
 References
 ----------
@@ -150,15 +151,21 @@ def marked_pids(token: str) -> list[int]:
     return sorted(found)
 
 
+def _signal_marked(token: str, sig: int) -> list[int]:
+    """Send ``sig`` to every live process carrying the marker; returns their pids."""
+    pids = marked_pids(token)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return pids
+
+
 def _kill_marked(token: str, grace_s: float) -> None:
     """SIGTERM every process carrying the marker, then SIGKILL those left after ``grace_s``."""
     for sig, wait_s in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
-        pids = marked_pids(token)
-        for pid in pids:
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
+        pids = _signal_marked(token, sig)
         deadline = time.monotonic() + wait_s
         while pids and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -168,18 +175,17 @@ def _kill_marked(token: str, grace_s: float) -> None:
 
 
 def _stop(procs: dict, token: str, grace_s: float = 10.0) -> None:
-    _signal_all(procs, signal.SIGTERM)
-    deadline = time.monotonic() + grace_s
+    """Stop the agents still running, then their workers (SIGTERM, SIGKILL after ``grace_s``).
+
+    The agents get SIGKILL: a torchrun agent sent SIGTERM or SIGINT raises ``SignalException``
+    and prints its traceback and its workers' failures, which would bury the reason the run
+    stopped (the failing agent's own report, the timeout, Ctrl-C). An agent holds nothing to
+    save; its workers, which may (a user's script checkpointing on SIGTERM), get SIGTERM here.
+    """
+    _signal_all(procs, signal.SIGKILL)
     for proc in procs.values():
-        try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            proc.wait()
-    _kill_marked(token, grace_s=max(1.0, deadline - time.monotonic()))
+        proc.wait()
+    _kill_marked(token, grace_s=grace_s)
 
 
 class _Terminated(BaseException):
@@ -215,7 +221,7 @@ def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = N
             procs[node] = subprocess.Popen(list(agent.argv), cwd=cwd, env=env, start_new_session=True)
             if start_gap_s and i < len(order) - 1:
                 time.sleep(start_gap_s)
-        _wait(agents, procs, deadline, timeout_s)
+        _wait(agents, procs, deadline, timeout_s, token)
     except _Terminated:
         raise LaunchError("terminated (SIGTERM); stopped every process of the run") from None
     finally:
@@ -229,7 +235,7 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: float | None) -> None:
+def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: float | None, token: str) -> None:
     while True:
         codes = {node: proc.poll() for node, proc in procs.items()}
         failed = [node for node, code in codes.items() if code not in (None, 0)]
@@ -242,7 +248,13 @@ def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: f
         if deadline is not None and time.monotonic() > deadline:
             # A collective hang rarely turns into an error: SIGABRT makes every process print
             # where it is stuck (faulthandler, PYTHONFAULTHANDLER=1) before it is stopped.
-            _signal_all(procs, signal.SIGABRT)
+            sys.stderr.write(f"rankmap: the local run passed --timeout {timeout_s:g} s: every worker prints its "
+                             f"Python stack (SIGABRT, faulthandler) to show where it waits, then all are stopped\n")
+            sys.stderr.flush()
+            _signal_all(procs, signal.SIGKILL)  # the agents first, or they report their workers' deaths
+            for proc in procs.values():
+                proc.wait()
+            _signal_marked(token, signal.SIGABRT)
             time.sleep(2.0)
             raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents and workers")
         time.sleep(0.2)

@@ -86,10 +86,15 @@ def _through(matrix: sparse.csr_array, by_coflow: _ByCoflow, links: np.ndarray, 
 
     Gathers the rows of ``links`` when they are few; when they hold more than
     ``1/_GATHER_SHARE`` of the matrix one product over all of it is cheaper (same set:
-    weights are positive).
+    weights are positive). Gathered coflows are deduplicated by a mask over all coflows
+    when there are fewer coflows than gathered entries, else by sorting them.
     """
     if _GATHER_SHARE * _entries(matrix.indptr, links) <= matrix.nnz:
         coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, links)
+        if frozen.size <= coflows.size:
+            seen = np.zeros(frozen.size, dtype=bool)
+            seen[coflows] = True
+            return np.flatnonzero(seen & ~frozen)
         return np.unique(coflows[~frozen[coflows]])
     mask = np.zeros(matrix.shape[0])
     mask[links] = 1.0

@@ -291,16 +291,19 @@ class Network:
         got_cols.append(extra)
         got_vals.append(np.ones(extra.size))
         n_entries = 2 * f + sum(r.size for r in got_rows)
-        rows, cols, vals = np.empty((3, n_entries), dtype=np.int64)   # one block: huge pages, few faults
-        vals = vals.view(np.float64)
+        # One block: rows, columns, then values (8 bytes, so int32 indices take two rows).
+        # int32 whenever the indices fit, as scipy would choose: half the bytes to move.
+        index = np.int32 if max(self.n_links + extra.size, flows.n_coflows) < 2**31 else np.int64
+        block = np.empty((2 + 8 // np.dtype(index).itemsize, n_entries), dtype=index)
+        rows, cols, vals = block[0], block[1], block[2:].ravel().view(np.float64)
         # Out of the sender and into the receiver: NVLink inside a host, the NICs between
         # hosts. A GPU sending to itself crosses no link: its two NVLink keys are equal
         # (and only then).
         out_link, in_link = rows[:f], rows[f:2 * f]
-        np.multiply(sh, self.gpus, out=out_link)
-        out_link += flows.src_gpu
-        np.multiply(dh, self.gpus, out=in_link)
-        in_link += flows.dst_gpu
+        np.multiply(sh, self.gpus, out=out_link, casting="same_kind")
+        np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
+        np.multiply(dh, self.gpus, out=in_link, casting="same_kind")
+        np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
         moves = out_link != in_link
         out_link += self._offset["nvlink-out"]
         in_link += self._offset["nvlink-in"]

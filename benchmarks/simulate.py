@@ -7,7 +7,11 @@
    spine switches, side by side with :func:`reference_completion`, a minimal vectorised
    numpy progressive filling of the same routed flows: ours on the same routed matrix
    (filling and events; target: within 2x of the reference), then ours end to end
-   (building the flows, ECMP routing, filling and events) against the same reference.
+   (building the flows, ECMP routing, filling and events) against the same reference
+   (target: within 2x). The reference fills the matrix ``run_flows`` builds (int32
+   indices, the per-queue-pair cap rows routed with the links); it is printed again on
+   the same matrix with int64 indices, as earlier versions built it (scipy's products
+   on int64 indices are slower, so that reference is slower too).
 2. One iteration of the default job (GPT-3 175B, tp=8 pp=8 dp=144: 9,216 ranks) on the
    default example's 12,288-GPU cluster, placed by the planner and by the worst baseline,
    then the same with every host free (dp=192: all 12,288 GPUs), per ECMP seed

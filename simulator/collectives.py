@@ -62,7 +62,8 @@ from rankmap.simulator.ring_flows import connection_key, make_flows, ring_flows
 from rankmap.simulator.tree_flows import tree_flows
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective", "rate_constraints", "run_flows"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "coflow_caps", "rate_constraints",
+           "run_flows"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")

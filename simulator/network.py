@@ -283,34 +283,50 @@ class Network:
         else:
             got_rows, got_cols, got_vals, tiers = self._hash(flows, idx, sg, dg, level, config)
             uplink, uplink_coflow = got_rows[0], got_cols[0]
-        # The entries in one block each for rows, columns and values (no concatenation):
-        # every flow's first two links, then the links above the rail ToRs.
-        f = flows.n_flows
         extra = np.zeros(0, dtype=np.int64) if extra_rows is None else np.asarray(extra_rows, dtype=np.int64)
         got_rows.append(self.n_links + np.arange(extra.size))
         got_cols.append(extra)
         got_vals.append(np.ones(extra.size))
+        shape = (self.n_links + extra.size, flows.n_coflows)
+        rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
+                                         got_rows, got_cols, got_vals, shape)
+        full = _incidence_csr(rows, cols, vals, shape)
+        if extra_rows is None:
+            return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
+        end = int(full.indptr[self.n_links])
+        matrix = sparse.csr_array((full.data[:end], full.indices[:end], full.indptr[:self.n_links + 1]),
+                                  shape=(self.n_links, flows.n_coflows))
+        matrix.has_canonical_format = True       # the leading rows of a canonical matrix
+        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full)
+
+    def _entries(self, flows: FlowSet, nic_up: np.ndarray, nic_down: np.ndarray, got_rows: list, got_cols: list,
+                 got_vals: list, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows[E], cols[E], vals[E])`` of the incidence matrix of ``shape``: every flow's first
+        two links (``nic_up[I]``, ``nic_down[I]``: those of the flows between hosts), then ``got_*``.
+
+        The entries share one block (one allocation, no concatenation), int32 whenever
+        the indices fit, as scipy would choose: half the bytes to move.
+        """
+        f = flows.n_flows
         n_entries = 2 * f + sum(r.size for r in got_rows)
-        # One block: rows, columns, then values (8 bytes, so int32 indices take two rows).
-        # int32 whenever the indices fit, as scipy would choose: half the bytes to move.
-        index = np.int32 if max(self.n_links + extra.size, flows.n_coflows) < 2**31 else np.int64
-        block = np.empty((2 + 8 // np.dtype(index).itemsize, n_entries), dtype=index)
+        index = np.int32 if max(shape) < 2**31 else np.int64
+        block = np.empty((2 + 8 // np.dtype(index).itemsize, n_entries), dtype=index)   # values: the last 8 bytes
         rows, cols, vals = block[0], block[1], block[2:].ravel().view(np.float64)
         # Out of the sender and into the receiver: NVLink inside a host, the NICs between
         # hosts. A GPU sending to itself crosses no link: its two NVLink keys are equal
         # (and only then).
         out_link, in_link = rows[:f], rows[f:2 * f]
-        np.multiply(sh, self.gpus, out=out_link, casting="same_kind")
+        np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
         np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
-        np.multiply(dh, self.gpus, out=in_link, casting="same_kind")
+        np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
         np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
         moves = out_link != in_link
         out_link += self._offset["nvlink-out"]
         in_link += self._offset["nvlink-in"]
-        out_link[inter] = self.nic_up(ish, isnic)
-        in_link[inter] = self.nic_down(idh, idnic)
-        cols[:f] = coflow
-        cols[f:2 * f] = coflow
+        out_link[flows.between_hosts] = nic_up
+        in_link[flows.between_hosts] = nic_down
+        cols[:f] = flows.coflow
+        cols[f:2 * f] = flows.coflow
         vals[:2 * f] = 1.0
         at = 2 * f
         for r, c, v in zip(got_rows, got_cols, got_vals):
@@ -319,14 +335,7 @@ class Network:
         if not moves.all():
             keep = np.concatenate([moves, moves, np.ones(n_entries - 2 * f, dtype=bool)])
             rows, cols, vals = rows[keep], cols[keep], vals[keep]
-        full = _incidence_csr(rows, cols, vals, (self.n_links + extra.size, flows.n_coflows))
-        if extra_rows is None:
-            return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
-        end = int(full.indptr[self.n_links])
-        matrix = sparse.csr_array((full.data[:end], full.indices[:end], full.indptr[:self.n_links + 1]),
-                                  shape=(self.n_links, flows.n_coflows))
-        matrix.has_canonical_format = True       # the leading rows of a canonical matrix
-        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full)
+        return rows, cols, vals
 
     def _spray(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, level: np.ndarray):
         """Rows of sprayed flows ``flows[idx]`` (``sg, dg, level``: ``[X]``, theirs)."""

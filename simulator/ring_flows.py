@@ -116,12 +116,15 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     _roll_left(table[3], table[5])
     _roll_left(table[0], table[3])
     _roll_left(table[1], table[4])
-    network = (table[0] != table[3]).any(axis=2).T.ravel()     # (G*C,) coflow g * C + c leaves a host
+    leaves = table[0] != table[3]                              # (C, G, n) the edge leaves its host
+    network = leaves.any(axis=2).T.ravel()                      # (G*C,) coflow g * C + c leaves a host
     table[6] = ((np.arange(g) * channels)[None, :] + np.arange(channels)[:, None])[:, :, None]   # g * C + c
     rows = table.reshape(8, -1)
     conn = rows[7].view(np.uint64)
     conn.reshape(channels, g * n)[:] = connection_key(comm, np.arange(channels))[:, None]
     *ends, coflow, _ = rows
-    return _flow_set(tuple(ends), coflow, conn, factor * size_bytes / channels,
-                     steps * config.alpha_s, np.repeat(np.arange(g), channels), label, network,
-                     steps * config.alpha_local_s, 1)
+    flows = _flow_set(tuple(ends), coflow, conn, factor * size_bytes / channels,
+                      steps * config.alpha_s, np.repeat(np.arange(g), channels), label, network,
+                      steps * config.alpha_local_s, 1)
+    flows.__dict__["between_hosts"] = np.flatnonzero(leaves)   # FlowSet's cached property, known here already
+    return flows

@@ -48,8 +48,13 @@ from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import load_job
 from rankmap.placement.plan import plan
-from rankmap.simulator.collectives import (CollectiveConfig, coflow_caps, collective_flows, rate_constraints,
-                                           simulate_collective)
+from rankmap.simulator.collectives import (
+    CollectiveConfig,
+    coflow_caps,
+    collective_flows,
+    rate_constraints,
+    simulate_collective,
+)
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement

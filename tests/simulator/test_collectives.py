@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankmap.simulator.collectives import CollectiveConfig, bus_factor, collective_flows, simulate_collective
+from rankmap.simulator.collectives import (
+    CollectiveConfig,
+    bus_factor,
+    coflow_caps,
+    collective_flows,
+    rate_constraints,
+    simulate_collective,
+)
 from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
 
 B = 25e9          # 200 Gb/s NIC, bytes/s
 S = 1e9
@@ -164,12 +172,10 @@ def _ring_edges_by_definition(pl, groups, channels):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_ring_flows_equal_their_definition_on_uneven_hosts(synth, seed):
+def test_ring_flows_equal_their_definition_on_uneven_hosts(seed):
     """Hosts holding 1 to 4 ranks of a group, a host split into two runs of a group, and
     three groups at once: every channel's edges are the definition's, in its order."""
-    from rankmap.simulator.flows import RankPlacement
     rng = np.random.default_rng(seed)
-    net = synth.network(2, 6, gpus=4, nics=4)
     counts = rng.integers(1, 5, size=12)                        # ranks on each of the 12 hosts
     node = np.repeat(np.arange(12), counts)
     gpu = np.concatenate([rng.permutation(4)[:k] for k in counts])
@@ -194,7 +200,6 @@ def test_cap_rows_routed_with_the_links_equal_stacked_ones(synth, routing):
     """run_flows routes the per-queue-pair cap rows with the links; the result is the
     link matrix with the cap rows stacked below it, array for array, and the link matrix
     is the one a plain route gives."""
-    from rankmap.simulator.collectives import coflow_caps, rate_constraints
     net = synth.network(4, 4, gpus=8, nics=8, uplinks=4, spines=2)
     pl = synth.place(net, 16, 8)
     groups = np.arange(pl.world_size).reshape(-1, 32)

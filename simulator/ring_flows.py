@@ -100,19 +100,21 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     # Ring order of columns: host segments in place, each rotated to start at its entry rank
     # (what a stable argsort of (segment, (offset - entry) mod length) gives). Rows 3 and 4
     # hold the order and the senders' NICs until the receivers' columns overwrite them.
+    # (Every np.take below writes into the table: mode="clip" because the default "raise"
+    # buffers ``out``; the indices are in range, so the values are the same.)
     order = flat[4]
-    np.take(entry, seg_of, axis=1, out=order)
+    np.take(entry, seg_of, axis=1, out=order, mode="clip")
     order += offset.ravel()                                     # < 2 * length
     flat_len = length.ravel()
     np.subtract(order, flat_len, out=order, where=order >= flat_len)
     order += seg_start[seg_of]                                  # (C, G*n) flat column of each ring position
     ranks = groups.ravel()
-    np.take(pl.host[ranks], order, out=flat[0])
-    np.take(pl.gpu[ranks], order, out=flat[1])
-    np.take(pl.nic[ranks], order, out=flat[3])
+    np.take(pl.host[ranks], order, out=flat[0], mode="clip")
+    np.take(pl.gpu[ranks], order, out=flat[1], mode="clip")
+    np.take(pl.nic[ranks], order, out=flat[3], mode="clip")
     # A host sends through its entry rank's NIC; order keeps segments in place, so position
     # p's host is segment seg_of[p].
-    np.take(pl.nic[ranks[seg_start + entry]], seg_of, axis=1, out=flat[2])
+    np.take(pl.nic[ranks[seg_start + entry]], seg_of, axis=1, out=flat[2], mode="clip")
     _roll_left(table[3], table[5])
     _roll_left(table[0], table[3])
     _roll_left(table[1], table[4])

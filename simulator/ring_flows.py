@@ -109,12 +109,13 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     np.subtract(order, flat_len, out=order, where=order >= flat_len)
     order += seg_start[seg_of]                                  # (C, G*n) flat column of each ring position
     ranks = groups.ravel()
-    np.take(pl.host[ranks], order, out=flat[0], mode="clip")
-    np.take(pl.gpu[ranks], order, out=flat[1], mode="clip")
-    np.take(pl.nic[ranks], order, out=flat[3], mode="clip")
+    host, gpu, nic = (np.asarray(a, dtype=np.int64) for a in (pl.host, pl.gpu, pl.nic))   # take casts safely only
+    np.take(host[ranks], order, out=flat[0], mode="clip")
+    np.take(gpu[ranks], order, out=flat[1], mode="clip")
+    np.take(nic[ranks], order, out=flat[3], mode="clip")
     # A host sends through its entry rank's NIC; order keeps segments in place, so position
     # p's host is segment seg_of[p].
-    np.take(pl.nic[ranks[seg_start + entry]], seg_of, axis=1, out=flat[2], mode="clip")
+    np.take(nic[ranks[seg_start + entry]], seg_of, axis=1, out=flat[2], mode="clip")
     _roll_left(table[3], table[5])
     _roll_left(table[0], table[3])
     _roll_left(table[1], table[4])

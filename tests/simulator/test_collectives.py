@@ -174,12 +174,14 @@ def _ring_edges_by_definition(pl, groups, channels):
 @pytest.mark.parametrize("seed", range(4))
 def test_ring_flows_equal_their_definition_on_uneven_hosts(seed):
     """Hosts holding 1 to 4 ranks of a group, a host split into two runs of a group, and
-    three groups at once: every channel's edges are the definition's, in its order."""
+    three groups at once (int32 or int64 placement arrays): every channel's edges are the
+    definition's."""
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 5, size=12)                        # ranks on each of the 12 hosts
     node = np.repeat(np.arange(12), counts)
     gpu = np.concatenate([rng.permutation(4)[:k] for k in counts])
-    pl = RankPlacement(node, node.copy(), gpu, gpu.copy())
+    dtype = np.int32 if seed % 2 else np.int64                   # placements need not be int64
+    pl = RankPlacement(*(a.astype(dtype) for a in (node, node, gpu, gpu)))
     w = node.size - node.size % 3
     groups = np.sort(rng.permutation(w).reshape(3, -1), axis=1)  # rank order inside each group
     groups[0, [1, 2]] = groups[0, [2, 1]]                        # a run of one host broken in two

@@ -7,7 +7,11 @@
    spine switches, side by side with :func:`reference_completion`, a minimal vectorised
    numpy progressive filling of the same routed flows: ours on the same routed matrix
    (filling and events; target: within 2x of the reference), then ours end to end
-   (building the flows, ECMP routing, filling and events) against the same reference.
+   (building the flows, ECMP routing, filling and events) against the same reference
+   (target: within 2x). The reference fills the matrix ``run_flows`` builds (int32
+   indices, the per-queue-pair cap rows routed with the links); it is printed again on
+   the same matrix with int64 indices, as earlier versions built it (scipy's products
+   on int64 indices are slower, so that reference is slower too).
 2. One iteration of the default job (GPT-3 175B, tp=8 pp=8 dp=144: 9,216 ranks) on the
    default example's 12,288-GPU cluster, placed by the planner and by the worst baseline,
    then the same with every host free (dp=192: all 12,288 GPUs), per ECMP seed
@@ -23,6 +27,14 @@ Prints wall and CPU times (``time.process_time``; section 1 compares CPU times),
 simulated per second, and after each section the process's peak resident memory so far
 (ru_maxrss; run one section alone for its own peak). Planning is not timed. Wall times on
 a shared machine vary by 2x or more between runs; CPU times much less.
+
+Measured November 2026 on a 2-core machine shared with other jobs (CPU times vary by
+~20% between runs): section 1 end to end 9.8-10.3 ms (38-40 ms before the flow table,
+routing entries and cap rows were built in single blocks with int32 indices), filling
+alone 2.6 ms, reference 3.0-3.6 ms (3.6-4.2 ms with int64 indices): 2.5-3.2x, the 2x
+target not met. Sections 2 and 4: 0.05-0.10 s CPU per seed at 12,288 GPUs, 0.27-0.32 s
+(plan) and 1.2-1.3 s (worst baseline) at 100,000 GPUs, peak ~330 MB; section 3:
+0.04-0.13 s per seed.
 """
 
 from __future__ import annotations
@@ -44,7 +56,13 @@ from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import load_job
 from rankmap.placement.plan import plan
-from rankmap.simulator.collectives import CollectiveConfig, collective_flows, rate_constraints, simulate_collective
+from rankmap.simulator.collectives import (
+    CollectiveConfig,
+    coflow_caps,
+    collective_flows,
+    rate_constraints,
+    simulate_collective,
+)
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement
@@ -133,18 +151,24 @@ def bench_allreduce(repeat: int = 5) -> None:
     end_s, result = _best_of(repeat, lambda: simulate_collective(network, placement, "allreduce", 1e9))
     flows = collective_flows(placement, np.arange(placement.world_size)[None, :], "allreduce", 1e9, config=config,
                              comm="allreduce")
-    matrix, capacity = rate_constraints(network, flows, network.route(flows, routing), routing, config)
+    capped, _ = coflow_caps(network, flows, routing, config)
+    route = network.route(flows, routing, extra_rows=capped)            # as run_flows routes them
+    matrix, capacity = rate_constraints(network, flows, route, routing, config)
     fill_s, (ours, _, _) = _best_of(repeat, lambda: complete_coflows(FairShare(matrix, capacity), flows.coflow_bytes))
     ref_s, ref = _best_of(repeat, lambda: reference_completion(matrix, capacity, flows.coflow_bytes))
+    wide = sparse.csr_array((matrix.data, matrix.indices.astype(np.int64), matrix.indptr.astype(np.int64)),
+                            shape=matrix.shape)
+    wide_s, _ = _best_of(repeat, lambda: reference_completion(wide, capacity, flows.coflow_bytes))
     differ = float(np.abs(ours - ref).max() / ours.max())
     print(f"ring all-reduce, 1 GB, {placement.world_size} GPUs ({result.n_flows} flows in {flows.n_coflows} coflows, "
-          f"{matrix.nnz} matrix entries): simulated {result.time_s * 1e3:.1f} ms, busbw {result.busbw_gb_s:.1f} GB/s")
+          f"{matrix.nnz} matrix entries, {matrix.indices.dtype} indices): simulated {result.time_s * 1e3:.1f} ms, "
+          f"busbw {result.busbw_gb_s:.1f} GB/s")
     print(f"  filling and events on the routed flows: ours {fill_s * 1e3:.1f} ms, reference numpy filling "
           f"{ref_s * 1e3:.1f} ms: {fill_s / ref_s:.2f}x (target <= 2x); finish times differ by {differ:.1e}")
     print(f"  end to end (building flows, routing, filling, events): {end_s * 1e3:.1f} ms, "
-          f"{end_s / ref_s:.1f}x the reference's filling (CPU time, best of {repeat} each)")
-
-
+          f"{end_s / ref_s:.1f}x the reference's filling (target <= 2x; CPU time, best of {repeat} each)")
+    print(f"  the reference on the same matrix with int64 indices: {wide_s * 1e3:.1f} ms "
+          f"(end to end is {end_s / wide_s:.1f}x that)")
 def _maps(result, cluster):
     """The planner's map and the worst baseline's (most cross-ToR bytes), by name."""
     worst = max(result.baselines, key=lambda c: c.metrics.cross_tor_bytes)

@@ -62,7 +62,8 @@ from rankmap.simulator.ring_flows import connection_key, make_flows, ring_flows
 from rankmap.simulator.tree_flows import tree_flows
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective", "rate_constraints", "run_flows"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "coflow_caps", "rate_constraints",
+           "run_flows"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
@@ -270,31 +271,61 @@ def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndar
                   np.arange(src.size), label, conns=conns)
 
 
+def coflow_caps(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """The per-queue-pair rate caps of a flow set (see :func:`run_flows`).
+
+    Returns
+    -------
+    capped : ndarray
+        ``capped[K]``: coflows with bytes and a flow between hosts (none when
+        ``config.qp_rate_fraction`` is None), ascending.
+    cap_bps : ndarray
+        ``cap_bps[K]``: each one's cap, bytes/s.
+    """
+    if config.qp_rate_fraction is None or not flows.n_flows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    inter = flows.between_hosts
+    cap = np.full(flows.n_coflows, np.inf)
+    line = network.capacity_bps[network.nic_up(flows.src_host[inter], flows.src_nic[inter])] * config.efficiency
+    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
+    np.minimum.at(cap, flows.coflow[inter], per_flow)
+    capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
+    return capped, cap[capped]
+
+
 def rate_constraints(network: Network, flows: FlowSet, route, routing: EcmpConfig, config: CollectiveConfig
                      ) -> tuple[sparse.csr_array, np.ndarray]:
     """The rows max-min fairness fills for a routed flow set: links, then per-queue-pair caps.
+
+    Parameters
+    ----------
+    network, flows, routing, config
+        As for :func:`run_flows`.
+    route : Routing
+        ``network.route(flows, routing)``. When it was routed with ``extra_rows`` = the
+        capped coflows (as :func:`run_flows` does), its ``constraints`` are these rows
+        already; otherwise the cap rows are stacked below a copy of its matrix.
 
     Returns
     -------
     matrix : scipy.sparse.csr_array
         ``matrix[L + K, C]``: ``route.matrix``, then one row per capped coflow (``K`` of
-        them; none when ``config.qp_rate_fraction`` is None) with a 1 in its column.
+        them, :func:`coflow_caps`; none when ``config.qp_rate_fraction`` is None) with a 1
+        in its column.
     capacity : ndarray
         ``capacity[L + K]`` bytes/s: link line rates times ``config.efficiency``, then
         each capped coflow's cap (see :func:`run_flows`).
     """
-    matrix, capacity = route.matrix, network.capacity_bps * config.efficiency
-    if config.qp_rate_fraction is None or not flows.n_flows:
-        return matrix, capacity
-    inter = np.flatnonzero(flows.src_host != flows.dst_host)
-    cap = np.full(flows.n_coflows, np.inf)
-    line = capacity[network.nic_up(flows.src_host[inter], flows.src_nic[inter])]
-    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
-    np.minimum.at(cap, flows.coflow[inter], per_flow)
-    capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
+    capped, cap = coflow_caps(network, flows, routing, config)
+    capacity = np.concatenate([network.capacity_bps * config.efficiency, cap])
+    if route.constraints is not None and route.constraints.shape[0] == capacity.size:
+        return route.constraints, capacity
+    if not capped.size:
+        return route.matrix, capacity
     rows = sparse.csr_array((np.ones(capped.size), (np.arange(capped.size), capped)),
                             shape=(capped.size, flows.n_coflows))
-    return sparse.vstack([matrix, rows], format="csr"), np.concatenate([capacity, cap[capped]])
+    return sparse.vstack([route.matrix, rows], format="csr"), capacity
 
 
 def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig) -> FlowResult:
@@ -306,15 +337,16 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
     ``config.qp_rate_fraction`` of the sending NIC's line rate (times ``efficiency``).
     Every flow of a coflow moves at the coflow's rate, so the cap is one extra
     constraint row per coflow: ``rate <= min over its flows between hosts of the cap``.
+    The cap rows are routed with the links (:meth:`Network.route`'s ``extra_rows``).
 
     Returns
     -------
     FlowResult
         ``link_bytes`` over the network's links only.
     """
-    route = network.route(flows, routing)
-    matrix, capacity = rate_constraints(network, flows, route, routing, config)
-    fair = FairShare(matrix, capacity)
+    capped, cap = coflow_caps(network, flows, routing, config)
+    route = network.route(flows, routing, extra_rows=capped)
+    fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]))
     finish, first, events = complete_coflows(fair, flows.coflow_bytes)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
     return FlowResult(finish, first, route.matrix @ flows.coflow_bytes, route, events, fair.rounds)

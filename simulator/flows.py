@@ -10,6 +10,7 @@ point-to-point transfer. A coflow of one flow is an ordinary flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -135,6 +136,11 @@ class FlowSet:
     @property
     def n_flows(self) -> int:
         return int(self.coflow.size)
+
+    @cached_property
+    def between_hosts(self) -> np.ndarray:
+        """Indices of the flows whose two ends are on different hosts (sorted; computed once)."""
+        return np.flatnonzero(self.src_host != self.dst_host)
 
     @property
     def n_coflows(self) -> int:

@@ -45,23 +45,63 @@ def _entries(indptr: np.ndarray, rows: np.ndarray) -> int:
     return int((indptr[rows + 1] - indptr[rows]).sum())
 
 
-def _through(matrix: sparse.csr_array, by_coflow: sparse.csr_array, links: np.ndarray, frozen: np.ndarray
+class _ByCoflow:
+    """``A.T[C, L]`` in CSR (the links of each coflow) for :func:`progressive_filling`.
+
+    Every round reads its row pointers (entries per coflow), but its rows only when it
+    gathers a few coflows' links or multiplies by a mask of full links; so the pointers
+    come from a bincount of the column indices at once and the transpose (a pass over the
+    matrix and a copy of it) is built on first use. Its arrays are those of
+    ``A.T.tocsr()``: the same sums in the same order either way.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse.csr_array or None
+        ``A[L, C]``, canonical; None when ``transpose`` is given.
+    transpose : scipy.sparse.csr_array, optional
+        ``A.T[C, L]`` in CSR, when the caller has it already.
+    """
+
+    def __init__(self, matrix: sparse.csr_array | None, transpose: sparse.csr_array | None = None):
+        self._matrix, self._transpose = matrix, transpose
+        if transpose is not None:
+            self.indptr, self.nnz = transpose.indptr, transpose.nnz
+        else:
+            self.indptr = np.zeros(matrix.shape[1] + 1, dtype=np.int64)
+            np.cumsum(np.bincount(matrix.indices, minlength=matrix.shape[1]), out=self.indptr[1:])
+            self.nnz = matrix.nnz
+
+    def csr(self) -> sparse.csr_array:
+        """The transpose itself."""
+        if self._transpose is None:
+            csc = sparse.csc_array(self._matrix)
+            n_links, n_coflows = self._matrix.shape
+            self._transpose = sparse.csr_array((csc.data, csc.indices, csc.indptr), shape=(n_coflows, n_links))
+        return self._transpose
+
+
+def _through(matrix: sparse.csr_array, by_coflow: _ByCoflow, links: np.ndarray, frozen: np.ndarray
              ) -> np.ndarray:
     """Sorted unfrozen coflows with an entry in any of ``links``.
 
     Gathers the rows of ``links`` when they are few; when they hold more than
     ``1/_GATHER_SHARE`` of the matrix one product over all of it is cheaper (same set:
-    weights are positive).
+    weights are positive). Gathered coflows are deduplicated by a mask over all coflows
+    when there are fewer coflows than gathered entries, else by sorting them.
     """
     if _GATHER_SHARE * _entries(matrix.indptr, links) <= matrix.nnz:
         coflows, _ = _rows(matrix.indptr, matrix.indices, matrix.data, links)
+        if frozen.size <= coflows.size:
+            seen = np.zeros(frozen.size, dtype=bool)
+            seen[coflows] = True
+            return np.flatnonzero(seen & ~frozen)
         return np.unique(coflows[~frozen[coflows]])
     mask = np.zeros(matrix.shape[0])
     mask[links] = 1.0
-    return np.flatnonzero((by_coflow @ mask > 0) & ~frozen)
+    return np.flatnonzero((by_coflow.csr() @ mask > 0) & ~frozen)
 
 
-def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.ndarray, slot: np.ndarray
+def _load_of(matrix: sparse.csr_array, by_coflow: _ByCoflow, coflows: np.ndarray, slot: np.ndarray
              ) -> tuple[np.ndarray, np.ndarray]:
     """Weight of ``coflows`` (sorted) on the live links they cross: ``(slots[U], weight[U])``
     (``slot[L]``: link -> live index or -1; slots sorted).
@@ -71,7 +111,8 @@ def _load_of(matrix: sparse.csr_array, by_coflow: sparse.csr_array, coflows: np.
     entries are 0).
     """
     if _GATHER_SHARE * _entries(by_coflow.indptr, coflows) <= by_coflow.nnz:
-        links, weights = _rows(by_coflow.indptr, by_coflow.indices, by_coflow.data, coflows)
+        transpose = by_coflow.csr()
+        links, weights = _rows(transpose.indptr, transpose.indices, transpose.data, coflows)
         at = slot[links]
         mine = at >= 0
         slots, index = np.unique(at[mine], return_inverse=True)
@@ -94,7 +135,7 @@ def _union(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
 
 
 def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: float = 0.0,
-                        by_coflow: sparse.csr_array | None = None) -> tuple[np.ndarray, int]:
+                        by_coflow: "sparse.csr_array | _ByCoflow | None" = None) -> tuple[np.ndarray, int]:
     """Max-min fair rates of every coflow (column) of ``matrix``.
 
     Parameters
@@ -107,7 +148,8 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
         Rate every coflow already has: filling starts from ``capacity - level * load``
         (0 starts from empty links).
     by_coflow : scipy.sparse.csr_array, optional
-        ``matrix.T`` in CSR form (``B[C, L]``), when the caller has it already.
+        ``matrix.T`` in CSR form (``B[C, L]``), when the caller has it already (or a
+        ``_ByCoflow`` that builds it when first read, as :class:`FairShare` passes).
 
     Returns
     -------
@@ -119,6 +161,8 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     n_links, n_coflows = matrix.shape
     if by_coflow is None:
         by_coflow = matrix.T.tocsr()                           # (C, L): the links of each coflow
+    if not isinstance(by_coflow, _ByCoflow):
+        by_coflow = _ByCoflow(None, by_coflow)
     rate = np.zeros(n_coflows)
     frozen = np.zeros(n_coflows, dtype=bool)
     load = matrix @ np.ones(n_coflows)                         # (L,) weight of unfrozen coflows per link
@@ -182,32 +226,46 @@ class FairShare:
     """
 
     def __init__(self, matrix, capacity: np.ndarray):
-        self._csc = sparse.csc_array(matrix)
-        self._csc.sum_duplicates()
-        self.capacity = np.asarray(capacity, dtype=float)
-        if self.capacity.shape != (self._csc.shape[0],):
-            raise ValueError(f"capacity has shape {self.capacity.shape}, expected ({self._csc.shape[0]},)")
-        self.has_links = np.diff(self._csc.indptr) > 0
-        self.rounds = 0
-        self._labels: np.ndarray | None = None
+        self._csc_cache: sparse.csc_array | None = None
         self._whole: tuple | None = None
         if isinstance(matrix, sparse.csr_array) and matrix.has_canonical_format:
-            self._whole = (matrix, self._by_coflow())     # the CSR the caller built is the one we would build
+            # The CSR the caller built is the one we would build; its transpose waits until
+            # something reads it (a fill that freezes every coflow in a few rounds never does).
+            self._whole = (matrix, _ByCoflow(matrix))
+            self._shape = matrix.shape
+            column_ptr = self._whole[1].indptr
+        else:
+            self._csc_cache = sparse.csc_array(matrix)
+            self._csc_cache.sum_duplicates()
+            self._shape = self._csc_cache.shape
+            column_ptr = self._csc_cache.indptr
+        self.capacity = np.asarray(capacity, dtype=float)
+        if self.capacity.shape != (self._shape[0],):
+            raise ValueError(f"capacity has shape {self.capacity.shape}, expected ({self._shape[0]},)")
+        self.has_links = np.diff(column_ptr) > 0
+        self.rounds = 0
+        self._labels: np.ndarray | None = None
 
-    def _whole_matrix(self) -> tuple[sparse.csr_array, sparse.csr_array]:
-        """``(A[L, C] as CSR, A.T[C, L] as CSR)``, built on first use."""
+    @property
+    def _csc(self) -> sparse.csc_array:
+        """``A[L, C]`` in CSC (canonical), built on first use."""
+        if self._csc_cache is None:
+            by_coflow = self._whole[1].csr()
+            self._csc_cache = sparse.csc_array((by_coflow.data, by_coflow.indices, by_coflow.indptr), shape=self._shape)
+        return self._csc_cache
+
+    def _whole_matrix(self) -> tuple[sparse.csr_array, "_ByCoflow"]:
+        """``(A[L, C] as CSR, A.T[C, L] by coflow)``, built on first use."""
         if self._whole is None:
-            self._whole = (self._csc.tocsr(), self._by_coflow())
+            n_links, n_coflows = self._csc.shape
+            by_coflow = sparse.csr_array((self._csc.data, self._csc.indices, self._csc.indptr),
+                                         shape=(n_coflows, n_links))   # the CSC arrays read transposed
+            self._whole = (self._csc.tocsr(), _ByCoflow(None, by_coflow))
         return self._whole
-
-    def _by_coflow(self) -> sparse.csr_array:
-        """``A.T[C, L]`` in CSR: the CSC arrays read transposed."""
-        n_links, n_coflows = self._csc.shape
-        return sparse.csr_array((self._csc.data, self._csc.indices, self._csc.indptr), shape=(n_coflows, n_links))
 
     @property
     def n_coflows(self) -> int:
-        return self._csc.shape[1]
+        return self._shape[1]
 
     def components(self) -> np.ndarray:
         """``component[C]``: coflows that share links, directly or through others, share a label.

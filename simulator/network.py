@@ -52,6 +52,13 @@ LINK_KINDS = ("nic-up", "nic-down", "tor-up", "tor-down", "nvlink-out", "nvlink-
 TIER_KINDS = ("up", "down", "up-all", "down-all")   # per level t below the top: f"tier{t}-{kind}"
 
 
+def _incidence_csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sparse.csr_array:
+    """The CSR matrix of entries ``(rows[E], cols[E], vals[E])``, duplicates summed, in canonical form."""
+    matrix = sparse.coo_array((vals, (rows, cols)), shape=shape).tocsr()
+    matrix.sum_duplicates()
+    return matrix
+
+
 @dataclass(frozen=True, eq=False)
 class Routing:
     """Where a flow set's coflows put their flows.
@@ -72,6 +79,9 @@ class Routing:
     coflow_level : ndarray
         ``coflow_level[C]``: the highest level any flow of the coflow climbs to (0: none
         leaves its rail ToR).
+    constraints : scipy.sparse.csr_array or None
+        ``constraints[L + K, C]``: ``matrix`` followed by the ``K`` extra rows asked of
+        :meth:`Network.route` (``matrix`` shares its memory); None when none were asked.
     """
 
     matrix: sparse.csr_array
@@ -79,6 +89,7 @@ class Routing:
     uplink_coflow: np.ndarray
     tier_uplinks: tuple = ()
     coflow_level: np.ndarray | None = None
+    constraints: sparse.csr_array | None = None
 
 
 class Network:
@@ -234,74 +245,132 @@ class Network:
         return 0x0A000000 + np.asarray(host, dtype=np.int64) * self.rails + nic
 
     # -- routing ----------------------------------------------------------------------------
-    def route(self, flows: FlowSet, config: EcmpConfig) -> Routing:
+    def route(self, flows: FlowSet, config: EcmpConfig, extra_rows: np.ndarray | None = None) -> Routing:
         """Lay every flow of ``flows`` on links.
+
+        Parameters
+        ----------
+        flows : FlowSet
+        config : EcmpConfig
+        extra_rows : ndarray, optional
+            ``extra_rows[K]``: coflows that get one more row each below the links, with a 1
+            in their column (per-coflow rate caps, :func:`rankmap.simulator.collectives.rate_constraints`);
+            built with the links in one pass, so no copy of the matrix is needed to add them.
 
         Returns
         -------
         Routing
-            ``matrix[L, C]`` sums flows per link and coflow (duplicates add up).
+            ``matrix[L, C]`` sums flows per link and coflow (duplicates add up);
+            ``constraints[L + K, C]`` when ``extra_rows`` is given.
 
         Raises
         ------
         RankmapError
             Two rail ToRs that a flow joins share no switch (see :meth:`Fabric.climb`).
         """
-        sh, dh = flows.src_host, flows.dst_host
-        intra = (sh == dh) & (flows.src_gpu != flows.dst_gpu)
-        inter = sh != dh
-        sg, dg = self.host_group[sh], self.host_group[dh]
-        cross = inter & ((sg != dg) | (flows.src_nic != flows.dst_nic))
-        rows = [self.nvlink_out(sh[intra], flows.src_gpu[intra]), self.nvlink_in(dh[intra], flows.dst_gpu[intra]),
-                self.nic_up(sh[inter], flows.src_nic[inter]), self.nic_down(dh[inter], flows.dst_nic[inter])]
-        cols = [flows.coflow[intra], flows.coflow[intra], flows.coflow[inter], flows.coflow[inter]]
-        vals = [np.ones(int(intra.sum()) * 2 + int(inter.sum()) * 2)]
-        idx = np.flatnonzero(cross)
-        level = self.fabric.climb(sg[idx], flows.src_nic[idx], dg[idx], flows.dst_nic[idx])   # (X,)
+        sh, dh, coflow = flows.src_host, flows.dst_host, flows.coflow
+        inter = flows.between_hosts                               # (I,) flows that leave their host
+        ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
+        sg, dg = self.host_group[ish], self.host_group[idh]       # (I,)
+        leave = np.flatnonzero((sg != dg) | (isnic != idnic))     # (X,) into inter: flows above their rail ToR
+        sg, dg, idx = sg[leave], dg[leave], inter[leave]
+        level = self.fabric.climb(sg, isnic[leave], dg, idnic[leave])   # (X,)
         coflow_level = np.zeros(flows.n_coflows, dtype=np.int64)
-        np.maximum.at(coflow_level, flows.coflow[idx], level)
+        np.maximum.at(coflow_level, coflow[idx], level)
         if config.mode == "spray":
             got_rows, got_cols, got_vals = self._spray(flows, idx, sg, dg, level)
             uplink, uplink_coflow, tiers = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), ()
         else:
             got_rows, got_cols, got_vals, tiers = self._hash(flows, idx, sg, dg, level, config)
             uplink, uplink_coflow = got_rows[0], got_cols[0]
-        matrix = sparse.coo_array((np.concatenate(vals + got_vals),
-                                   (np.concatenate(rows + got_rows), np.concatenate(cols + got_cols))),
-                                  shape=(self.n_links, flows.n_coflows)).tocsr()
-        matrix.sum_duplicates()
-        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level)
+        extra = np.zeros(0, dtype=np.int64) if extra_rows is None else np.asarray(extra_rows, dtype=np.int64)
+        got_rows.append(self.n_links + np.arange(extra.size))
+        got_cols.append(extra)
+        got_vals.append(np.ones(extra.size))
+        shape = (self.n_links + extra.size, flows.n_coflows)
+        rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
+                                         got_rows, got_cols, got_vals, shape)
+        full = _incidence_csr(rows, cols, vals, shape)
+        if extra_rows is None:
+            return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
+        end = int(full.indptr[self.n_links])
+        matrix = sparse.csr_array((full.data[:end], full.indices[:end], full.indptr[:self.n_links + 1]),
+                                  shape=(self.n_links, flows.n_coflows))
+        matrix.has_canonical_format = True       # the leading rows of a canonical matrix
+        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full)
+
+    def _entries(self, flows: FlowSet, nic_up: np.ndarray, nic_down: np.ndarray, got_rows: list, got_cols: list,
+                 got_vals: list, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows[E], cols[E], vals[E])`` of the incidence matrix of ``shape``: every flow's first
+        two links (``nic_up[I]``, ``nic_down[I]``: those of the flows between hosts), then ``got_*``.
+
+        The entries share one block (one allocation, no concatenation), int32 whenever
+        the indices fit, as scipy would choose: half the bytes to move.
+        """
+        f = flows.n_flows
+        n_entries = 2 * f + sum(r.size for r in got_rows)
+        index = np.int32 if max(shape) < 2**31 else np.int64
+        block = np.empty((2 + 8 // np.dtype(index).itemsize, n_entries), dtype=index)   # values: the last 8 bytes
+        rows, cols, vals = block[0], block[1], block[2:].ravel().view(np.float64)
+        # Out of the sender and into the receiver: NVLink inside a host, the NICs between
+        # hosts. A GPU sending to itself crosses no link: its two NVLink keys are equal
+        # (and only then).
+        out_link, in_link = rows[:f], rows[f:2 * f]
+        np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
+        np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
+        np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
+        np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
+        moves = out_link != in_link
+        out_link += self._offset["nvlink-out"]
+        in_link += self._offset["nvlink-in"]
+        out_link[flows.between_hosts] = nic_up
+        in_link[flows.between_hosts] = nic_down
+        cols[:f] = flows.coflow
+        cols[f:2 * f] = flows.coflow
+        vals[:2 * f] = 1.0
+        at = 2 * f
+        for r, c, v in zip(got_rows, got_cols, got_vals):
+            rows[at:at + r.size], cols[at:at + r.size], vals[at:at + r.size] = r, c, v
+            at += r.size
+        if not moves.all():
+            keep = np.concatenate([moves, moves, np.ones(n_entries - 2 * f, dtype=bool)])
+            rows, cols, vals = rows[keep], cols[keep], vals[keep]
+        return rows, cols, vals
 
     def _spray(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, level: np.ndarray):
+        """Rows of sprayed flows ``flows[idx]`` (``sg, dg, level``: ``[X]``, theirs)."""
         u = self.uplinks
-        rep = np.repeat(idx, u)                                  # (Q,) = (n_cross * U,)
+        rep = np.repeat(np.arange(idx.size), u)                  # (Q,) = (n_cross * U,) into idx
         cable = np.tile(np.arange(u), idx.size)
-        up = self.tor_up(sg[rep], flows.src_nic[rep], cable)
+        snic, dnic = flows.src_nic[idx], flows.dst_nic[idx]
+        up = self.tor_up(sg[rep], snic[rep], cable)
         # Each ToR's cable c lands on spine c % S, so down cable c carries 1/U too.
-        down = self.tor_down(dg[rep], flows.dst_nic[rep], cable)
-        col, w = flows.coflow[rep], np.full(rep.size, 1.0 / u)
+        down = self.tor_down(dg[rep], dnic[rep], cable)
+        coflow = flows.coflow[idx]
+        col, w = coflow[rep], np.full(rep.size, 1.0 / u)
         rows, cols, vals = [up, down], [col, col], [w, w]
-        bundles, picks = spray_paths(self, self.fabric, sg[idx], dg[idx], flows.src_nic[idx], flows.dst_nic[idx],
-                                     level)
+        bundles, picks = spray_paths(self, self.fabric, sg, dg, snic, dnic, level)
         for row, pick in zip(bundles, picks):
             rows.append(row)
-            cols.append(flows.coflow[idx[pick]])
+            cols.append(coflow[pick])
             vals.append(np.ones(pick.size))
         return rows, cols, vals
 
     def _hash(self, flows: FlowSet, idx: np.ndarray, sg: np.ndarray, dg: np.ndarray, level: np.ndarray,
               config: EcmpConfig):
+        """Rows of ECMP-hashed flows ``flows[idx]`` (``sg, dg, level``: ``[X]``, theirs), per queue pair."""
         q = config.qps_per_connection
-        sub = np.repeat(idx, q)                                  # (Q,) one entry per queue pair
+        rep = np.repeat(np.arange(idx.size), q)                  # (Q,) one entry per queue pair, into idx
+        sub = idx[rep]
         qp = np.tile(np.arange(q), idx.size)
         sh, dh = flows.src_host[sub], flows.dst_host[sub]
         snic, dnic = flows.src_nic[sub], flows.dst_nic[sub]
         ends = mix64((sh * self.gpus + flows.src_gpu[sub]).astype(np.uint64) << np.uint64(32)
                      | (dh * self.gpus + flows.dst_gpu[sub]).astype(np.uint64))
-        ends = {"sg": sg[sub], "dg": dg[sub], "snic": snic, "dnic": dnic,
+        ends = {"sg": sg[rep], "dg": dg[rep], "snic": snic, "dnic": dnic,
                 "src_addr": self.nic_address(sh, snic), "dst_addr": self.nic_address(dh, dnic),
                 "sport": roce_source_port(flows.conn[sub] ^ ends, qp, config.seed)}
-        up, down, masks = hash_paths(self, self.fabric, ends, np.repeat(level, q), config)
+        up, down, masks = hash_paths(self, self.fabric, ends, level[rep], config)
         col, w = flows.coflow[sub], np.full(sub.size, 1.0 / q)
         rows, cols, vals = [up[0], down[0]], [col, col], [w, w]
         for t in range(1, self.depth):

@@ -5,8 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankmap.simulator.collectives import CollectiveConfig, bus_factor, collective_flows, simulate_collective
+from rankmap.simulator.collectives import (
+    CollectiveConfig,
+    bus_factor,
+    coflow_caps,
+    collective_flows,
+    rate_constraints,
+    simulate_collective,
+)
 from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.flows import RankPlacement
 
 B = 25e9          # 200 Gb/s NIC, bytes/s
 S = 1e9
@@ -138,3 +146,74 @@ def test_bus_factor_rejects_unknown_op():
 def test_config_validates(kwargs, message):
     with pytest.raises(ValueError, match=message):
         CollectiveConfig(**kwargs)
+
+
+def _ring_edges_by_definition(pl, groups, channels):
+    """Ring flows the slow way, one channel and group at a time: hosts (runs of one node)
+    in group order, each rotated to start at its ``c mod k``-th rank, sending through
+    that entry rank's NIC. Rows: src host, gpu, nic, dst host, gpu, nic, coflow."""
+    rows = []
+    for c in range(channels):
+        for g, group in enumerate(groups):
+            node = pl.node[group]
+            starts = [j for j in range(len(group)) if j == 0 or node[j] != node[j - 1]]
+            ends = starts[1:] + [len(group)]
+            order, entry_rank = [], {}
+            for s, e in zip(starts, ends):
+                k = e - s
+                cols = [s + (c % k + o) % k for o in range(k)]
+                order += cols
+                entry_rank.update({col: group[s + c % k] for col in cols})
+            for p, col in enumerate(order):
+                a, b = group[col], group[order[(p + 1) % len(order)]]
+                rows.append((pl.host[a], pl.gpu[a], pl.nic[entry_rank[col]], pl.host[b], pl.gpu[b], pl.nic[b],
+                             g * channels + c))
+    return np.array(rows).T
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ring_flows_equal_their_definition_on_uneven_hosts(seed):
+    """Hosts holding 1 to 4 ranks of a group, a host split into two runs of a group, and
+    three groups at once (int32 or int64 placement arrays): every channel's edges are the
+    definition's."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 5, size=12)                        # ranks on each of the 12 hosts
+    node = np.repeat(np.arange(12), counts)
+    gpu = np.concatenate([rng.permutation(4)[:k] for k in counts])
+    dtype = np.int32 if seed % 2 else np.int64                   # placements need not be int64
+    pl = RankPlacement(*(a.astype(dtype) for a in (node, node, gpu, gpu)))
+    w = node.size - node.size % 3
+    groups = np.sort(rng.permutation(w).reshape(3, -1), axis=1)  # rank order inside each group
+    groups[0, [1, 2]] = groups[0, [2, 1]]                        # a run of one host broken in two
+    channels = 3
+    flows = collective_flows(pl, groups, "allreduce", S, config=CollectiveConfig(channels=channels))
+    got = np.stack([flows.src_host, flows.src_gpu, flows.src_nic, flows.dst_host, flows.dst_gpu, flows.dst_nic,
+                    flows.coflow])
+    want = _ring_edges_by_definition(pl, groups, channels)
+    order = np.lexsort(got[::-1])                                # channel-major in ours, group-major there
+    assert got.shape == want.shape and (got[:, order] == want[:, np.lexsort(want[::-1])]).all()
+    assert (flows.conn.reshape(channels, -1) == flows.conn.reshape(channels, -1)[:, :1]).all()
+    assert flows.conn.dtype == np.uint64 and np.unique(flows.conn).size == channels
+
+
+@pytest.mark.parametrize("routing", [EcmpConfig(seed=3), EcmpConfig(seed=1, qps_per_connection=2),
+                                     EcmpConfig(mode="spray")])
+def test_cap_rows_routed_with_the_links_equal_stacked_ones(synth, routing):
+    """run_flows routes the per-queue-pair cap rows with the links; the result is the
+    link matrix with the cap rows stacked below it, array for array, and the link matrix
+    is the one a plain route gives."""
+    net = synth.network(4, 4, gpus=8, nics=8, uplinks=4, spines=2)
+    pl = synth.place(net, 16, 8)
+    groups = np.arange(pl.world_size).reshape(-1, 32)
+    config = CollectiveConfig()
+    flows = collective_flows(pl, groups, "allreduce", S, config=config, comm="dp")
+    capped, cap = coflow_caps(net, flows, routing, config)
+    assert capped.size == flows.n_coflows and np.allclose(cap, 0.8 * B * routing.qps_per_connection)
+    plain, with_caps = net.route(flows, routing), net.route(flows, routing, extra_rows=capped)
+    stacked, capacity = rate_constraints(net, flows, plain, routing, config)
+    full, capacity2 = rate_constraints(net, flows, with_caps, routing, config)
+    assert full is with_caps.constraints and (capacity == capacity2).all()
+    for name in ("indptr", "indices", "data"):
+        assert (getattr(full, name) == getattr(stacked, name)).all()
+        assert (getattr(with_caps.matrix, name) == getattr(plain.matrix, name)).all()
+    assert full.shape == (net.n_links + capped.size, flows.n_coflows)

@@ -20,7 +20,7 @@ from functools import cached_property
 from rankmap.errors import TopologyError
 from rankmap.names import host_identity, host_problem, name_problem
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
-from rankmap.topology.tree import check_block_sizes, check_switch_tree
+from rankmap.topology.tree import check_block_sizes, check_switch_tree, name_key
 
 __all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "Cluster", "HOST_STATES"]
 
@@ -339,22 +339,39 @@ class Cluster:
         return hosts * self.links.tor_downlink_gbps / up if up else float("inf")
 
     def spec_hash(self) -> str:
-        """SHA-256 (hex) of the static topology: hosts, GPUs, NICs, ToR groups, links, spine.
+        """SHA-256 (hex) of the static fabric: name, hosts, GPUs, NICs, ToR groups, links, spine,
+        switch tree, block sizes and tiers.
 
-        Availability (busy/failed) is left out on purpose: a rank map stays bound to the
-        cluster it was made for while hosts come and go; reading a map checks the hosts.
+        The order in which a spec lists hosts, ToR groups, group members, switches and switch
+        children is left out (all are sorted by :func:`~rankmap.topology.tree.name_key`): it
+        does not change the fabric. The order of ToR groups does enter it for a Slurm
+        topology/block cluster, whose contiguous base blocks aggregate into larger blocks in
+        listing order (topology.conf(5), ``BlockSizes``). Availability (busy/failed) is left
+        out too: a rank map stays bound to the cluster it was made for while hosts come and
+        go; reading a map checks the hosts.
+
+        Examples
+        --------
+        >>> from rankmap.topology.spec import parse_cluster
+        >>> a = parse_cluster("tor_groups: [{name: t1, hosts: 'x[1-2]'}, {name: t2, hosts: y1}]")
+        >>> b = parse_cluster("tor_groups: [{name: t2, hosts: y1}, {name: t1, hosts: 'x2,x1'}]")
+        >>> a.spec_hash() == b.spec_hash()
+        True
         """
+        groups = self.tor_groups if self.block_sizes is not None else sorted(self.tor_groups,
+                                                                             key=lambda g: name_key(g.name))
         doc = {
             "name": self.name,
             "links": vars(self.links),
             "spine": vars(self.spine),
-            "tor_groups": [[g.name, g.capacity, list(g.hosts)]
-                           + ([g.link_speed] if g.link_speed is not None else []) for g in self.tor_groups],
-            "hosts": [[h.name, h.gpus, h.nics] for h in self.hosts],
+            "tor_groups": [[g.name, g.capacity, sorted(g.hosts, key=name_key)]
+                           + ([g.link_speed] if g.link_speed is not None else []) for g in groups],
+            "hosts": [[h.name, h.gpus, h.nics] for h in sorted(self.hosts, key=lambda h: name_key(h.name))],
         }
         # Fields added later enter the hash only when used, so older specs keep their hash.
         if self.switches is not None:
-            doc["switches"] = [[s.name, list(s.children), s.link_speed] for s in self.switches]
+            doc["switches"] = [[s.name, sorted(s.children, key=name_key), s.link_speed]
+                               for s in sorted(self.switches, key=lambda s: name_key(s.name))]
         if self.block_sizes is not None:
             doc["block_sizes"] = list(self.block_sizes)
         if self.tiers is not None:

@@ -30,6 +30,21 @@ def test_plan_racks_example_writes_both_files(tmp_path):
     assert wrong.returncode == 3 and "was made for cluster 'racks-512'" in wrong.stderr
 
 
+def test_map_verifies_against_the_same_fabric_listed_in_another_order(tmp_path):
+    import yaml
+    spec = yaml.safe_load(open("examples/racks/cluster.yaml"))
+    spec["tor_groups"].reverse()
+    backwards = tmp_path / "cluster-gr.yaml"
+    backwards.write_text(yaml.safe_dump(spec))
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", tmp_path / "o1", "--no-picture").returncode == 0
+    run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
+    assert run.returncode == 0 and "valid rank map: 64 ranks on 8 hosts" in run.stdout, run.stderr
+    spec["tor_groups"][0]["hosts"] = "gpu-r4-n[01-17]"  # one host more: another fabric
+    backwards.write_text(yaml.safe_dump(spec))
+    run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
+    assert run.returncode == 3 and "was made for cluster 'racks-512'" in run.stderr
+
+
 def test_inline_job_overrides(tmp_path):
     run = rankmap("plan", "--example", "racks", "--tp", "8", "--pp", "2", "--dp", "4", "--model", "gpt3-6.7b",
                   "--micro-batches", "4", "--out", tmp_path)

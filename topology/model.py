@@ -224,18 +224,20 @@ class Cluster:
 
     @cached_property
     def _by_name(self) -> dict[str, Host]:
-        return {h.name: h for h in self.hosts}
+        return {host_identity(h.name): h for h in self.hosts}
 
     @cached_property
     def _group_by_name(self) -> dict[str, TorGroup]:
         return {g.name: g for g in self.tor_groups}
 
     def host(self, name: str) -> Host:
-        """The host called ``name``; KeyError if there is none."""
-        return self._by_name[name]
+        """The host called ``name``, in any letter case (host names ignore case, RFC 4343);
+        KeyError if there is none. Its ``name`` is the spec's spelling."""
+        return self._by_name[host_identity(name)]
 
     def has_host(self, name: str) -> bool:
-        return name in self._by_name
+        """Whether a host is called ``name``, in any letter case."""
+        return host_identity(name) in self._by_name
 
     def tor_group(self, name: str) -> TorGroup:
         """The ToR group called ``name``; KeyError if there is none."""
@@ -383,12 +385,13 @@ class Cluster:
     def with_states(self, states: dict[str, str]) -> "Cluster":
         """A copy with the given ``{host: state}`` changes applied."""
         for name, state in states.items():
-            if name not in self._by_name:
+            if not self.has_host(name):
                 raise TopologyError(f"unknown host {name!r}")
             if state not in HOST_STATES:
                 raise TopologyError(f"unknown host state {state!r}")
+        states = {host_identity(name): state for name, state in states.items()}
         hosts = tuple(Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
-                           state=states.get(h.name, h.state)) for h in self.hosts)
+                           state=states.get(host_identity(h.name), h.state)) for h in self.hosts)
         return dataclasses.replace(self, hosts=hosts)
 
 

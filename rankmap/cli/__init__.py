@@ -5,20 +5,22 @@ One parser; each command module adds its subcommand and binds it to a function w
 (:mod:`rankmap.cli.report`). Exit codes (:mod:`rankmap.errors`): 0 success; 2 usage error;
 3 invalid input (bad spec, rank map or file); 4 infeasible (the job cannot be placed as
 asked); 70 internal error (a bug: rerun with ``--debug`` for the traceback); 130 interrupted
-(Ctrl-C). A closed standard output (``rankmap plan | head -1``) is not an error: the outputs
-were written before anything was printed, the rest of the text is dropped and the exit is 0.
+(Ctrl-C); 74 standard output cannot be written (``> /dev/full``: commands that write files
+print their report before committing them, so then no file is written). A closed standard
+output (``rankmap plan | head -1``) is not an error: the rest of the text is dropped, the
+outputs are written and the exit is 0.
 ``rankmap`` alone prints this help.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
 from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
+from rankmap.cli.common import silence_stdout, stdout_error
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
 
 __all__ = ["build_parser", "main"]
@@ -70,9 +72,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.func(args)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:  # the reader went away (`| head`): outputs are written, drop the rest
-        _silence_stdout()
+        silence_stdout()
         return 0
     except RankmapError as exc:
         if args.debug:
@@ -83,19 +87,14 @@ def main(argv: list[str] | None = None) -> int:
         print("rankmap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug, not the user's mistake
+        stdout = stdout_error(exc) if isinstance(exc, OSError) else None
+        if stdout is not None:
+            print(f"rankmap: error: {stdout}", file=sys.stderr)
+            return stdout.exit_code
         if args.debug:
             traceback.print_exc()
         print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
         return EXIT_INTERNAL
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a file descriptor (e.g. captured in a test)
-        pass
 
 
 if __name__ == "__main__":

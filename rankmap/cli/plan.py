@@ -17,6 +17,7 @@ from rankmap.cli.common import (
     objectives,
     positive_float,
     positive_int,
+    report_before_commit,
     seed_int,
 )
 from rankmap.errors import EXIT_OK
@@ -123,12 +124,17 @@ def run_plan(args: argparse.Namespace) -> int:
     if not args.no_picture:
         with progress("drawing plan.png"):
             extra = {"plan.png": api.plan_picture(cluster, result)}
-    written = api.write_plan_files(result.rankmap, args.out, extra)
-    if args.json:
-        from rankmap.cli.report import plan_doc, print_json
-        print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
-    else:
-        print_plan(cluster, result, written, time.perf_counter() - t0)
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import plan_doc, print_json
+            print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
+        else:
+            print_plan(cluster, result, written, time.perf_counter() - t0)
+
+    # an old plan.png beside the new map would show another plan: it goes in the same commit
+    api.write_plan_files(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",),
+                         before_commit=report_before_commit(report))
     return EXIT_OK
 
 
@@ -141,14 +147,17 @@ def run_replan(args: argparse.Namespace) -> int:
     previous = api.read_rankmap(args.rankmap)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
     result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
-    written = api.write_plan_files(result.rankmap, args.out)
-    if args.json:
-        from rankmap.cli.report import print_json
-        print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
-                    "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
-                    "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
-    else:
-        print_replan(result, written)
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
+                        "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
+                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
+        else:
+            print_replan(result, written)
+
+    api.write_plan_files(result.rankmap, args.out, before_commit=report_before_commit(report))
     return EXIT_OK
 
 

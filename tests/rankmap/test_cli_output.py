@@ -197,3 +197,29 @@ def test_solver_progress_reports_gaps_and_changes_nothing():
     plain = api.plan(cluster, job)
     assert seen and all(objective >= bound for objective, bound in seen)
     assert rankmap_to_json(watched.rankmap) == rankmap_to_json(plain.rankmap)
+
+
+def test_a_full_stdout_is_one_line_exit_74_and_no_outputs(tmp_path):
+    full = {"stdout": open("/dev/full", "w")}
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", *RACKS, "--dp", "2", "--out", str(tmp_path / "hp")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert run.returncode == 74 and not (tmp_path / "hp").exists()
+    assert run.stderr.splitlines() == ["rankmap: error: standard output: cannot write the report: No space left on "
+                                       "device; no output file was written"]
+    # a folder holding an earlier plan keeps it whole, byte for byte
+    assert rankmap("plan", *RACKS, "--dp", "2", "--out", tmp_path / "hp", "--no-picture").returncode == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "hp").iterdir()}
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", *RACKS, "--dp", "4", "--out", str(tmp_path / "hp")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert run.returncode == 74 and {p.name: p.read_bytes() for p in (tmp_path / "hp").iterdir()} == before
+    run = subprocess.run([sys.executable, "-m", "rankmap", "verify", str(tmp_path / "hp" / "rankmap.json")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert (run.returncode, run.stderr) == (74, "rankmap: error: standard output: cannot write: No space left on device\n")
+
+
+def test_a_plan_without_picture_removes_the_old_picture(tmp_path):
+    assert rankmap("plan", *RACKS, "--dp", "2", "--out", tmp_path).returncode == 0
+    assert (tmp_path / "plan.png").exists()
+    run = rankmap("plan", *RACKS, "--dp", "4", "--out", tmp_path, "--no-picture")
+    assert run.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["hostfile", "rankmap.json"]
+    assert "plan.png" not in run.stdout

@@ -15,10 +15,12 @@ outputs are written and the exit is 0.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
+import rankmap
 from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
 from rankmap.cli.common import silence_stdout, stdout_error
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
@@ -72,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        # From here Ctrl-C raises KeyboardInterrupt again (rankmap/__init__.py leaves at once
+        # while modules load): output commits clean up on it and the line below reports it.
+        if signal.getsignal(signal.SIGINT) is rankmap._interrupted_while_starting:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         code = args.func(args)
         sys.stdout.flush()
         return code

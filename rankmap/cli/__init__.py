@@ -20,7 +20,6 @@ import sys
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
-import rankmap
 from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
 from rankmap.cli.common import silence_stdout, stdout_error
 from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
@@ -76,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # From here Ctrl-C raises KeyboardInterrupt again (rankmap/__init__.py leaves at once
         # while modules load): output commits clean up on it and the line below reports it.
-        if signal.getsignal(signal.SIGINT) is rankmap._interrupted_while_starting:
+        if getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "rankmap":  # the start-up handler
             signal.signal(signal.SIGINT, signal.default_int_handler)
         code = args.func(args)
         sys.stdout.flush()

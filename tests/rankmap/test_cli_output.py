@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import yaml
 from rich.console import Console
@@ -223,3 +224,17 @@ def test_a_plan_without_picture_removes_the_old_picture(tmp_path):
     run = rankmap("plan", *RACKS, "--dp", "4", "--out", tmp_path, "--no-picture")
     assert run.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["hostfile", "rankmap.json"]
     assert "plan.png" not in run.stdout
+
+
+def test_long_tier_names_head_their_columns_as_t1_and_no_figure_is_cut(tmp_path):
+    case = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "k8s-allocatable"
+    assert rankmap("topo", "import", "--from", "k8s-labels", case / "nodes.json", "--out", tmp_path / "k8s.yaml"
+                   ).returncode == 0
+    run = rankmap("plan", "--cluster", tmp_path / "k8s.yaml", "--job", case / "job.yaml", "--out", tmp_path / "p",
+                  "--no-picture")  # stdout is a pipe
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith((" placement", " rankmap plan", " spread"))]
+    assert len(rows) == 3 and all(len(line) <= 100 and "…" not in line for line in rows)
+    assert rows[0].split() == ["placement", "weighted", "x-T1", "spread", "edges", "ToR", "gap"]
+    assert rows[1].split() == ["rankmap", "plan", "10.5", "GB", "10.5", "GB", "2/1", "16/0", "10.5", "GB", "0.0%"]
+    assert "; T1: tier cloud.google.com/gce-topology-block" in run.stdout

@@ -49,11 +49,15 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     """
     base = constraints or PlacementConstraints()
     excluded = tuple(expand_hostlist(exclude, key="--exclude")) if exclude else ()
+    for host in excluded:
+        if not cluster.has_host(host):
+            raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--exclude")
     maps = [read_rankmap(path) for path in reserve]
     for rm in maps:
         rm.verify_cluster(cluster)
     reserved = tuple(h for rm in maps for h in rm.hosts)
     out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+    out = out.in_spelling_of(cluster)
     if hosts:
         chosen = select_hosts(cluster, hosts, out)
         out = dataclasses.replace(out, exclude=out.exclude + tuple(h.name for h in cluster.hosts if h.name not in chosen))

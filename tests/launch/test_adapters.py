@@ -145,3 +145,12 @@ def test_interleaved_maps_pass_their_virtual_stages(tmp_path):
         framework_flags(odd, "torchtitan")
     flat = read_rankmap(make_rankmap(tmp_path / "v1", tp=2, pp=2, hosts=("a",), layers=4))
     assert "virtual" not in framework_flags(flat, "megatron") and "Interleaved" not in framework_flags(flat, "torchtitan")
+
+
+def test_hosts_from_a_kubectl_node_list(tmp_path):
+    nodes = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "status": {}} for n in ("n4", "n1")]}
+    (tmp_path / "nodes.json").write_text(json.dumps(nodes))
+    assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]
+    (tmp_path / "nodes.json").write_text(json.dumps({**nodes, "kind": "NodeList"}))
+    assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]

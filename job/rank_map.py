@@ -136,9 +136,14 @@ class RankMap:
         Raises
         ------
         RankMapFileError
-            The map was made for another cluster or names a host the cluster lacks.
+            The map was made for another cluster (its hash, or its name, differs: the hash
+            covers the name, so a name edited in the map is caught too) or names a host the
+            cluster lacks.
         """
         source = source or self.source
+        if self.cluster_hash == cluster.spec_hash() and self.cluster_name != cluster.name:
+            raise RankMapFileError(f"rank map names cluster {self.cluster_name!r}, but its sha256 is that of "
+                                   f"{cluster.name!r}: the map was edited", source=source, key="cluster.name")
         if self.cluster_hash != cluster.spec_hash():
             raise RankMapFileError(f"rank map was made for cluster {self.cluster_name!r} "
                                f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "

@@ -138,7 +138,13 @@ def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: st
     """``--cluster``, ``--job`` and ``--example`` (the embedded example for whichever is missing)."""
     p.add_argument("--cluster", type=Path, help=cluster_help)
     p.add_argument("--job", type=Path, help=job_help)
-    p.add_argument("--example", default=None, help="use an embedded example's cluster and job (megascale-12k, racks)")
+    from rankmap.examples import DEFAULT_EXAMPLE, example_names
+
+    names = example_names()
+    example = p.add_argument("--example", default=None, metavar="NAME",
+                             help=f"use an embedded example's cluster and job: {', '.join(names)} "
+                                  f"(default {DEFAULT_EXAMPLE})")
+    example.completions = names  # offered by `rankmap completion bash`; a wrong name gets the one-line error
 
 
 def example_inputs(args: argparse.Namespace) -> tuple[Path, Path]:

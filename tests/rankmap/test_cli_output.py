@@ -122,6 +122,9 @@ def test_bash_completion_knows_commands_verbs_options_and_choices():
     assert _complete(script, "topo", "show", "--from", "clu") == ["cluster"]
     assert _complete(script, "topo", "import", "--from", "clu") == []  # import takes no cluster spec
     assert _complete(script, "launch", "--format", "") == ["torchrun", "slurm", "mpi", "deepspeed"]
+    assert _complete(script, "plan", "--example", "") == ["megascale-12k", "megascale-3tier", "oversubscribed-core",
+                                                           "racks"]
+    assert _complete(script, "simulate", "--example", "r") == ["racks"]
 
 
 def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):

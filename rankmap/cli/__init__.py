@@ -22,7 +22,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
 from rankmap.cli.common import silence_stdout, stdout_error
-from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
+from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, RankmapError
 
 __all__ = ["build_parser", "main"]
 
@@ -34,9 +34,18 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, saying a bad command line in one line and where the help is, instead of
+    the usage text above the error (10+ lines for ``plan``). Subcommands get the same class
+    (``add_subparsers`` makes its parsers of the parent's type)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rankmap`` parser with every subcommand; ``--debug`` is taken before or after the command."""
-    parser = argparse.ArgumentParser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
+    parser = _Parser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"rankmap {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

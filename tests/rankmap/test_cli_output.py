@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -150,12 +151,16 @@ def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):
 
 
 def test_every_result_printing_command_takes_json(tmp_path):
-    assert rankmap("plan", *RACKS, "--no-picture", "--out", tmp_path / "p").returncode == 0
+    assert rankmap("plan", *RACKS, "--dp", "2", "--no-picture", "--out", tmp_path / "p").returncode == 0
     runs = {
         "launch": rankmap("launch", "--rankmap", tmp_path / "p" / "rankmap.json", "--format", "torchrun",
                           "--no-resolve", "--out", tmp_path / "l", "--json"),
         "export": rankmap("topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out",
                           tmp_path / "t.conf", "--json"),
+        "show": rankmap("show", tmp_path / "p" / "rankmap.json", "--out", tmp_path / "s.png", "--json"),
+        # an embedded example's map: replan finds its cluster as show and verify do
+        "replan": rankmap("replan", "--rankmap", tmp_path / "p" / "rankmap.json", "--failed", "gpu-r1-n01",
+                          "--out", tmp_path / "r", "--json"),
     }
     runs["import"] = rankmap("topo", "import", "--from", "slurm", tmp_path / "t.conf", "--out", tmp_path / "t.yaml",
                              "--json")
@@ -164,6 +169,22 @@ def test_every_result_printing_command_takes_json(tmp_path):
         json.loads(run.stdout)
     assert json.loads(runs["launch"].stdout)["outputs"][0].startswith(str(tmp_path / "l"))
     assert json.loads(runs["import"].stdout)["cluster"]["name"] == "racks-512"
+    assert json.loads(runs["show"].stdout)["outputs"] == [str(tmp_path / "s.png")] and (tmp_path / "s.png").exists()
+    assert json.loads(runs["replan"].stdout)["replaced"][0]["old"] == "gpu-r1-n01"
+
+
+@pytest.mark.parametrize("args,line", [
+    (("plan", "--tp", "0"), "rankmap plan: error: argument --tp: expected a positive integer, got '0' "
+                            "(see `rankmap plan --help`)"),
+    (("simulate", "--seeds", "0"), "rankmap simulate: error: argument --seeds: expected a seed count (1..4096), "
+                                   "got '0' (see `rankmap simulate --help`)"),
+    (("topo", "show"), "rankmap topo show: error: the following arguments are required: CLUSTER_OR_FILE "
+                       "(see `rankmap topo show --help`)"),
+    (("verify", "x.json", "--nope"), "rankmap: error: unrecognized arguments: --nope (see `rankmap --help`)"),
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(args, line):
+    run = rankmap(*args)
+    assert (run.returncode, run.stderr) == (2, line + "\n")
 
 
 def test_a_wall_clock_cap_reaches_every_solver_and_the_plan_still_comes():

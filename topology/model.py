@@ -346,7 +346,8 @@ class Cluster:
 
         The order in which a spec lists hosts, ToR groups, group members, switches and switch
         children is left out (all are sorted by :func:`~rankmap.topology.tree.name_key`): it
-        does not change the fabric. The order of ToR groups does enter it for a Slurm
+        does not change the fabric; so is the letter case of host names, which name one host in
+        any case (:func:`rankmap.names.host_identity`, RFC 4343). The order of ToR groups does enter it for a Slurm
         topology/block cluster, whose contiguous base blocks aggregate into larger blocks in
         listing order (topology.conf(5), ``BlockSizes``). Availability (busy/failed) is left
         out too: a rank map stays bound to the cluster it was made for while hosts come and
@@ -356,7 +357,7 @@ class Cluster:
         --------
         >>> from rankmap.topology.spec import parse_cluster
         >>> a = parse_cluster("tor_groups: [{name: t1, hosts: 'x[1-2]'}, {name: t2, hosts: y1}]")
-        >>> b = parse_cluster("tor_groups: [{name: t2, hosts: y1}, {name: t1, hosts: 'x2,x1'}]")
+        >>> b = parse_cluster("tor_groups: [{name: t2, hosts: Y1}, {name: t1, hosts: 'x2,x1'}]")
         >>> a.spec_hash() == b.spec_hash()
         True
         """
@@ -366,9 +367,10 @@ class Cluster:
             "name": self.name,
             "links": vars(self.links),
             "spine": vars(self.spine),
-            "tor_groups": [[g.name, g.capacity, sorted(g.hosts, key=name_key)]
+            "tor_groups": [[g.name, g.capacity, sorted(map(host_identity, g.hosts), key=name_key)]
                            + ([g.link_speed] if g.link_speed is not None else []) for g in groups],
-            "hosts": [[h.name, h.gpus, h.nics] for h in sorted(self.hosts, key=lambda h: name_key(h.name))],
+            "hosts": sorted(([host_identity(h.name), h.gpus, h.nics] for h in self.hosts),
+                            key=lambda row: name_key(row[0])),
         }
         # Fields added later enter the hash only when used, so older specs keep their hash.
         if self.switches is not None:

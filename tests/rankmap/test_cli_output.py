@@ -240,6 +240,15 @@ def test_a_full_stdout_is_one_line_exit_74_and_no_outputs(tmp_path):
     run = subprocess.run([sys.executable, "-m", "rankmap", "verify", str(tmp_path / "hp" / "rankmap.json")],
                          stderr=subprocess.PIPE, text=True, timeout=300, **full)
     assert (run.returncode, run.stderr) == (74, "rankmap: error: standard output: cannot write: No space left on device\n")
+    # every command that writes files: launch files, a topology export, a picture
+    for args, out in ((["launch", "--rankmap", tmp_path / "hp" / "rankmap.json", "--format", "slurm", "--no-resolve",
+                        "--out", tmp_path / "l"], tmp_path / "l"),
+                      (["topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out", tmp_path / "t.conf"],
+                       tmp_path / "t.conf"),
+                      (["show", tmp_path / "hp" / "rankmap.json", "--out", tmp_path / "s.png"], tmp_path / "s.png")):
+        run = subprocess.run([sys.executable, "-m", "rankmap", *map(str, args)], stderr=subprocess.PIPE, text=True,
+                             timeout=300, **full)
+        assert run.returncode == 74 and not out.exists(), (args, run.stderr)
 
 
 def test_a_plan_without_picture_removes_the_old_picture(tmp_path):

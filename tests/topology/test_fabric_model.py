@@ -77,6 +77,10 @@ def test_hash_ignores_listing_order_but_not_the_fabric():
         "tor_groups: [{name: l1, hosts: 'a1,a2'}, {name: l2, hosts: 'b1,b2'}, {name: l3, hosts: c1}]\n"
         "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")
     assert backwards.spec_hash() == same.spec_hash()
+    shouting = parse_cluster(  # host names in capitals: the same hosts (host names ignore case)
+        "tor_groups: [{name: l1, hosts: 'A1,A2'}, {name: l2, hosts: 'b1,b2'}, {name: l3, hosts: C1}]\n"
+        "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")
+    assert shouting.spec_hash() == same.spec_hash()
     moved = parse_cluster(  # b2 moved to l3: another fabric
         "tor_groups: [{name: l1, hosts: 'a1,a2'}, {name: l2, hosts: 'b1'}, {name: l3, hosts: 'c1,b2'}]\n"
         "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")

@@ -46,7 +46,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as out:
             api.write_plan_files(result.rankmap, out, extra)
         t4 = time.perf_counter()
-        print(f"run {i + 1}: load {t1 - t0:.2f} s, plan {t2 - t1:.2f} s (solver + bound {result.ours.solve_time_s:.2f} s), "
+        print(f"run {i + 1}: load {t1 - t0:.2f} s, plan {t2 - t1:.2f} s "
+              f"(solver + bound {result.ours.solve_time_s:.2f} s), "
               f"picture {t3 - t2:.2f} s, write {t4 - t3:.2f} s, total {t4 - t0:.2f} s; "
               f"{result.rankmap.world_size} ranks, gap {100 * result.gap:.4f}%, status {result.solver_status}")
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -55,7 +55,8 @@ class PlacementConstraints:
                 raise SpecError(f"host {h!r} is not in cluster {cluster.name!r}", source=self.source,
                                 line=self.lines.get(key), key=key)
         groups = {g.name for g in cluster.tor_groups}
-        named = [(f"quotas.{g}", g) for g in self.quotas] + [(f"pins.stages.{s}", g) for s, g in self.stage_pins.items()]
+        named = ([(f"quotas.{g}", g) for g in self.quotas]
+                 + [(f"pins.stages.{s}", g) for s, g in self.stage_pins.items()])
         for key, g in named:
             if g not in groups:
                 raise SpecError(f"ToR group {g!r} is not in cluster {cluster.name!r}", source=self.source,
@@ -66,8 +67,8 @@ class PlacementConstraints:
         names the cluster lacks stay as given, for :meth:`check_names` to report."""
         def spell(name: str) -> str:
             return cluster.host(name).name if cluster.has_host(name) else name
-        return dataclasses.replace(self, exclude=tuple(map(spell, self.exclude)), reserve=tuple(map(spell, self.reserve)),
-                                   rank_pins={r: spell(h) for r, h in self.rank_pins.items()})
+        return dataclasses.replace(self, exclude=tuple(map(spell, self.exclude)),
+                                   reserve=tuple(map(spell, self.reserve)), rank_pins={r: spell(h) for r, h in self.rank_pins.items()})
 
     def usable(self, hosts: list[Host]) -> list[Host]:
         """Hosts left after exclusions and reservations (names match in any letter case)."""

@@ -144,7 +144,8 @@ def test_interleaved_maps_pass_their_virtual_stages(tmp_path):
     with pytest.raises(LaunchError, match="no whole layers_per_stage gives 6"):
         framework_flags(odd, "torchtitan")
     flat = read_rankmap(make_rankmap(tmp_path / "v1", tp=2, pp=2, hosts=("a",), layers=4))
-    assert "virtual" not in framework_flags(flat, "megatron") and "Interleaved" not in framework_flags(flat, "torchtitan")
+    assert "virtual" not in framework_flags(flat, "megatron")
+    assert "Interleaved" not in framework_flags(flat, "torchtitan")
 
 
 def test_hosts_from_a_kubectl_node_list(tmp_path):

@@ -43,8 +43,9 @@ def test_map_verifies_against_the_same_fabric_listed_in_another_order(tmp_path):
     edited = tmp_path / "edited.json"
     edited.write_text((tmp_path / "o1" / "rankmap.json").read_text().replace('"name": "racks-512"', '"name": "other"'))
     run = rankmap("verify", edited, "--cluster", backwards)
-    assert run.returncode == 3 and run.stderr == (f"rankmap: error: {edited}: cluster.name: rank map names cluster "
-                                                  "'other', but its sha256 is that of 'racks-512': the map was edited\n")
+    assert run.returncode == 3 and run.stderr == (
+        f"rankmap: error: {edited}: cluster.name: rank map names cluster 'other', but its sha256 is that of "
+        "'racks-512': the map was edited\n")
     spec["tor_groups"][0]["hosts"] = "gpu-r4-n[01-17]"  # one host more: another fabric
     backwards.write_text(yaml.safe_dump(spec))
     run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)

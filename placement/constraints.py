@@ -68,7 +68,8 @@ class PlacementConstraints:
         def spell(name: str) -> str:
             return cluster.host(name).name if cluster.has_host(name) else name
         return dataclasses.replace(self, exclude=tuple(map(spell, self.exclude)),
-                                   reserve=tuple(map(spell, self.reserve)), rank_pins={r: spell(h) for r, h in self.rank_pins.items()})
+                                   reserve=tuple(map(spell, self.reserve)),
+                                   rank_pins={r: spell(h) for r, h in self.rank_pins.items()})
 
     def usable(self, hosts: list[Host]) -> list[Host]:
         """Hosts left after exclusions and reservations (names match in any letter case)."""

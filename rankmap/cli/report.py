@@ -125,8 +125,8 @@ def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_
             "outputs": [str(p) for p in written], "elapsed_s": elapsed_s}
 
 
-__all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan", "print_replan",
-           "print_simulation", "tier_labels", "print_diagnosis", "print_import_summary"]
+__all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan",
+           "print_replan", "print_simulation", "tier_labels", "print_diagnosis", "print_import_summary"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,

@@ -73,6 +73,17 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
                 _add_debug(verb)
 
 
+_interrupted = False
+
+
+def _on_sigint(signum, frame) -> None:
+    """Ctrl-C: remember it (an extension module whose initialisation it stops reports ImportError
+    "initialization failed", not KeyboardInterrupt) and raise KeyboardInterrupt as Python does."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``rankmap`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -85,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
         # From here Ctrl-C raises KeyboardInterrupt again (rankmap/__init__.py leaves at once
         # while modules load): output commits clean up on it and the line below reports it.
         if getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "rankmap":  # the start-up handler
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGINT, _on_sigint)
         code = args.func(args)
         sys.stdout.flush()
         return code
@@ -101,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
         print("rankmap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug, not the user's mistake
+        if _interrupted:  # Ctrl-C inside a module's initialisation comes out as ImportError: still Ctrl-C
+            print("rankmap: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
         stdout = stdout_error(exc) if isinstance(exc, OSError) else None
         if stdout is not None:
             print(f"rankmap: error: {stdout}", file=sys.stderr)

@@ -136,9 +136,14 @@ class RankMap:
         Raises
         ------
         RankMapFileError
-            The map was made for another cluster or names a host the cluster lacks.
+            The map was made for another cluster (its hash, or its name, differs: the hash
+            covers the name, so a name edited in the map is caught too) or names a host the
+            cluster lacks.
         """
         source = source or self.source
+        if self.cluster_hash == cluster.spec_hash() and self.cluster_name != cluster.name:
+            raise RankMapFileError(f"rank map names cluster {self.cluster_name!r}, but its sha256 is that of "
+                                   f"{cluster.name!r}: the map was edited", source=source, key="cluster.name")
         if self.cluster_hash != cluster.spec_hash():
             raise RankMapFileError(f"rank map was made for cluster {self.cluster_name!r} "
                                f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "
@@ -188,12 +193,22 @@ def hostfile_text(rm: RankMap) -> str:
     return "".join(f"{h} slots={n}\n" for h, n in zip(rm.hosts, rm.nprocs))
 
 
-def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None) -> list[Path]:
+def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None, *, remove: tuple[str, ...] = (),
+                     before_commit=None) -> list[Path]:
     """Write ``rankmap.json`` and ``hostfile`` (and ``extra``, ``{name: text or bytes}``, e.g. the
-    plan's picture) into ``out_dir`` atomically (all or none); returns the paths, rankmap.json first."""
+    plan's picture) into ``out_dir`` atomically (all or none); returns the paths, rankmap.json first.
+
+    ``remove``: stale files of an earlier plan to delete in the same commit (``plan.png`` when
+    this plan draws none). ``before_commit(paths)``: called with the paths (rankmap.json first)
+    once all are staged, before any is renamed; if it raises, nothing is written
+    (:func:`rankmap.fileio.atomic_write_files`)."""
+    def ready(paths: list[Path]) -> None:
+        if before_commit is not None:
+            before_commit([paths[-1], *paths[:-1]])
+
     # rankmap.json last: it names its hosts, so a hostfile beside it can always be checked against it
     written = atomic_write_files(out_dir, {"hostfile": hostfile_text(rm), **(extra or {}),
-                                           "rankmap.json": rankmap_to_json(rm)})
+                                           "rankmap.json": rankmap_to_json(rm)}, remove=remove, before_commit=ready)
     return [written[-1], *written[:-1]]
 
 

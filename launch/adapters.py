@@ -11,11 +11,18 @@ order a framework cannot express is refused, saying why.
   ``--use-tp-pp-dp-mapping`` [1]_, [2]_. Its expert groups come from a second generator without a
   CP digit (CP ranks fold into expert data parallelism, Megatron-Core >= 0.10), as the map's do
   (:mod:`rankmap.job.layout`); ``--expert-tensor-parallel-size`` is passed when it differs from tp.
+  A map with ``vpp > 1`` (interleaved 1F1B) adds ``--num-virtual-stages-per-pipeline-rank vpp``,
+  which sets ``virtual_pipeline_model_parallel_size`` directly (the older
+  ``--num-layers-per-virtual-pipeline-stage`` says it in layers; the two exclude each other) [2]_.
 - torchtitan: ``ParallelDims`` builds the mesh ``("pp", "dp_replicate", "dp_shard", "cp", "tp")``,
   slowest first, i.e. the order ``tp-cp-dp-pp`` [3]_; its EP is carved out of ``dp_shard`` x
-  ``cp``, so ``ep > 1`` is refused.
+  ``cp``, so ``ep > 1`` is refused. ``vpp > 1`` selects the ``Interleaved1F1B`` schedule, which
+  builds 2 stages per rank by default; more take ``pipeline_parallel_layers_per_stage``, from
+  which torchtitan counts ``ceil((layers + 2) / layers_per_stage)`` stages (the embedding and the
+  output each weigh one layer) [5]_; a vpp no whole layer count gives is refused.
 - DeepSpeed: ``PipeModelDataParallelTopology`` has axes ``("pipe", "data", "model")``, slowest
-  first, i.e. ``tp-dp-pp`` [4]_; it has no context or expert axis.
+  first, i.e. ``tp-dp-pp`` [4]_; it has no context or expert axis, and its pipeline engine runs
+  one non-interleaved schedule (``TrainSchedule``), so ``vpp > 1`` is refused.
 - The bundled engine reads the layout from the rank map itself.
 
 References
@@ -24,11 +31,17 @@ References
    "tp-cp-ep-dp-pp")``, ``RankGenerator``. https://github.com/NVIDIA/Megatron-LM
 .. [2] NVIDIA Megatron-LM, ``megatron/training/arguments.py`` and ``initialize.py``:
    ``--tensor-model-parallel-size``, ``--pipeline-model-parallel-size``, ``--context-parallel-size``,
-   ``--expert-model-parallel-size``, ``--use-tp-pp-dp-mapping``.
+   ``--expert-model-parallel-size``, ``--use-tp-pp-dp-mapping``,
+   ``--num-virtual-stages-per-pipeline-rank`` (``args.virtual_pipeline_model_parallel_size =
+   args.num_virtual_stages_per_pipeline_rank``) and ``--num-layers-per-virtual-pipeline-stage``.
 .. [3] torchtitan, ``torchtitan/distributed/parallel_dims.py`` (``ParallelDims``) and the
    ``[parallelism]`` job config. https://github.com/pytorch/torchtitan
-.. [4] DeepSpeed, ``deepspeed/runtime/pipe/topology.py``: ``PipeModelDataParallelTopology``.
-   https://github.com/deepspeedai/DeepSpeed
+.. [4] DeepSpeed, ``deepspeed/runtime/pipe/topology.py``: ``PipeModelDataParallelTopology``;
+   ``deepspeed/runtime/pipe/schedule.py``: ``TrainSchedule``. https://github.com/deepspeedai/DeepSpeed
+.. [5] torchtitan, ``torchtitan/distributed/pipeline_parallel.py`` (``pipeline_llm``: stages per
+   rank 2 for a multi-stage schedule without ``pipeline_parallel_layers_per_stage``; with it,
+   ``ceil((n_layers + input_weight + output_weight) / layers_per_stage)`` virtual stages, weights
+   ``pipeline_parallel_first/last_stage_less_layers``, default 1).
 """
 
 from __future__ import annotations
@@ -71,8 +84,32 @@ def megatron_flags(rm: RankMap) -> list[str]:
     job = rm.job
     extra = _express(rm, "Megatron-LM", MEGATRON_ORDERS)
     etp = ["--expert-tensor-parallel-size", str(job.etp)] if job.etp not in (None, job.tp) else []
+    vpp = ["--num-virtual-stages-per-pipeline-rank", str(job.virtual_stages)] if _interleaved(job) else []
     return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp),
-            "--context-parallel-size", str(job.cp), "--expert-model-parallel-size", str(job.ep), *etp, *extra]
+            "--context-parallel-size", str(job.cp), "--expert-model-parallel-size", str(job.ep), *etp, *vpp,
+            *extra]
+
+
+def _interleaved(job) -> bool:
+    """The map runs the interleaved 1F1B schedule (model chunks per pipeline rank > 1)."""
+    return job.virtual_stages > 1 and job.pp > 1
+
+
+def _torchtitan_pipeline(job) -> list[str]:
+    """torchtitan flags for ``vpp`` stages per pipeline rank (see the module docstring)."""
+    if not _interleaved(job):
+        return []
+    flags = ["--parallelism.pipeline_parallel_schedule", "Interleaved1F1B"]
+    if job.virtual_stages == 2:
+        return flags                      # the multi-stage default: 2 stages per rank
+    stages = job.pp * job.virtual_stages
+    weighted = job.model.layers + 2       # the embedding and the output weigh one layer each
+    per_stage = -(-weighted // stages)
+    if -(-weighted // per_stage) != stages:
+        raise LaunchError(f"torchtitan cannot build vpp={job.virtual_stages} stages per rank from the model's "
+                          f"{job.model.layers} layers on pp={job.pp}: it counts ceil((layers + 2) / "
+                          f"layers_per_stage) stages, and no whole layers_per_stage gives {stages}")
+    return flags + ["--parallelism.pipeline_parallel_layers_per_stage", str(per_stage)]
 
 
 def torchtitan_flags(rm: RankMap) -> list[str]:
@@ -85,7 +122,7 @@ def torchtitan_flags(rm: RankMap) -> list[str]:
     return ["--parallelism.tensor_parallel_degree", str(job.tp), "--parallelism.pipeline_parallel_degree",
             str(job.pp), "--parallelism.context_parallel_degree", str(job.cp),
             "--parallelism.data_parallel_shard_degree", str(job.dp), "--parallelism.data_parallel_replicate_degree",
-            "1"]
+            "1", *_torchtitan_pipeline(job)]
 
 
 def deepspeed_flags(rm: RankMap) -> list[str]:
@@ -94,6 +131,9 @@ def deepspeed_flags(rm: RankMap) -> list[str]:
     if job.cp > 1 or job.ep > 1:
         raise LaunchError("DeepSpeed's PipeModelDataParallelTopology has axes pipe, data and model only: it cannot "
                           "build the map's CP or EP groups; plan with cp=1 ep=1")
+    if _interleaved(job):
+        raise LaunchError(f"DeepSpeed's pipeline engine runs one non-interleaved schedule: it cannot run the map's "
+                          f"vpp={job.virtual_stages} model chunks per pipeline rank; plan with vpp=1")
     _express(rm, "DeepSpeed", {"tp-dp-pp": ()})
     return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp)]
 

@@ -22,12 +22,13 @@ from __future__ import annotations
 from rankmap.errors import LaunchError
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.torchrun import torchrun_args
+from rankmap.names import host_identity
 
 __all__ = ["node_rank_of", "node_rank_flags"]
 
 
 def _short(name: str) -> str:
-    return name.split(".")[0]
+    return host_identity(name.split(".")[0])
 
 
 def node_rank_of(rm: RankMap, host: str) -> int:
@@ -44,11 +45,12 @@ def node_rank_of(rm: RankMap, host: str) -> int:
     >>> rm = RankMap(job=JobSpec(tp=2, dp=2, num_micro_batches=1), cluster_name="c", cluster_hash="x",
     ...              hosts=("gpu-b.dc1", "gpu-a.dc1"), tor_groups=("t", "t"), rails=((0, 1), (0, 1)),
     ...              nproc_per_node=2)
-    >>> node_rank_of(rm, "gpu-a.dc1"), node_rank_of(rm, "gpu-a"), node_rank_of(rm, "gpu-b.dc1.example.org")
+    >>> node_rank_of(rm, "gpu-a.dc1"), node_rank_of(rm, "gpu-a"), node_rank_of(rm, "GPU-B.dc1.example.org")
     (1, 1, 0)
     """
-    if host in rm.hosts:
-        return rm.hosts.index(host)
+    exact = [n for n, h in enumerate(rm.hosts) if host_identity(h) == host_identity(host)]  # names ignore case
+    if exact:
+        return exact[0]
     matches = [n for n, h in enumerate(rm.hosts) if _short(h) == _short(host)]
     if len(matches) == 1:
         return matches[0]

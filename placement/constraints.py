@@ -18,11 +18,13 @@ Constraint files (YAML)::
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from rankmap.errors import InfeasibleError, SpecError
+from rankmap.names import host_identity
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import Cluster, Host
 from rankmap.yamlio import Fields, read_yaml
@@ -40,23 +42,39 @@ class PlacementConstraints:
     stage_pins: dict = field(default_factory=dict)
     rank_pins: dict = field(default_factory=dict)
     source: str = "<command line>"
+    lines: dict = field(default_factory=dict, compare=False)  # key path -> line of ``source``, for errors
 
     def check_names(self, cluster: Cluster) -> None:
-        """Every named host and ToR group exists (SpecError naming the key otherwise)."""
-        for key, hosts in (("exclude", self.exclude), ("reserve", self.reserve), ("pins.ranks", self.rank_pins.values())):
-            for h in hosts:
-                if not cluster.has_host(h):
-                    raise SpecError(f"host {h!r} is not in cluster {cluster.name!r}", source=self.source, key=key)
+        """Every named host and ToR group exists (SpecError naming FILE:LINE and the key otherwise).
+
+        Host names match in any letter case (host names ignore case, RFC 4343)."""
+        named = ([("exclude", h) for h in self.exclude] + [("reserve", h) for h in self.reserve]
+                 + [(f"pins.ranks.{r}", h) for r, h in self.rank_pins.items()])
+        for key, h in named:
+            if not cluster.has_host(h):
+                raise SpecError(f"host {h!r} is not in cluster {cluster.name!r}", source=self.source,
+                                line=self.lines.get(key), key=key)
         groups = {g.name for g in cluster.tor_groups}
-        for key, names in (("quotas", self.quotas), ("pins.stages", self.stage_pins.values())):
-            for g in names:
-                if g not in groups:
-                    raise SpecError(f"ToR group {g!r} is not in cluster {cluster.name!r}", source=self.source, key=key)
+        named = ([(f"quotas.{g}", g) for g in self.quotas]
+                 + [(f"pins.stages.{s}", g) for s, g in self.stage_pins.items()])
+        for key, g in named:
+            if g not in groups:
+                raise SpecError(f"ToR group {g!r} is not in cluster {cluster.name!r}", source=self.source,
+                                line=self.lines.get(key), key=key)
+
+    def in_spelling_of(self, cluster: Cluster) -> "PlacementConstraints":
+        """A copy naming each host as ``cluster`` spells it (names match in any letter case);
+        names the cluster lacks stay as given, for :meth:`check_names` to report."""
+        def spell(name: str) -> str:
+            return cluster.host(name).name if cluster.has_host(name) else name
+        return dataclasses.replace(self, exclude=tuple(map(spell, self.exclude)),
+                                   reserve=tuple(map(spell, self.reserve)),
+                                   rank_pins={r: spell(h) for r, h in self.rank_pins.items()})
 
     def usable(self, hosts: list[Host]) -> list[Host]:
-        """Hosts left after exclusions and reservations."""
-        taken = set(self.exclude) | set(self.reserve)
-        return [h for h in hosts if h.name not in taken]
+        """Hosts left after exclusions and reservations (names match in any letter case)."""
+        taken = {host_identity(h) for h in (*self.exclude, *self.reserve)}
+        return [h for h in hosts if host_identity(h.name) not in taken]
 
     def caps(self, cluster: Cluster, usable: list[Host]) -> tuple[int, ...]:
         """``caps[K]``: hosts this job may use per ToR group (free, after quotas)."""
@@ -77,6 +95,7 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
 
     source = str(path)
     top = Fields(read_yaml(path) or {}, source).only("exclude", "reserve", "quotas", "pins")
+    lines = {key: top.line_of(key) for key in ("exclude", "reserve") if top.has(key)}
     exclude = tuple(expand_hostlist(top.str("exclude"), source=source, line=top.line_of("exclude"), key="exclude")
                     if top.has("exclude") else ())
     reserve: list[str] = []
@@ -91,12 +110,16 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     q = top.sub("quotas")
     for name in list(q.data):
         quotas[str(name)] = q.int(name, minimum=0)
+        lines[f"quotas.{name}"] = q.line_of(name)
     pins = top.sub("pins").only("stages", "ranks")
     stages, ranks = pins.sub("stages"), pins.sub("ranks")
     stage_pins = {_index(stages, k): stages.str(k) for k in list(stages.data)}
     rank_pins = {_index(ranks, k): ranks.str(k) for k in list(ranks.data)}
-    return PlacementConstraints(exclude=exclude, reserve=tuple(reserve), quotas=quotas, stage_pins=stage_pins,
-                                rank_pins=rank_pins, source=source)
+    lines |= {f"pins.stages.{k}": stages.line_of(k) for k in stage_pins}
+    lines |= {f"pins.ranks.{k}": ranks.line_of(k) for k in rank_pins}
+    out = PlacementConstraints(exclude=exclude, reserve=tuple(reserve), quotas=quotas, stage_pins=stage_pins,
+                               rank_pins=rank_pins, source=source, lines=lines)
+    return out.in_spelling_of(cluster) if cluster is not None else out
 
 
 def constraints_to_yaml(constraints: PlacementConstraints, comment: str = "") -> str:

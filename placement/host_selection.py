@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from rankmap.errors import SpecError
 from rankmap.fileio import parse_json, read_text
+from rankmap.names import check_host, host_identity
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.topology.hostnames import expand_hostlist
 from rankmap.topology.model import Cluster
@@ -17,13 +18,19 @@ __all__ = ["read_host_names", "select_hosts"]
 
 
 def read_host_names(expr: str) -> list[str]:
-    """Host names from a Slurm hostlist, or ``@FILE``: a hostlist per line (``#`` comments) or the
-    JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order).
+    """Host names from a Slurm hostlist, or ``@FILE``: a hostlist per line (``#`` comments), the
+    JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order; pods
+    sharing a node name it once) or of ``kubectl get nodes -o json`` (each node's
+    ``metadata.name``).
+
+    A host named twice (host names ignore case, RFC 4343), in one hostlist or on two lines of a
+    file, is refused: a duplicate usually means a wrong list.
 
     Raises
     ------
     SpecError
-        An unreadable file, a bad hostlist, pods not yet scheduled, or no hosts (key ``--hosts``).
+        An unreadable file, a bad hostlist, a host named twice (FILE:LINE), pods not yet
+        scheduled, or no hosts (key ``--hosts``).
 
     Examples
     --------
@@ -35,29 +42,61 @@ def read_host_names(expr: str) -> list[str]:
     else:
         path = expr[1:]
         text = read_text(path)
-        if text.lstrip().startswith("{"):
-            try:
-                doc = parse_json(text, path)  # strict: duplicate keys, huge integers, deep nesting refused
-                pods = doc.get("items", []) if isinstance(doc, dict) else None
-                if not isinstance(pods, list) or not all(isinstance(p, dict) for p in pods):
-                    raise SpecError("expected a List of pods (kubectl get pods -o json)", source=path, key="--hosts")
-            except SpecError as exc:
-                raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
-            names = [(pod.get("spec") or {}).get("nodeName") for pod in pods]
-            if None in names:
-                pod = pods[names.index(None)].get("metadata", {}).get("name", "?")
-                raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, key="--hosts")
-        else:
-            names = [h for line in text.splitlines() if line.split("#", 1)[0].strip()
-                     for h in expand_hostlist(line.split("#", 1)[0].strip(), source=path, key="--hosts")]
-    names = list(dict.fromkeys(names))
+        names = _names_from_json(text, path) if text.lstrip().startswith("{") else _names_from_lines(text, path)
     if not names:
         raise SpecError("no hosts given", key="--hosts")
     return names
 
 
+def _names_from_lines(text: str, path: str) -> list[str]:
+    """A hostlist per line; a host on two lines is refused, naming both lines."""
+    first_line: dict[str, int] = {}
+    names = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        expr = line.split("#", 1)[0].strip()
+        if not expr:
+            continue
+        for name in expand_hostlist(expr, source=path, line=number, key="--hosts"):
+            seen = first_line.setdefault(host_identity(name), number)
+            if seen != number:
+                raise SpecError(f"host {name!r} is listed twice (line {seen} too; host names ignore case)",
+                                source=path, line=number, key="--hosts")
+            names.append(name)
+    return names
+
+
+def _names_from_json(text: str, path: str) -> list[str]:
+    """Node names of a pod List (scheduled pods) or of a node List (``kind: NodeList`` or items of
+    ``kind: Node``)."""
+    try:
+        doc = parse_json(text, path)  # strict: duplicate keys, huge integers, deep nesting refused
+        items = doc.get("items", []) if isinstance(doc, dict) else None
+        if not isinstance(items, list) or not all(isinstance(p, dict) for p in items):
+            raise SpecError("expected a List of pods or nodes (kubectl get pods/nodes -o json)", source=path,
+                            key="--hosts")
+    except SpecError as exc:
+        raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
+    if doc.get("kind") == "NodeList" or (items and all(item.get("kind") == "Node" for item in items)):
+        names = [(item.get("metadata") or {}).get("name") for item in items]
+        if not all(isinstance(n, str) and n for n in names):
+            raise SpecError("a node has no metadata.name", source=path, key="--hosts")
+    else:
+        names = [(pod.get("spec") or {}).get("nodeName") for pod in items]
+        if None in names:
+            pod = items[names.index(None)].get("metadata", {}).get("name", "?")
+            raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, key="--hosts")
+    for name in names:
+        check_host(name, source=path, key="--hosts")
+    unique: dict[str, str] = {}
+    for name in names:  # pods sharing a node name it once
+        unique.setdefault(host_identity(name), name)
+    return list(unique.values())
+
+
 def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints | None = None) -> set[str]:
     """The hosts of ``expr`` (:func:`read_host_names`), each checked to be in ``cluster`` and usable.
+
+    Names match in any letter case (host names ignore case); the set holds the cluster's spelling.
 
     Raises
     ------
@@ -65,13 +104,15 @@ def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints 
         A host not in the cluster, or not free (its state, or excluded/reserved), named.
     """
     constraints = constraints or PlacementConstraints()
-    taken = {h: "excluded" for h in constraints.exclude} | {h: "reserved by a running job" for h in constraints.reserve}
-    names = read_host_names(expr)
-    for name in names:
+    taken = ({host_identity(h): "excluded" for h in constraints.exclude}
+             | {host_identity(h): "reserved by a running job" for h in constraints.reserve})
+    chosen = set()
+    for name in read_host_names(expr):
         if not cluster.has_host(name):
             raise SpecError(f"host {name!r} is not in cluster {cluster.name!r}", key="--hosts")
-        state = cluster.host(name).state
-        if state != "free" or name in taken:
-            why = taken.get(name) or f"its state is {state!r}"
+        host = cluster.host(name)
+        if host.state != "free" or host_identity(name) in taken:
+            why = taken.get(host_identity(name)) or f"its state is {host.state!r}"
             raise SpecError(f"host {name!r} is not free ({why}): plan on free hosts only", key="--hosts")
-    return set(names)
+        chosen.add(host.name)
+    return chosen

@@ -13,6 +13,7 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
     |   +-- InfeasibleError         exit 4: constraints leave too few hosts
     |   +-- PlacementError          exit 4: the job cannot be placed as asked
     +-- TopologyError               a cluster model is inconsistent
+    +-- OutputError                 exit 74: standard output cannot be written (disk full)
     +-- LaunchError                 a launch file cannot be written or read, a local run failed
     +-- EngineError                 the trainer cannot run as configured
         +-- PlacementMismatch       processes did not start where the rank map puts them
@@ -22,8 +23,9 @@ from __future__ import annotations
 
 __all__ = [
     "one_line", "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_STRAGGLERS", "EXIT_HANG",
-    "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+    "EXIT_INTERNAL", "EXIT_OUTPUT", "EXIT_INTERRUPTED",
     "RankmapError", "UsageError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
+    "OutputError",
     "LaunchError", "EngineError", "PlacementMismatch",
 ]
 
@@ -34,6 +36,7 @@ EXIT_INFEASIBLE = 4     # the job cannot be placed as asked
 EXIT_STRAGGLERS = 5     # rankmap diagnose: stragglers or slow links flagged
 EXIT_HANG = 6           # rankmap diagnose: a hang was recorded (culprits named)
 EXIT_INTERNAL = 70      # a bug (EX_SOFTWARE of sysexits.h)
+EXIT_OUTPUT = 74        # standard output cannot be written (EX_IOERR of sysexits.h)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
 
 
@@ -121,6 +124,13 @@ class PlacementError(SpecError):
 
 class TopologyError(RankmapError):
     """A cluster model is inconsistent (duplicate host, host in two ToR groups, ...)."""
+
+
+class OutputError(RankmapError):
+    """Standard output cannot be written (``> /dev/full``, a full disk): the report is lost,
+    so the run's files are not committed either."""
+
+    exit_code = EXIT_OUTPUT
 
 
 class LaunchError(RankmapError):

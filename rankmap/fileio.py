@@ -27,7 +27,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from rankmap.errors import RankmapError, SpecError
 
@@ -45,7 +45,8 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _TMP = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>[0-9]+)\.)?[A-Za-z0-9_]{8}\.tmp")
 
 
-def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> list[Path]:
+def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, remove: tuple[str, ...] = (),
+                       before_commit: Callable[[list[Path]], None] | None = None) -> list[Path]:
     """Write ``{name: text or bytes}`` into ``folder`` atomically per file, renaming only after all are written.
 
     Files are renamed in the order given, so the file that vouches for the others goes last
@@ -62,6 +63,12 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
         Output folder; created if missing.
     files : mapping of str to str or bytes
         File name (no directories) to UTF-8 text, or to raw bytes (e.g. a PNG), in commit order.
+    remove : tuple of str
+        Names of stale files in ``folder`` to delete in the same commit, before the renames
+        (an old ``plan.png`` that this run does not write); missing ones are fine.
+    before_commit : callable or None
+        Called with the final paths once every file is staged, before anything is renamed
+        (the command line prints its report there): if it raises, nothing is committed.
 
     Returns
     -------
@@ -75,16 +82,18 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
         temp files are removed.
     """
     out = Path(folder)
-    for name in files:
+    for name in (*files, *remove):
         if "/" in name or name in ("", ".", ".."):
             raise RankmapError(f"bad output file name {name!r}")
         if (out / name).is_dir():
             raise RankmapError(f"{out / name}: cannot write output: a folder is in the way")
+    created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
     staged: list[tuple[str, Path]] = []
+    committed = False
     with _CleanupOnSignal() as guard:
         try:
             _sweep_stale(out, set(files))
@@ -97,12 +106,18 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
                     handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
+            if before_commit is not None:
+                before_commit([final for _, final in staged])
             lock = os.open(out, os.O_RDONLY)  # flock on the folder itself: no lock file left behind
             try:
                 _lock(lock, out)
                 with guard.held():
+                    for name in remove:
+                        if name not in files and (out / name).is_file():
+                            os.unlink(out / name)
                     for tmp, final in staged:
                         os.replace(tmp, final)
+                    committed = True
             finally:
                 os.close(lock)
         except OSError as exc:
@@ -111,6 +126,11 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes]) -> 
             for tmp, _ in staged:
                 if os.path.exists(tmp):
                     os.unlink(tmp)
+            if created and not committed:  # a failed run leaves no empty folder behind
+                try:
+                    out.rmdir()
+                except OSError:
+                    pass
     return [final for _, final in staged]
 
 

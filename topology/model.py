@@ -20,7 +20,7 @@ from functools import cached_property
 from rankmap.errors import TopologyError
 from rankmap.names import host_identity, host_problem, name_problem
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
-from rankmap.topology.tree import check_block_sizes, check_switch_tree
+from rankmap.topology.tree import check_block_sizes, check_switch_tree, name_key
 
 __all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "Cluster", "HOST_STATES"]
 
@@ -224,18 +224,20 @@ class Cluster:
 
     @cached_property
     def _by_name(self) -> dict[str, Host]:
-        return {h.name: h for h in self.hosts}
+        return {host_identity(h.name): h for h in self.hosts}
 
     @cached_property
     def _group_by_name(self) -> dict[str, TorGroup]:
         return {g.name: g for g in self.tor_groups}
 
     def host(self, name: str) -> Host:
-        """The host called ``name``; KeyError if there is none."""
-        return self._by_name[name]
+        """The host called ``name``, in any letter case (host names ignore case, RFC 4343);
+        KeyError if there is none. Its ``name`` is the spec's spelling."""
+        return self._by_name[host_identity(name)]
 
     def has_host(self, name: str) -> bool:
-        return name in self._by_name
+        """Whether a host is called ``name``, in any letter case."""
+        return host_identity(name) in self._by_name
 
     def tor_group(self, name: str) -> TorGroup:
         """The ToR group called ``name``; KeyError if there is none."""
@@ -339,22 +341,41 @@ class Cluster:
         return hosts * self.links.tor_downlink_gbps / up if up else float("inf")
 
     def spec_hash(self) -> str:
-        """SHA-256 (hex) of the static topology: hosts, GPUs, NICs, ToR groups, links, spine.
+        """SHA-256 (hex) of the static fabric: name, hosts, GPUs, NICs, ToR groups, links, spine,
+        switch tree, block sizes and tiers.
 
-        Availability (busy/failed) is left out on purpose: a rank map stays bound to the
-        cluster it was made for while hosts come and go; reading a map checks the hosts.
+        The order in which a spec lists hosts, ToR groups, group members, switches and switch
+        children is left out (all are sorted by :func:`~rankmap.topology.tree.name_key`): it
+        does not change the fabric; so is the letter case of host names, which name one host in
+        any case (:func:`rankmap.names.host_identity`, RFC 4343). The order of ToR groups does enter it for a Slurm
+        topology/block cluster, whose contiguous base blocks aggregate into larger blocks in
+        listing order (topology.conf(5), ``BlockSizes``). Availability (busy/failed) is left
+        out too: a rank map stays bound to the cluster it was made for while hosts come and
+        go; reading a map checks the hosts.
+
+        Examples
+        --------
+        >>> from rankmap.topology.spec import parse_cluster
+        >>> a = parse_cluster("tor_groups: [{name: t1, hosts: 'x[1-2]'}, {name: t2, hosts: y1}]")
+        >>> b = parse_cluster("tor_groups: [{name: t2, hosts: Y1}, {name: t1, hosts: 'x2,x1'}]")
+        >>> a.spec_hash() == b.spec_hash()
+        True
         """
+        groups = self.tor_groups if self.block_sizes is not None else sorted(self.tor_groups,
+                                                                             key=lambda g: name_key(g.name))
         doc = {
             "name": self.name,
             "links": vars(self.links),
             "spine": vars(self.spine),
-            "tor_groups": [[g.name, g.capacity, list(g.hosts)]
-                           + ([g.link_speed] if g.link_speed is not None else []) for g in self.tor_groups],
-            "hosts": [[h.name, h.gpus, h.nics] for h in self.hosts],
+            "tor_groups": [[g.name, g.capacity, sorted(map(host_identity, g.hosts), key=name_key)]
+                           + ([g.link_speed] if g.link_speed is not None else []) for g in groups],
+            "hosts": sorted(([host_identity(h.name), h.gpus, h.nics] for h in self.hosts),
+                            key=lambda row: name_key(row[0])),
         }
         # Fields added later enter the hash only when used, so older specs keep their hash.
         if self.switches is not None:
-            doc["switches"] = [[s.name, list(s.children), s.link_speed] for s in self.switches]
+            doc["switches"] = [[s.name, sorted(s.children, key=name_key), s.link_speed]
+                               for s in sorted(self.switches, key=lambda s: name_key(s.name))]
         if self.block_sizes is not None:
             doc["block_sizes"] = list(self.block_sizes)
         if self.tiers is not None:
@@ -366,12 +387,13 @@ class Cluster:
     def with_states(self, states: dict[str, str]) -> "Cluster":
         """A copy with the given ``{host: state}`` changes applied."""
         for name, state in states.items():
-            if name not in self._by_name:
+            if not self.has_host(name):
                 raise TopologyError(f"unknown host {name!r}")
             if state not in HOST_STATES:
                 raise TopologyError(f"unknown host state {state!r}")
+        states = {host_identity(name): state for name, state in states.items()}
         hosts = tuple(Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
-                           state=states.get(h.name, h.state)) for h in self.hosts)
+                           state=states.get(host_identity(h.name), h.state)) for h in self.hosts)
         return dataclasses.replace(self, hosts=hosts)
 
 

@@ -123,6 +123,7 @@ def tree_from_records(records: list[Record], source: str, options: ImportOptions
         raise SpecError("No switches configured (no SwitchName= line)", source=source, line=last_line)
     by_name = {ln.name: ln for ln in lines}
     _check_children(lines, by_name, source)
+    _warn_several_parents(lines, source, diags)
     leaves = _leaves(lines, source, diags)
     leaves = check_known_hosts(leaves, options, diags, source, ("switch", "switches"))
     warn_odd_names(leaves, diags, source, what="switch")
@@ -196,6 +197,27 @@ def _check_children(lines: list[_Line], by_name: dict[str, _Line], source: str) 
         where = by_name[cycle[0]].record
         raise SpecError("Switch configuration is not a tree: it has a cycle " + " -> ".join(cycle),
                         source=source, line=where.line, key=where.get("Switches").text)
+
+
+def _warn_several_parents(lines: list[_Line], source: str, diags: Diagnostics) -> None:
+    """One warning for switches listed under several parents (slurmibtopology writes every spine
+    over every leaf). rankmap reads them as one fabric that each parent reaches; Slurm's
+    topology/tree keeps only the last parent listed as the switch's ``parent``
+    (``_find_child_switches`` in src/plugins/topology/tree/switch_record.c), and Volcano refuses
+    the shape outright (a HyperNode has one parent): a tree was perhaps meant."""
+    parents: dict[str, list[_Line]] = {}
+    for ln in lines:
+        for child in ln.children or ():
+            parents.setdefault(child, []).append(ln)
+    several = {child: up for child, up in parents.items() if len(up) > 1}
+    if not several:
+        return
+    child, up = next(iter(several.items()))
+    more = f" (and {len(several) - 1} more switches)" if len(several) > 1 else ""
+    diags.warn(f"switch {child} has {len(up)} parents ({', '.join(f'{p.name} line {p.record.line}' for p in up)})"
+               f"{more}: read as a fabric where each parent reaches it, not a tree; Slurm keeps only the last "
+               f"parent listed ({up[-1].name}) when it walks up the tree", source=source, line=up[1].record.line,
+               key=up[1].record.get("Switches").text)
 
 
 def _leaves(lines: list[_Line], source: str, diags: Diagnostics) -> list[Leaf]:

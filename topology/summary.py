@@ -78,11 +78,14 @@ def _groups(c: Cluster) -> str:
 
 
 def _tiers(c: Cluster) -> str:
-    if c.switches is None:
-        return f"2 (ToR groups joined by one spine layer of {c.spine.switches} switches)"
-    if c.tiers:
+    if c.tiers:  # given or imported tiers are what the tier lines below list, whatever the structure
         return (f"{1 + len(c.tiers)} (rail ToRs and {len(c.tiers)} tier{'s' * (len(c.tiers) != 1)} above: "
                 + ", ".join(t.name for t in c.tiers) + ")")
+    if c.block_sizes is not None:
+        n = c.depth
+        return f"{1 + n} (rail ToRs in base blocks and {n} block level{'s' * (n != 1)} above)"
+    if c.switches is None:
+        return f"2 (ToR groups joined by one spine layer of {c.spine.switches} switches)"
     n = tiers(c)
     if n == 1:
         return "1 (leaf switches only, no switch above them)"

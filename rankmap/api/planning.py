@@ -13,6 +13,7 @@ from rankmap.errors import RankMapFileError, SpecError
 from rankmap.job.rank_map import RankMap, read_rankmap
 from rankmap.job.spec import JobSpec
 from rankmap.job.spec import load_job as _load_job
+from rankmap.names import host_identity
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.host_selection import select_hosts
 from rankmap.topology.hostnames import expand_hostlist
@@ -48,11 +49,15 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     """
     base = constraints or PlacementConstraints()
     excluded = tuple(expand_hostlist(exclude, key="--exclude")) if exclude else ()
+    for host in excluded:
+        if not cluster.has_host(host):
+            raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--exclude")
     maps = [read_rankmap(path) for path in reserve]
     for rm in maps:
         rm.verify_cluster(cluster)
     reserved = tuple(h for rm in maps for h in rm.hosts)
     out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+    out = out.in_spelling_of(cluster)
     if hosts:
         chosen = select_hosts(cluster, hosts, out)
         out = dataclasses.replace(out, exclude=out.exclude + tuple(h.name for h in cluster.hosts if h.name not in chosen))
@@ -211,11 +216,18 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
         Too few usable hosts to replace them.
     """
     from rankmap.placement.replan import replan as _replan
+    from rankmap.topology.hostnames import compress_hostlist
 
+    in_map = {host_identity(h) for h in previous.hosts}
     for host in failed:
         if not cluster.has_host(host):
             raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--failed")
-    from rankmap.topology.hostnames import compress_hostlist
+        if host_identity(host) not in in_map:
+            hosts = compress_hostlist(sorted(previous.hosts))
+            raise SpecError(f"host {host!r} is not in the rank map: it holds none of the job's ranks (the map's "
+                            f"{len(previous.hosts)} hosts: {hosts if len(hosts) <= 120 else hosts[:117] + '...'})",
+                            key="--failed")
+    failed = [cluster.host(host).name for host in failed]   # the cluster's spelling
 
     kept = {key: tuple(expand_hostlist(previous.context[key], source=previous.source, key=f"context.{key}"))
             for key in ("excluded", "reserved", "failed") if previous.context.get(key)}

@@ -5,21 +5,24 @@ One parser; each command module adds its subcommand and binds it to a function w
 (:mod:`rankmap.cli.report`). Exit codes (:mod:`rankmap.errors`): 0 success; 2 usage error;
 3 invalid input (bad spec, rank map or file); 4 infeasible (the job cannot be placed as
 asked); 70 internal error (a bug: rerun with ``--debug`` for the traceback); 130 interrupted
-(Ctrl-C). A closed standard output (``rankmap plan | head -1``) is not an error: the outputs
-were written before anything was printed, the rest of the text is dropped and the exit is 0.
+(Ctrl-C); 74 standard output cannot be written (``> /dev/full``: commands that write files
+print their report before committing them, so then no file is written). A closed standard
+output (``rankmap plan | head -1``) is not an error: the rest of the text is dropped, the
+outputs are written and the exit is 0.
 ``rankmap`` alone prints this help.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
+import signal
 import sys
 import traceback
 from importlib.metadata import PackageNotFoundError, version
 
 from rankmap.cli import completion, diagnose, launch, noderank, plan, simulate, topo
-from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, RankmapError
+from rankmap.cli.common import silence_stdout, stdout_error
+from rankmap.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, RankmapError
 
 __all__ = ["build_parser", "main"]
 
@@ -31,9 +34,18 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, saying a bad command line in one line and where the help is, instead of
+    the usage text above the error (10+ lines for ``plan``). Subcommands get the same class
+    (``add_subparsers`` makes its parsers of the parent's type)."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``rankmap`` parser with every subcommand; ``--debug`` is taken before or after the command."""
-    parser = argparse.ArgumentParser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
+    parser = _Parser(prog="rankmap", description="Plan rank placement for 3D-parallel LLM training.")
     parser.add_argument("--debug", action="store_true", help="show tracebacks")
     parser.add_argument("--version", action="version", version=f"rankmap {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -61,6 +73,17 @@ def _add_debug(parser: argparse.ArgumentParser) -> None:
                 _add_debug(verb)
 
 
+_interrupted = False
+
+
+def _on_sigint(signum, frame) -> None:
+    """Ctrl-C: remember it (an extension module whose initialisation it stops reports ImportError
+    "initialization failed", not KeyboardInterrupt) and raise KeyboardInterrupt as Python does."""
+    global _interrupted
+    _interrupted = True
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``rankmap`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -70,9 +93,15 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return args.func(args)
+        # From here Ctrl-C raises KeyboardInterrupt again (rankmap/__init__.py leaves at once
+        # while modules load): output commits clean up on it and the line below reports it.
+        if getattr(signal.getsignal(signal.SIGINT), "__module__", None) == "rankmap":  # the start-up handler
+            signal.signal(signal.SIGINT, _on_sigint)
+        code = args.func(args)
+        sys.stdout.flush()
+        return code
     except BrokenPipeError:  # the reader went away (`| head`): outputs are written, drop the rest
-        _silence_stdout()
+        silence_stdout()
         return 0
     except RankmapError as exc:
         if args.debug:
@@ -83,19 +112,17 @@ def main(argv: list[str] | None = None) -> int:
         print("rankmap: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except Exception as exc:  # a bug, not the user's mistake
+        if _interrupted:  # Ctrl-C inside a module's initialisation comes out as ImportError: still Ctrl-C
+            print("rankmap: interrupted", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        stdout = stdout_error(exc) if isinstance(exc, OSError) else None
+        if stdout is not None:
+            print(f"rankmap: error: {stdout}", file=sys.stderr)
+            return stdout.exit_code
         if args.debug:
             traceback.print_exc()
         print(f"rankmap: internal error: {type(exc).__name__}: {exc} (rerun with --debug)", file=sys.stderr)
         return EXIT_INTERNAL
-
-
-def _silence_stdout() -> None:
-    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    except (OSError, ValueError):  # stdout is not a file descriptor (e.g. captured in a test)
-        pass
 
 
 if __name__ == "__main__":

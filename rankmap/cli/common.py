@@ -4,15 +4,18 @@ the embedded-example options, and the constraint options."""
 from __future__ import annotations
 
 import argparse
+import errno
 import math
+import os
+import sys
 from pathlib import Path
 
-from rankmap.errors import UsageError
+from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
            "positive_float", "port", "dp_size", "objectives", "add_json_arg", "add_example_args", "example_inputs",
            "add_constraint_args",
-           "constraints_from_args"]
+           "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
 
 
 MAX_COUNT = 2**31 - 1  # every count flag fits a C int (CP-SAT and NumPy take them as such)
@@ -135,7 +138,13 @@ def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: st
     """``--cluster``, ``--job`` and ``--example`` (the embedded example for whichever is missing)."""
     p.add_argument("--cluster", type=Path, help=cluster_help)
     p.add_argument("--job", type=Path, help=job_help)
-    p.add_argument("--example", default=None, help="use an embedded example's cluster and job (megascale-12k, racks)")
+    from rankmap.examples import DEFAULT_EXAMPLE, example_names
+
+    names = example_names()
+    example = p.add_argument("--example", default=None, metavar="NAME",
+                             help=f"use an embedded example's cluster and job: {', '.join(names)} "
+                                  f"(default {DEFAULT_EXAMPLE})")
+    example.completions = names  # offered by `rankmap completion bash`; a wrong name gets the one-line error
 
 
 def example_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
@@ -158,3 +167,43 @@ def constraints_from_args(args: argparse.Namespace, cluster):
 
     base = load_constraints(args.constraints, cluster) if args.constraints else None
     return combine_constraints(cluster, base, args.exclude, tuple(args.reserve), getattr(args, "hosts", None))
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush does not raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is not a file descriptor (e.g. captured in a test)
+        pass
+
+
+def stdout_error(exc: OSError) -> OutputError | None:
+    """The :class:`OutputError` for ``exc`` when it came from writing standard output
+    (``> /dev/full``, a full disk, an I/O error), else None; stdout is silenced then.
+
+    Files rankmap writes go through :mod:`rankmap.fileio`, which names them; an unnamed
+    ENOSPC/EDQUOT/EFBIG/EIO can only come from the standard streams.
+    """
+    if exc.filename is not None or exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO):
+        return None
+    silence_stdout()
+    return OutputError(f"standard output: cannot write: {exc.strerror or exc}")
+
+
+def report_before_commit(report):
+    """A ``before_commit`` callback for :func:`rankmap.fileio.atomic_write_files`: print the
+    report (``report(paths)``) and flush stdout while the files are staged, so a report that
+    cannot be written (``> /dev/full``) leaves no outputs, as any failed run. A closed pipe
+    (``| head -1``) is no error: the rest of the text is dropped and the files are written."""
+    def before_commit(paths) -> None:
+        try:
+            report(paths)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            silence_stdout()
+        except OSError as exc:
+            silence_stdout()
+            raise OutputError(f"standard output: cannot write the report: {exc.strerror or exc}; "
+                              f"no output file was written") from None
+    return before_commit

@@ -30,9 +30,10 @@ def _words(parser: argparse.ArgumentParser) -> tuple[list[str], dict[str, argpar
         if isinstance(action, argparse._SubParsersAction):
             subs.update(action.choices)
         options.extend(o for o in action.option_strings if o.startswith("--") or o == "-h")
-        if action.option_strings and action.choices:
+        values = action.choices or getattr(action, "completions", None)  # completions: values argparse leaves free
+        if action.option_strings and values:
             for o in action.option_strings:
-                choices[o] = [str(c) for c in action.choices]
+                choices[o] = [str(c) for c in values]
     return sorted(set(options)), subs, choices
 
 

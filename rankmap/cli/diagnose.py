@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, non_negative_float, positive_float
+from rankmap.cli.common import add_json_arg, non_negative_float, positive_float, report_before_commit
 from rankmap.errors import EXIT_HANG, EXIT_OK, EXIT_STRAGGLERS
 
 __all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
@@ -42,19 +42,27 @@ def add_parser(sub) -> None:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     from rankmap import api
-    from rankmap.cli.report import print_diagnosis
     from rankmap.fileio import atomic_write_files
 
     rm = api.read_rankmap(args.rankmap)
     run = api.diagnose(args.run_dir, rm, z=args.z, min_ratio=args.min_ratio, min_excess_s=args.min_excess,
                        run_id=args.run_id)
-    written = atomic_write_files(args.out or args.run_dir / "diagnosis", run.files)
     s = run.summary
     code = EXIT_HANG if s["hang"] is not None else EXIT_STRAGGLERS if s["flags"] else EXIT_OK
+    atomic_write_files(args.out or args.run_dir / "diagnosis", run.files,
+                       before_commit=report_before_commit(lambda written: _report(args, run, written, code)))
+    return code
+
+
+def _report(args: argparse.Namespace, run, written, code: int) -> None:
+    """Print the diagnosis (or its JSON) for the files about to be ``written``."""
+    from rankmap.cli.report import print_diagnosis
+
+    s = run.summary
     if args.json:
         from rankmap.cli.report import print_json
         print_json({**s, "outputs": [str(p) for p in written], "exit_status": code})
-        return code
+        return
     offsets = ", ".join(f"{h} {1e3 * v:+.1f} ms" for h, v in s["clock_offsets_s"].items())
     print(f"run {s['run_id'] or '(flat events/)'}; clock offsets removed (from collective completion times): "
           f"{offsets or 'none'}")
@@ -70,4 +78,3 @@ def run_diagnose(args: argparse.Namespace) -> int:
                                              h["culprit_tor_groups"], h["culprit_state"]):
             print(f"culprit: rank {c} on {host}, rail {rail}, ToR group {tor}: {state}")
         print(f"victims ({len(h['waiting'])} ranks blocked): {', '.join(map(str, h['waiting'])) or 'none'}")
-    return code

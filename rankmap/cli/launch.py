@@ -22,7 +22,7 @@ import argparse
 import json
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, non_negative_int, port, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, non_negative_int, port, positive_float, positive_int, report_before_commit
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_launch"]
@@ -113,16 +113,24 @@ def _files(args: argparse.Namespace, rm) -> int:
         files = api.allocation_files(rm, opts, str(args.cluster), str(out))
     else:
         files = api.launch_files(rm, args.format, opts, out)
-    written = atomic_write_files(out, files)
+    what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({"format": "slurm-plan-in-allocation" if args.plan_in_allocation else args.format,
+                        "world_size": rm.world_size, "hosts": len(rm.hosts), "node0": rm.hosts[0],
+                        "outputs": [str(p) for p in written]})
+            return
+        print(f"rankmap launch: {what} for {rm.world_size} ranks on {len(rm.hosts)} hosts (node 0: {rm.hosts[0]}):")
+        for path in written:
+            print(f"  {path}")
+
+    written = atomic_write_files(out, files, before_commit=report_before_commit(report))
     for path in written:
         if path.suffix in (".sh", ".sbatch"):
             path.chmod(path.stat().st_mode | 0o111)
-    if args.json:
-        from rankmap.cli.report import print_json
-        print_json({"format": "slurm-plan-in-allocation" if args.plan_in_allocation else args.format,
-                    "world_size": rm.world_size, "hosts": len(rm.hosts), "node0": rm.hosts[0],
-                    "outputs": [str(p) for p in written]})
-        return EXIT_OK
+    return EXIT_OK
     what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
     print(f"rankmap launch: {what} for {rm.world_size} ranks on {len(rm.hosts)} hosts (node 0: {rm.hosts[0]}):")
     for path in written:

@@ -17,6 +17,7 @@ from rankmap.cli.common import (
     objectives,
     positive_float,
     positive_int,
+    report_before_commit,
     seed_int,
 )
 from rankmap.errors import EXIT_OK
@@ -65,7 +66,8 @@ def add_parsers(sub) -> None:
 
     r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
     r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
-    r.add_argument("--cluster", type=Path, required=True, help="cluster spec YAML the map was made for")
+    r.add_argument("--cluster", type=Path,
+                   help="cluster spec YAML the map was made for (default: the embedded example of that name)")
     r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
     r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     add_constraint_args(r)
@@ -82,6 +84,7 @@ def add_show_parser(sub) -> None:
     s.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
     s.add_argument("--out", type=Path, help="PNG to write (default: plan.png beside the rank map)")
+    add_json_arg(s)
     s.set_defaults(func=run_show)
 
 
@@ -123,12 +126,17 @@ def run_plan(args: argparse.Namespace) -> int:
     if not args.no_picture:
         with progress("drawing plan.png"):
             extra = {"plan.png": api.plan_picture(cluster, result)}
-    written = api.write_plan_files(result.rankmap, args.out, extra)
-    if args.json:
-        from rankmap.cli.report import plan_doc, print_json
-        print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
-    else:
-        print_plan(cluster, result, written, time.perf_counter() - t0)
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import plan_doc, print_json
+            print_json(plan_doc(cluster, result, written, time.perf_counter() - t0))
+        else:
+            print_plan(cluster, result, written, time.perf_counter() - t0)
+
+    # an old plan.png beside the new map would show another plan: it goes in the same commit
+    api.write_plan_files(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",),
+                         before_commit=report_before_commit(report))
     return EXIT_OK
 
 
@@ -137,18 +145,22 @@ def run_replan(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_replan
     from rankmap.topology.hostnames import expand_hostlist
 
-    cluster = api.load_cluster(args.cluster)
     previous = api.read_rankmap(args.rankmap)
+    args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
+    cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
     result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
-    written = api.write_plan_files(result.rankmap, args.out)
-    if args.json:
-        from rankmap.cli.report import print_json
-        print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
-                    "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
-                    "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
-    else:
-        print_replan(result, written)
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
+                        "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
+                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
+        else:
+            print_replan(result, written)
+
+    api.write_plan_files(result.rankmap, args.out, before_commit=report_before_commit(report))
     return EXIT_OK
 
 
@@ -173,23 +185,38 @@ def run_verify(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def run_show(args: argparse.Namespace) -> int:
+def embedded_cluster_of(rm, rankmap_path: Path) -> Path:
+    """The embedded example's cluster.yaml whose cluster ``rm`` was made for (maps of ``rankmap plan
+    --example``), for commands given no ``--cluster``; RankMapFileError if there is none."""
     from rankmap import api
     from rankmap.errors import RankMapFileError
     from rankmap.examples import example_names, example_path
+
+    for name in example_names():
+        if api.load_cluster(example_path(name, "cluster.yaml")).name == rm.cluster_name:
+            return example_path(name, "cluster.yaml")
+    raise RankMapFileError(f"cluster {rm.cluster_name!r} is not an embedded example: give --cluster CLUSTER.yaml",
+                           source=str(rankmap_path), key="cluster.name")
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from rankmap import api
     from rankmap.fileio import atomic_write_files
 
     rm = api.read_rankmap(args.rankmap)
-    if args.cluster is None:
-        named = [name for name in example_names()
-                 if api.load_cluster(example_path(name, "cluster.yaml")).name == rm.cluster_name]
-        if not named:
-            raise RankMapFileError(f"cluster {rm.cluster_name!r} is not an embedded example: give --cluster "
-                                   f"CLUSTER.yaml", source=str(args.rankmap), key="cluster.name")
-        args.cluster = example_path(named[0], "cluster.yaml")
+    args.cluster = args.cluster or embedded_cluster_of(rm, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     rm.verify_cluster(cluster, str(args.rankmap))
     out = args.out or args.rankmap.parent / "plan.png"
-    written = atomic_write_files(out.parent, {out.name: api.plan_picture(cluster, rankmap=rm)})
-    print(f"wrote {written[0]}: {rm.world_size} ranks on {len(rm.hosts)} hosts of cluster {cluster.name!r}")
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({"rankmap": str(args.rankmap), "cluster": cluster.name, "world_size": rm.world_size,
+                        "hosts": len(rm.hosts), "outputs": [str(p) for p in written]})
+        else:
+            print(f"wrote {written[0]}: {rm.world_size} ranks on {len(rm.hosts)} hosts of cluster {cluster.name!r}")
+
+    atomic_write_files(out.parent, {out.name: api.plan_picture(cluster, rankmap=rm)},
+                       before_commit=report_before_commit(report))
     return EXIT_OK

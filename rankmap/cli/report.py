@@ -125,7 +125,8 @@ def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_
             "outputs": [str(p) for p in written], "elapsed_s": elapsed_s}
 
 
-__all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan", "print_replan", "print_simulation", "print_diagnosis", "print_import_summary"]
+__all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan",
+           "print_replan", "print_simulation", "tier_labels", "print_diagnosis", "print_import_summary"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
@@ -151,8 +152,9 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     if told:
         console.print(Text.assemble(("constraints", "bold"), " " + "; ".join(told)))
     tiers = crossed_tiers(cluster)
+    labels = tier_labels(tiers)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = (["placement", "weighted"] + [f"x-{t}" for t in tiers] + [f"{t}\nspread" for t in tiers]
+    cols = (["placement", "weighted"] + [f"x-{t}" for t in labels] + [f"{t}\nspread" for t in labels]
             + ["x-ToR\nedges", "busiest\nToR", "gap"])
     rows = []
     bound = result.lower_bound_bytes
@@ -172,13 +174,31 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
                   + (f"; weights {weights}" if weights else "") + "); x-T: bytes per iteration leaving T's domains; "
                   "T spread: the most domains below T that one DP/PP group spans (Arnold's spread); x-ToR edges: "
                   "DP/PP rank pairs in different ToR groups; busiest ToR: bytes through the busiest ToR group's "
-                  "uplinks, in and out; gap: to the lower bound", markup=False)
+                  "uplinks, in and out; gap: to the lower bound"
+                  + "".join(f"; {label}: tier {name}" for label, name in zip(labels, tiers) if label != name),
+                  markup=False)
     console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
                   f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
     console.print("wrote " + ", ".join(str(p) for p in written) + f" in {elapsed_s:.1f} s", markup=False)
+
+
+TIER_LABEL_CHARS = 8   # a tier name longer than this heads its columns as T1, T2, ... (lowest first)
+
+
+def tier_labels(tiers) -> list[str]:
+    """Column labels for tier names: the name when short, else ``T<level>`` (the table's legend
+    names it), so a long name (a Kubernetes label key) never squeezes the figures out of a
+    100-column table.
+
+    Examples
+    --------
+    >>> tier_labels(["pod", "cloud.google.com/gce-topology-block", "spine"])
+    ['pod', 'T2', 'spine']
+    """
+    return [t if len(t) <= TIER_LABEL_CHARS else f"T{i}" for i, t in enumerate(tiers, start=1)]
 
 
 def short_bytes(n: float) -> str:

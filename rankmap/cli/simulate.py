@@ -23,6 +23,7 @@ from rankmap.cli.common import (
     int_in,
     non_negative_float,
     positive_float,
+    report_before_commit,
     seed_int,
 )
 from rankmap.errors import EXIT_OK, SpecError
@@ -122,10 +123,14 @@ def run_simulate(args: argparse.Namespace) -> int:
                            time_limit_s=args.time_limit, hardware=_hardware_overrides(args),
                            channels_per_nic=args.channels_per_nic, qp_rate_fraction=args.qp_rate_fraction)
     sim = run.simulation
-    written = atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png})
-    if args.json:
-        from rankmap.cli.report import print_json
-        print_json({**sim.document, "outputs": [str(p) for p in written]})
-    else:
-        print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))
+
+    def report(written):
+        if args.json:
+            from rankmap.cli.report import print_json
+            print_json({**sim.document, "outputs": [str(p) for p in written]})
+        else:
+            print_simulation(cluster, run.job, sim.document, written, time.perf_counter() - t0, len(sim.seeds))
+
+    atomic_write_files(args.out, {"simulation.json": sim.json().encode(), "simulation.png": sim.png},
+                       before_commit=report_before_commit(report))
     return EXIT_OK

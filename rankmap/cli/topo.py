@@ -133,11 +133,14 @@ def _import(args: argparse.Namespace) -> int:
     if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
         raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
     result, text, lines = topo_import(args.file, args.source_format, _options(args))
-    _write(args.out, text)  # the file first: a closed stdout (`| head`) must not lose it
-    if args.json:
-        _print_doc(result, args.out)
-        return 0
-    print_import_summary(result, lines, sys.stderr if str(args.out) == "-" else None)
+
+    def report():
+        if args.json:
+            _print_doc(result, args.out)
+        else:
+            print_import_summary(result, lines, sys.stderr if str(args.out) == "-" else None)
+
+    _write(args.out, text, report)
     return 0
 
 
@@ -169,23 +172,30 @@ def _export(args: argparse.Namespace) -> int:
 
     cluster = load_cluster(args.cluster)
     text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
-    _write(args.out, text)
-    if args.json:  # with --out -, the file is stdout: the document goes to stderr
-        from rankmap.cli.report import cluster_doc, print_json
-        print_json({"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
-                    "sha256": cluster.spec_hash()}, sys.stderr if str(args.out) == "-" else None)
-    elif str(args.out) != "-":
-        islands = len(cluster.islands())
-        print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "
-              f"{len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR groups, {islands} "
-              f"island{'s' * (islands != 1)}")
+
+    def report():
+        if args.json:  # with --out -, the file is stdout: the document goes to stderr
+            from rankmap.cli.report import cluster_doc, print_json
+            print_json({"output": str(args.out), "format": args.target_format, "cluster": cluster_doc(cluster),
+                        "sha256": cluster.spec_hash()}, sys.stderr if str(args.out) == "-" else None)
+        elif str(args.out) != "-":
+            islands = len(cluster.islands())
+            print(f"wrote {args.out}: {args.target_format} topology of cluster {cluster.name!r}, "
+                  f"{len(cluster.hosts)} hosts in {len(cluster.tor_groups)} ToR groups, {islands} "
+                  f"island{'s' * (islands != 1)}")
+
+    _write(args.out, text, report)
     return 0
 
 
-def _write(out: Path, text: str) -> None:
-    from rankmap.fileio import atomic_write_text
+def _write(out: Path, text: str, report) -> None:
+    """The spec to ``out`` (``-``: stdout, then ``report()``); to a file, ``report()`` runs while
+    the file is staged, so a report that cannot be written leaves no file (exit 74)."""
+    from rankmap.cli.common import report_before_commit
+    from rankmap.fileio import atomic_write_files
 
     if str(out) == "-":
         sys.stdout.write(text)
+        report()
     else:
-        atomic_write_text(out, text)
+        atomic_write_files(out.parent, {out.name: text}, before_commit=report_before_commit(lambda _: report()))

@@ -8,7 +8,7 @@ import pytest
 from helpers import make_rankmap
 
 from rankmap import api
-from rankmap.errors import LaunchError
+from rankmap.errors import LaunchError, SpecError
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.rank_map import read_rankmap
 from rankmap.launch.adapters import framework_flags
@@ -76,11 +76,11 @@ def test_plan_hosts_from_kubectl_pods_and_errors(tmp_path):
     assert api.read_host_names(f"@{tmp_path / 'pods.json'}") == ["n4", "n1"]
     cons = api.combine_constraints(cluster, hosts=f"@{tmp_path / 'pods.json'}")
     assert sorted(cons.exclude) == ["n2", "n3", "n5"]
-    with pytest.raises(api.SpecError, match="host 'n5' is not free \\(its state is 'busy'\\)"):
+    with pytest.raises(SpecError, match="host 'n5' is not free \\(its state is 'busy'\\)"):
         api.combine_constraints(cluster, hosts="n[1-2],n5")
-    with pytest.raises(api.SpecError, match="host 'n9' is not in cluster"):
+    with pytest.raises(SpecError, match="host 'n9' is not in cluster"):
         api.combine_constraints(cluster, hosts="n9")
-    with pytest.raises(api.SpecError, match="host 'n2' is not free \\(excluded\\)"):
+    with pytest.raises(SpecError, match="host 'n2' is not free \\(excluded\\)"):
         api.combine_constraints(cluster, exclude="n2", hosts="n[1-2]")
 
 
@@ -117,3 +117,41 @@ def test_megatron_flags_for_folded_expert_groups():
                                                "--context-parallel-size 2 --expert-model-parallel-size 4 "
                                                "--expert-tensor-parallel-size 1")
     assert rm.layout.groups("ep").tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
+
+
+def test_interleaved_maps_pass_their_virtual_stages(tmp_path):
+    """vpp=2 reaches Megatron-LM (real CLI run) and torchtitan; DeepSpeed, which cannot interleave, refuses."""
+    import subprocess
+    import sys
+    path = make_rankmap(tmp_path / "v2", tp=2, pp=2, hosts=("a",), vpp=2, layers=4)
+    run = subprocess.run([sys.executable, "-m", "rankmap", "launch", "--rankmap", str(path), "--flags", "megatron"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[-2:] == ["--num-virtual-stages-per-pipeline-rank", "2"]
+    rm = read_rankmap(path)
+    assert framework_flags(rm, "torchtitan").split()[-2:] == ["--parallelism.pipeline_parallel_schedule",
+                                                              "Interleaved1F1B"]
+    with pytest.raises(LaunchError, match="DeepSpeed's pipeline engine runs one non-interleaved schedule.*vpp=2"):
+        framework_flags(rm, "deepspeed")
+    # vpp=3 on pp=2: 6 stages; 24 layers + 2 weigh 26, ceil(26 / 5) = 6, so 5 layers per stage
+    three = read_rankmap(make_rankmap(tmp_path / "v3", tp=2, pp=2, hosts=("a",), vpp=3, layers=24))
+    assert framework_flags(three, "torchtitan").split()[-4:] == [
+        "--parallelism.pipeline_parallel_schedule", "Interleaved1F1B",
+        "--parallelism.pipeline_parallel_layers_per_stage", "5"]
+    assert framework_flags(three, "megatron").split()[-1] == "3"
+    # 12 layers + 2 = 14: 3 per stage gives 5 stages, 2 gives 7, never 6
+    odd = read_rankmap(make_rankmap(tmp_path / "v3b", tp=2, pp=2, hosts=("a",), vpp=3, layers=12))
+    with pytest.raises(LaunchError, match="no whole layers_per_stage gives 6"):
+        framework_flags(odd, "torchtitan")
+    flat = read_rankmap(make_rankmap(tmp_path / "v1", tp=2, pp=2, hosts=("a",), layers=4))
+    assert "virtual" not in framework_flags(flat, "megatron")
+    assert "Interleaved" not in framework_flags(flat, "torchtitan")
+
+
+def test_hosts_from_a_kubectl_node_list(tmp_path):
+    nodes = {"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n}, "status": {}} for n in ("n4", "n1")]}
+    (tmp_path / "nodes.json").write_text(json.dumps(nodes))
+    assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]
+    (tmp_path / "nodes.json").write_text(json.dumps({**nodes, "kind": "NodeList"}))
+    assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]

@@ -30,6 +30,28 @@ def test_plan_racks_example_writes_both_files(tmp_path):
     assert wrong.returncode == 3 and "was made for cluster 'racks-512'" in wrong.stderr
 
 
+def test_map_verifies_against_the_same_fabric_listed_in_another_order(tmp_path):
+    import yaml
+    spec = yaml.safe_load(open("examples/racks/cluster.yaml"))
+    spec["tor_groups"].reverse()
+    backwards = tmp_path / "cluster-gr.yaml"
+    backwards.write_text(yaml.safe_dump(spec))
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", tmp_path / "o1", "--no-picture").returncode == 0
+    run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
+    assert run.returncode == 0 and "valid rank map: 64 ranks on 8 hosts" in run.stdout, run.stderr
+    # the cluster's name edited in the map: caught, though the hash still matches
+    edited = tmp_path / "edited.json"
+    edited.write_text((tmp_path / "o1" / "rankmap.json").read_text().replace('"name": "racks-512"', '"name": "other"'))
+    run = rankmap("verify", edited, "--cluster", backwards)
+    assert run.returncode == 3 and run.stderr == (
+        f"rankmap: error: {edited}: cluster.name: rank map names cluster 'other', but its sha256 is that of "
+        "'racks-512': the map was edited\n")
+    spec["tor_groups"][0]["hosts"] = "gpu-r4-n[01-17]"  # one host more: another fabric
+    backwards.write_text(yaml.safe_dump(spec))
+    run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
+    assert run.returncode == 3 and "was made for cluster 'racks-512'" in run.stderr
+
+
 def test_inline_job_overrides(tmp_path):
     run = rankmap("plan", "--example", "racks", "--tp", "8", "--pp", "2", "--dp", "4", "--model", "gpt3-6.7b",
                   "--micro-batches", "4", "--out", tmp_path)
@@ -114,3 +136,27 @@ def test_debug_is_taken_after_the_command_too(tmp_path):
     assert run.returncode == 3 and "Traceback" in run.stderr and "cannot read file" in run.stderr
     quiet = rankmap("verify", tmp_path / "missing.json")
     assert quiet.returncode == 3 and "Traceback" not in quiet.stderr
+
+
+def test_host_names_match_in_any_case_and_a_host_named_twice_is_refused(tmp_path):
+    """Host names ignore case (RFC 4343) wherever a user names one: node-rank, --hosts, constraints."""
+    out = tmp_path / "a"
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture").returncode == 0
+    run = rankmap("node-rank", "--rankmap", out / "rankmap.json", "--host", "GPU-R1-N04")
+    assert run.returncode == 0 and run.stdout.split()[0] == "2", run.stderr  # node 2: gpu-r1-n[01-02] come first
+    run = rankmap("plan", "--example", "racks", "--hosts", "GPU-R2-N[01-08]", "--out", tmp_path / "b", "--no-picture")
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "b" / "hostfile").read_text().split()[0] == "gpu-r2-n01"  # the cluster's spelling
+    (tmp_path / "hl.txt").write_text("gpu-r2-n[01-08]\n# the same host again\nGPU-R2-N01\n")
+    run = rankmap("plan", "--example", "racks", "--hosts", f"@{tmp_path / 'hl.txt'}", "--out", tmp_path / "c")
+    assert run.returncode == 3 and not (tmp_path / "c").exists()
+    assert run.stderr == (f"rankmap: error: {tmp_path / 'hl.txt'}:3: --hosts: host 'GPU-R2-N01' is listed twice "
+                          "(line 1 too; host names ignore case)\n")
+    (tmp_path / "cons.yaml").write_text("quotas: {rack1: 4}\nexclude: GPU-R1-N01\n")
+    run = rankmap("plan", "--example", "racks", "--dp", "2", "--constraints", tmp_path / "cons.yaml",
+                  "--out", tmp_path / "d", "--no-picture")
+    assert run.returncode == 0 and "gpu-r1-n01" not in (tmp_path / "d" / "hostfile").read_text(), run.stderr
+    (tmp_path / "cons.yaml").write_text("quotas: {rack1: 4}\nexclude: gpu-r1-n017\n")
+    run = rankmap("plan", "--example", "racks", "--constraints", tmp_path / "cons.yaml", "--out", tmp_path / "e")
+    assert run.returncode == 3 and run.stderr == (f"rankmap: error: {tmp_path / 'cons.yaml'}:2: exclude: host "
+                                                  "'gpu-r1-n017' is not in cluster 'racks-512'\n")

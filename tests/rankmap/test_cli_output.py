@@ -6,7 +6,9 @@ import io
 import json
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import yaml
 from rich.console import Console
 
@@ -121,6 +123,9 @@ def test_bash_completion_knows_commands_verbs_options_and_choices():
     assert _complete(script, "topo", "show", "--from", "clu") == ["cluster"]
     assert _complete(script, "topo", "import", "--from", "clu") == []  # import takes no cluster spec
     assert _complete(script, "launch", "--format", "") == ["torchrun", "slurm", "mpi", "deepspeed"]
+    assert _complete(script, "plan", "--example", "") == ["megascale-12k", "megascale-3tier", "oversubscribed-core",
+                                                           "racks"]
+    assert _complete(script, "simulate", "--example", "r") == ["racks"]
 
 
 def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):
@@ -146,12 +151,16 @@ def test_progress_shows_on_a_terminal_and_the_run_still_succeeds(tmp_path):
 
 
 def test_every_result_printing_command_takes_json(tmp_path):
-    assert rankmap("plan", *RACKS, "--no-picture", "--out", tmp_path / "p").returncode == 0
+    assert rankmap("plan", *RACKS, "--dp", "2", "--no-picture", "--out", tmp_path / "p").returncode == 0
     runs = {
         "launch": rankmap("launch", "--rankmap", tmp_path / "p" / "rankmap.json", "--format", "torchrun",
                           "--no-resolve", "--out", tmp_path / "l", "--json"),
         "export": rankmap("topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out",
                           tmp_path / "t.conf", "--json"),
+        "show": rankmap("show", tmp_path / "p" / "rankmap.json", "--out", tmp_path / "s.png", "--json"),
+        # an embedded example's map: replan finds its cluster as show and verify do
+        "replan": rankmap("replan", "--rankmap", tmp_path / "p" / "rankmap.json", "--failed", "gpu-r1-n01",
+                          "--out", tmp_path / "r", "--json"),
     }
     runs["import"] = rankmap("topo", "import", "--from", "slurm", tmp_path / "t.conf", "--out", tmp_path / "t.yaml",
                              "--json")
@@ -160,6 +169,22 @@ def test_every_result_printing_command_takes_json(tmp_path):
         json.loads(run.stdout)
     assert json.loads(runs["launch"].stdout)["outputs"][0].startswith(str(tmp_path / "l"))
     assert json.loads(runs["import"].stdout)["cluster"]["name"] == "racks-512"
+    assert json.loads(runs["show"].stdout)["outputs"] == [str(tmp_path / "s.png")] and (tmp_path / "s.png").exists()
+    assert json.loads(runs["replan"].stdout)["replaced"][0]["old"] == "gpu-r1-n01"
+
+
+@pytest.mark.parametrize("args,line", [
+    (("plan", "--tp", "0"), "rankmap plan: error: argument --tp: expected a positive integer, got '0' "
+                            "(see `rankmap plan --help`)"),
+    (("simulate", "--seeds", "0"), "rankmap simulate: error: argument --seeds: expected a seed count (1..4096), "
+                                   "got '0' (see `rankmap simulate --help`)"),
+    (("topo", "show"), "rankmap topo show: error: the following arguments are required: CLUSTER_OR_FILE "
+                       "(see `rankmap topo show --help`)"),
+    (("verify", "x.json", "--nope"), "rankmap: error: unrecognized arguments: --nope (see `rankmap --help`)"),
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(args, line):
+    run = rankmap(*args)
+    assert (run.returncode, run.stderr) == (2, line + "\n")
 
 
 def test_a_wall_clock_cap_reaches_every_solver_and_the_plan_still_comes():
@@ -197,3 +222,53 @@ def test_solver_progress_reports_gaps_and_changes_nothing():
     plain = api.plan(cluster, job)
     assert seen and all(objective >= bound for objective, bound in seen)
     assert rankmap_to_json(watched.rankmap) == rankmap_to_json(plain.rankmap)
+
+
+def test_a_full_stdout_is_one_line_exit_74_and_no_outputs(tmp_path):
+    full = {"stdout": open("/dev/full", "w")}
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", *RACKS, "--dp", "2", "--out", str(tmp_path / "hp")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert run.returncode == 74 and not (tmp_path / "hp").exists()
+    assert run.stderr.splitlines() == ["rankmap: error: standard output: cannot write the report: No space left on "
+                                       "device; no output file was written"]
+    # a folder holding an earlier plan keeps it whole, byte for byte
+    assert rankmap("plan", *RACKS, "--dp", "2", "--out", tmp_path / "hp", "--no-picture").returncode == 0
+    before = {p.name: p.read_bytes() for p in (tmp_path / "hp").iterdir()}
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", *RACKS, "--dp", "4", "--out", str(tmp_path / "hp")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert run.returncode == 74 and {p.name: p.read_bytes() for p in (tmp_path / "hp").iterdir()} == before
+    run = subprocess.run([sys.executable, "-m", "rankmap", "verify", str(tmp_path / "hp" / "rankmap.json")],
+                         stderr=subprocess.PIPE, text=True, timeout=300, **full)
+    assert run.returncode == 74
+    assert run.stderr == "rankmap: error: standard output: cannot write: No space left on device\n"
+    # every command that writes files: launch files, a topology export, a picture
+    for args, out in ((["launch", "--rankmap", tmp_path / "hp" / "rankmap.json", "--format", "slurm", "--no-resolve",
+                        "--out", tmp_path / "l"], tmp_path / "l"),
+                      (["topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out", tmp_path / "t.conf"],
+                       tmp_path / "t.conf"),
+                      (["show", tmp_path / "hp" / "rankmap.json", "--out", tmp_path / "s.png"], tmp_path / "s.png")):
+        run = subprocess.run([sys.executable, "-m", "rankmap", *map(str, args)], stderr=subprocess.PIPE, text=True,
+                             timeout=300, **full)
+        assert run.returncode == 74 and not out.exists(), (args, run.stderr)
+
+
+def test_a_plan_without_picture_removes_the_old_picture(tmp_path):
+    assert rankmap("plan", *RACKS, "--dp", "2", "--out", tmp_path).returncode == 0
+    assert (tmp_path / "plan.png").exists()
+    run = rankmap("plan", *RACKS, "--dp", "4", "--out", tmp_path, "--no-picture")
+    assert run.returncode == 0 and sorted(p.name for p in tmp_path.iterdir()) == ["hostfile", "rankmap.json"]
+    assert "plan.png" not in run.stdout
+
+
+def test_long_tier_names_head_their_columns_as_t1_and_no_figure_is_cut(tmp_path):
+    case = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "k8s-allocatable"
+    assert rankmap("topo", "import", "--from", "k8s-labels", case / "nodes.json", "--out", tmp_path / "k8s.yaml"
+                   ).returncode == 0
+    run = rankmap("plan", "--cluster", tmp_path / "k8s.yaml", "--job", case / "job.yaml", "--out", tmp_path / "p",
+                  "--no-picture")  # stdout is a pipe
+    assert run.returncode == 0, run.stderr
+    rows = [line for line in run.stdout.splitlines() if line.startswith((" placement", " rankmap plan", " spread"))]
+    assert len(rows) == 3 and all(len(line) <= 100 and "…" not in line for line in rows)
+    assert rows[0].split() == ["placement", "weighted", "x-T1", "spread", "edges", "ToR", "gap"]
+    assert rows[1].split() == ["rankmap", "plan", "10.5", "GB", "10.5", "GB", "2/1", "16/0", "10.5", "GB", "0.0%"]
+    assert "; T1: tier cloud.google.com/gce-topology-block" in run.stdout

@@ -59,3 +59,21 @@ def test_verify_refuses_a_map_whose_hosts_failed_and_points_to_replan(tmp_path):
     run = rankmap("verify", tmp_path / "p" / "rankmap.json", "--cluster", changed)
     assert run.returncode == 3
     assert f"{master} (node rank 0, the rendezvous master)" in run.stderr and "rankmap replan" in run.stderr
+
+
+def test_replan_refuses_a_failed_host_outside_the_map(tmp_path):
+    cluster_path = example_inputs("racks", None, None)[0]
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", tmp_path / "a", "--no-picture").returncode == 0
+    hosts = api.read_rankmap(tmp_path / "a" / "rankmap.json").hosts  # in node-rank order
+    assert "gpu-r4-n01" not in hosts
+    run = rankmap("replan", "--rankmap", tmp_path / "a" / "rankmap.json", "--cluster", cluster_path,
+                  "--failed", "gpu-r4-n01", "--out", tmp_path / "x2")
+    assert run.returncode == 3 and not (tmp_path / "x2").exists()
+    assert run.stderr.splitlines() == ["rankmap: error: --failed: host 'gpu-r4-n01' is not in the rank map: it holds "
+                                       "none of the job's ranks (the map's 8 hosts: gpu-r1-n[01-02,04-09])"]
+    # a host of the map, in capitals, is that host (host names ignore case)
+    run = rankmap("replan", "--rankmap", tmp_path / "a" / "rankmap.json", "--cluster", cluster_path,
+                  "--failed", hosts[0].upper(), "--out", tmp_path / "x3")
+    assert run.returncode == 0, run.stderr
+    again = api.read_rankmap(tmp_path / "x3" / "rankmap.json").hosts
+    assert hosts[0] not in again and again[1:] == hosts[1:]

@@ -418,3 +418,19 @@ def test_a_hostfile_of_too_many_hosts_is_refused_at_the_first_host_over_the_limi
                           "--out", str(tmp_path / "c.yaml")], capture_output=True, text=True, timeout=120)
     assert run.returncode == 3 and f"{path}:65537: node65536: more than 65536 hosts" in run.stderr
     assert not (tmp_path / "c.yaml").exists()
+
+
+def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(tmp_path):
+    """SIGINT right after the rankmap package loaded, while the command's modules still load
+    (-X importtime reports each import as it completes): no traceback, no files."""
+    proc = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "rankmap", "plan", "--example", "racks",
+                             "--out", str(tmp_path / "sig")], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    for line in proc.stderr:
+        if line.rstrip().endswith("| rankmap"):  # rankmap/__init__.py has run
+            proc.send_signal(signal.SIGINT)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=120) == 130
+    assert "Traceback" not in rest and rest.splitlines()[-1] == "rankmap: interrupted"
+    assert not (tmp_path / "sig").exists()

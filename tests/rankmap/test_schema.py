@@ -47,3 +47,17 @@ def test_the_schema_refuses_what_readers_refuse(result):
                    {**doc, "ranks": [{**doc["ranks"][0], "rack": 1}] + doc["ranks"][1:]}):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, SCHEMA)
+
+
+def test_a_replanned_map_validates_against_the_schema(result):
+    cluster, res = result
+    first = res.rankmap.hosts[0]
+    again = api.replan(cluster, res.rankmap, [first])
+    doc = json.loads(rankmap_to_json(again.rankmap))
+    jsonschema.validate(doc, SCHEMA)
+    replaced = doc["summary"]["replan"]["replaced"]
+    assert len(replaced) == 1 and replaced[0][:2] == [0, first] and doc["context"]["failed"] == first
+    for broken in ({"replan": {**doc["summary"]["replan"], "moved_ranks": -1}},
+                   {**doc["summary"], "plan": json.loads(rankmap_to_json(res.rankmap))["summary"]["plan"]}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate({**doc, "summary": broken}, SCHEMA)

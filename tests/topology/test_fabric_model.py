@@ -39,11 +39,13 @@ def test_spec_reads_the_tree_and_writes_it_back():
 
 
 def test_hash_of_clusters_without_the_new_fields_is_unchanged():
-    # Values from before the fields existed (commit ed80891): rank maps made then still verify.
+    # racks: value from before the fields existed (commit ed80891): rank maps made then still verify.
     assert load_cluster("examples/racks/cluster.yaml").spec_hash() == \
         "f9a232fe183dca170d284d28d94537540f5b2a121c0ebfcfeda04d1ad2edaff1"
+    # megascale-12k lists its hosts out of name order; the hash sorts them since listing order
+    # left it (the old value, 0531d970..., changed then).
     c = load_cluster("examples/megascale-12k/cluster.yaml")
-    assert c.spec_hash() == "0531d970d44281e550b7062751f743ca0aed0b779689c28c2ece04f5fd3af57b"
+    assert c.spec_hash() == "02b6da0c1610291f3f0b59c5a41f2a66fc82016847039393f2fbc97bb0f235ce"
     assert c.switches is None and c.block_sizes is None and len(c.islands()) == 1
     assert "\nswitches:" not in cluster_to_yaml(c) and "block_sizes" not in cluster_to_yaml(c)
 
@@ -64,6 +66,33 @@ def test_empty_switch_list_means_every_group_is_an_island():
 def test_with_states_keeps_the_tree():
     c = parse_cluster(TREE, "t.yaml").with_states({"a1": "busy"})
     assert c.host("a1").state == "busy" and len(c.islands()) == 2 and c.switches is not None
+
+
+def test_hash_ignores_listing_order_but_not_the_fabric():
+    # the same fabric listed backwards: groups, members, switches and children reversed
+    backwards = parse_cluster(
+        "tor_groups: [{name: l3, hosts: c1}, {name: l2, hosts: 'b2,b1'}, {name: l1, hosts: 'a2,a1'}]\n"
+        "switches: [{name: core, children: [p2, p1]}, {name: p2, children: [l3]}, {name: p1, children: [l2, l1]}]\n")
+    same = parse_cluster(
+        "tor_groups: [{name: l1, hosts: 'a1,a2'}, {name: l2, hosts: 'b1,b2'}, {name: l3, hosts: c1}]\n"
+        "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")
+    assert backwards.spec_hash() == same.spec_hash()
+    shouting = parse_cluster(  # host names in capitals: the same hosts (host names ignore case)
+        "tor_groups: [{name: l1, hosts: 'A1,A2'}, {name: l2, hosts: 'b1,b2'}, {name: l3, hosts: C1}]\n"
+        "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")
+    assert shouting.spec_hash() == same.spec_hash()
+    moved = parse_cluster(  # b2 moved to l3: another fabric
+        "tor_groups: [{name: l1, hosts: 'a1,a2'}, {name: l2, hosts: 'b1'}, {name: l3, hosts: 'c1,b2'}]\n"
+        "switches: [{name: p1, children: [l1, l2]}, {name: p2, children: [l3]}, {name: core, children: [p1, p2]}]\n")
+    rewired = parse_cluster(  # l2 under p2: another fabric
+        "tor_groups: [{name: l1, hosts: 'a1,a2'}, {name: l2, hosts: 'b1,b2'}, {name: l3, hosts: c1}]\n"
+        "switches: [{name: p1, children: [l1]}, {name: p2, children: [l2, l3]}, {name: core, children: [p1, p2]}]\n")
+    assert len({same.spec_hash(), moved.spec_hash(), rewired.spec_hash()}) == 3
+    # topology/block: base blocks aggregate in listing order, so the order is the fabric
+    blocks = "block_sizes: [1, 2]\ntor_groups: [{name: b1, hosts: n1}, {name: b2, hosts: n2}, {name: b3, hosts: n3}]\n"
+    swapped = blocks.replace("b2, hosts: n2", "bX, hosts: n3").replace("b3, hosts: n3", "b2, hosts: n2")
+    swapped = swapped.replace("bX", "b3")
+    assert parse_cluster(blocks).spec_hash() != parse_cluster(swapped).spec_hash()
 
 
 def test_block_sizes_in_spec():

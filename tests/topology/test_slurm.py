@@ -59,9 +59,17 @@ def test_capacity_grows_to_the_leaf_size():
 
 def test_multi_parent_leaves_as_slurmibtopology_writes_them():
     text = "SwitchName=s1 Switches=l[1-2]\nSwitchName=s2 Switches=l[1-2]\nSwitchName=l1 Nodes=a1\nSwitchName=l2 Nodes=b1"
-    c = tree(text).cluster
+    result = tree(text)
+    c = result.cluster
     assert len(c.islands()) == 1 and [s.name for s in c.switches] == ["s1", "s2"]
     assert tree(export_slurm_tree(c), name=c.name).cluster == c
+    # said once, as Volcano refuses the shape and Slurm keeps one parent; an error with --strict
+    assert [str(w) for w in result.warnings] == [
+        "topology.conf:2: Switches=l[1-2]: switch l1 has 2 parents (s1 line 1, s2 line 2) (and 1 more switches): "
+        "read as a fabric where each parent reaches it, not a tree; Slurm keeps only the last parent listed (s2) "
+        "when it walks up the tree"]
+    with pytest.raises(SpecError, match="switch l1 has 2 parents .* \\(an error with --strict\\)"):
+        tree(text, strict=True)
 
 
 @pytest.mark.parametrize("text,message", [
@@ -231,3 +239,18 @@ def test_12k_gpu_topology_conf_imports_well_under_two_seconds(tmp_path):
     elapsed = time.perf_counter() - t0
     assert c.gpus == 12288 and len(c.tor_groups) == 24 and {len(g.hosts) for g in c.tor_groups} == {64}
     assert elapsed < 2.0
+
+
+def test_import_summary_counts_the_tiers_it_lists():
+    from pathlib import Path
+
+    from rankmap.topology.summary import summarize
+    path = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "slurm-block.conf"
+    lines = summarize(parse_slurm_block(path.read_text(), str(path), ImportOptions()))
+    listed = [line for line in lines if line.startswith("tier ")]
+    assert "tiers: 3 (rail ToRs and 2 tiers above: block 8, block 16)" in lines
+    assert [line.split(":")[0] for line in listed] == ["tier 0 ToR", "tier 1 block 8", "tier 2 block 16"]
+    plain = summarize(parse_slurm_block("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\nBlockSizes=2,4\n",
+                                        "topology.conf", ImportOptions()))
+    assert "tiers: 2 (rail ToRs and 1 tier above: block 4)" in plain
+    assert sum(line.startswith("tier ") for line in plain) == 2

@@ -36,6 +36,7 @@ from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.snake_layout import snake_cells
 
 __all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "nested_free", "nested_starts",
@@ -87,8 +88,10 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     :func:`~rankmap.placement.crossing_bound.crossing_lower_bound` (whole rings against
     split ones); on every fabric the perimeter bound of
     :func:`~rankmap.placement.perimeter_bound.perimeter_lower_bound` (rows and columns
-    each domain touches)."""
-    total = 0.0
+    each domain touches). On fabrics of several tiers, the ToR and pod levels together are
+    also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
+    and the larger of the two sums is returned."""
+    levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
         b = max(analytic_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col, p.w_wrap),
@@ -96,7 +99,10 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
         if problem.domains:
             b = max(b, crossing_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
         b = max(b, perimeter_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
-        total += w * (max(b, bound0) if lv == 0 else b)
+        levels.append(w * (max(b, bound0) if lv == 0 else b))
+    total = float(sum(levels))
+    if problem.domains:
+        total = max(total, pod_profile_bound(problem) + float(sum(levels[2:])))
     return total
 
 

@@ -7,10 +7,13 @@ model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, wh
 starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
 objectives break ties among the candidates. On fabrics of several tiers the starts also
-include layouts made pods first (:mod:`rankmap.placement.pods_first`), and count exchanges
+include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole rings in the
+larger pods with split rings paired in the smaller ones
+(:mod:`rankmap.placement.split_pairs_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
-(:mod:`rankmap.placement.perimeter_bound`).
+(:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
+(:mod:`rankmap.placement.pod_profile_bound`) where that is larger.
 """
 
 from __future__ import annotations
@@ -28,10 +31,11 @@ from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lowe
 from rankmap.placement.objectives import ranking
 from rankmap.placement.pods_first import pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound, tier_cost
+from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound_method, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -194,13 +198,14 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
+        pods_first = pods_first_starts(problem, level_problem(problem, 1), key) + split_pairs_starts(problem)
+        pods_first = [c for c in pods_first if feasible(c)]
         return _search_levels(problem, candidates, pods_first, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
-    bound = tier_bound(problem, bound0)
-    method += " + band + crossing count, per tier" if problem.domains else " + band"
+    bound, how = tier_bound_method(problem, bound0)
+    method += f" + band + crossing count, {how}" if problem.domains else " + band"
     # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
     level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
     if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
@@ -228,7 +233,8 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
     options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
-    bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
+    bound, how = tier_bound_method(problem, 0)
+    method = f"analytic + band + crossing count, {how}"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
         budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)

@@ -39,7 +39,8 @@ from rankmap.placement.perimeter_bound import perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.snake_layout import snake_cells
 
-__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "nested_free", "nested_starts",
+__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "tier_bound_method",
+           "nested_free", "nested_starts",
            "refine", "exhaustive", "EXHAUSTIVE_MAX"]
 
 # Enumerate every placement when K ** (R * C) is at most this (exact on tiny grids).
@@ -91,6 +92,11 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     each domain touches). On fabrics of several tiers, the ToR and pod levels together are
     also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
     and the larger of the two sums is returned."""
+    return tier_bound_method(problem, bound0)[0]
+
+
+def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
+    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR + pod jointly"``."""
     levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
@@ -102,8 +108,10 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
         levels.append(w * (max(b, bound0) if lv == 0 else b))
     total = float(sum(levels))
     if problem.domains:
-        total = max(total, pod_profile_bound(problem) + float(sum(levels[2:])))
-    return total
+        joint = pod_profile_bound(problem) + float(sum(levels[2:]))
+        if joint > total:
+            return joint, "ToR + pod jointly (pod profiles)"
+    return total, "per tier"
 
 
 def nested_free(problem: GridProblem) -> tuple[int, ...]:

@@ -8,11 +8,11 @@ import random
 
 import numpy as np
 
-from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.crossing_bound import crossing_lower_bound
+from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.tier_search import level_problem, tier_bound
 
 

@@ -198,9 +198,9 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        pods_first = pods_first_starts(problem, level_problem(problem, 1), key) + split_pairs_starts(problem)
-        pods_first = [c for c in pods_first if feasible(c)]
-        return _search_levels(problem, candidates, pods_first, key, feasible, time_limit_s, seed, workers)
+        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
+        pairs = [c for c in split_pairs_starts(problem) if feasible(c)]
+        return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
@@ -224,14 +224,16 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
 
 
-def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key: Callable, feasible: Callable,
-                   time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
-    """Several tiers, no pins: count exchanges from the best start and from the best
-    pods-first starts (each reaches its own local optimum), then (when the
+def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pairs: list, key: Callable,
+                   feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
+    """Several tiers, no pins: count exchanges from the best start, from the best
+    pods-first starts and from the best split-pairs start
+    (:mod:`rankmap.placement.split_pairs_layout`; each reaches its own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
     options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
+    options += [min(pairs, key=key)] if pairs else []
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, how = tier_bound_method(problem, 0)
     method = f"analytic + band + crossing count, {how}"

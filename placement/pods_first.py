@@ -55,7 +55,8 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     that holds the whole piece, else the largest first) or column by column ("stack": a
     group fills its columns in every shared row before the next group starts, so that a
     band of stages keeps its pipeline hops inside groups; "stack2": the same in sub-bands
-    of two shared rows, half the ring pieces for half the hops kept)."""
+    of two shared rows, half the ring pieces for half the hops kept; "bands2": sub-bands of
+    two shared rows, each with its own groups, :func:`_fill_bands`)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
     full = np.nonzero(mask.all(axis=1))[0]
@@ -70,6 +71,8 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         left -= np.bincount(best.ravel(), minlength=groups.size)
     where = {int(g): i for i, g in enumerate(groups)}
     shared = [r for r in range(problem.rows) if mask[r].any() and not mask[r].all()]
+    if fill == "bands2":
+        return _fill_bands(mask, cells, groups, left, shared, 2)
     if fill.startswith("stack"):
         height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
         chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
@@ -95,6 +98,35 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         prev = choice[0]
         cells[r, c] = groups[prev]
         left[prev] -= 1
+    return True
+
+
+def _fill_bands(mask: np.ndarray, cells: np.ndarray, groups: np.ndarray, left: np.ndarray, shared: list,
+                height: int) -> bool:
+    """"bands2" of :func:`_fill_pod`: the shared rows in sub-bands of ``height`` rows, each
+    filled column by column by its own set of ToR groups, the fewest whose remainders cover
+    it with the least overshoot (so that no group spans two sub-bands and adds ring
+    pieces to both); False when the groups cannot hold the cells."""
+    for start in range(0, len(shared), height):
+        chunk = shared[start:start + height]
+        order = [(r, c) for c in range(mask.shape[1]) for r in chunk if mask[r, c]]
+        have = [i for i in range(left.size) if left[i] > 0]
+        if sum(left[i] for i in have) < len(order):
+            return False
+        best = None
+        if len(have) <= 10:
+            for k in range(1, len(have) + 1):
+                for sub in itertools.combinations(have, k):
+                    total = int(sum(left[i] for i in sub))
+                    if total >= len(order) and (best is None or (total, sub) < best[:2]):
+                        best = (total, sub, k)
+                if best is not None:
+                    break
+        picked = sorted(best[1] if best else have, key=lambda i: (-left[i], i))
+        for r, c in order:
+            i = next(i for i in picked if left[i] > 0)
+            cells[r, c] = groups[i]
+            left[i] -= 1
     return True
 
 
@@ -231,7 +263,7 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
             by_pod.append(layout)
     first = whole_rows_first(problem)
     out = [first] if first is not None else []
-    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack")):
+    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack", "bands2")):
         cells = np.full(pods.shape, -1, dtype=np.int64)
         if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], fill) for p in np.unique(pods)):
             out.append(cells)

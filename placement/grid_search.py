@@ -205,7 +205,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
     bound, how = tier_bound_method(problem, bound0)
-    method += f" + band + crossing count, {how}" if problem.domains else " + band"
+    method += _method_tail(how) if problem.domains else " + band"
     # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
     level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
     if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
@@ -224,6 +224,13 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
 
 
+def _method_tail(how: str) -> str:
+    """The bound's name after "analytic" on a fabric of several tiers."""
+    if how == "per tier":
+        return " + band + crossing count, per tier"
+    return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
+
+
 def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pairs: list, key: Callable,
                    feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start, from the best
@@ -236,7 +243,7 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     options += [min(pairs, key=key)] if pairs else []
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, how = tier_bound_method(problem, 0)
-    method = f"analytic + band + crossing count, {how}"
+    method = "analytic" + _method_tail(how)
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
         budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)

@@ -96,7 +96,7 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
 
 
 def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
-    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR + pod jointly"``."""
+    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly"``."""
     levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
@@ -110,7 +110,7 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
     if problem.domains:
         joint = pod_profile_bound(problem) + float(sum(levels[2:]))
         if joint > total:
-            return joint, "ToR + pod jointly (pod profiles)"
+            return joint, "ToR and pod tiers jointly"
     return total, "per tier"
 
 

@@ -104,29 +104,37 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
 def _fill_bands(mask: np.ndarray, cells: np.ndarray, groups: np.ndarray, left: np.ndarray, shared: list,
                 height: int) -> bool:
     """"bands2" of :func:`_fill_pod`: the shared rows in sub-bands of ``height`` rows, each
-    filled column by column by its own set of ToR groups, the fewest whose remainders cover
-    it with the least overshoot (so that no group spans two sub-bands and adds ring
-    pieces to both); False when the groups cannot hold the cells."""
-    for start in range(0, len(shared), height):
-        chunk = shared[start:start + height]
-        order = [(r, c) for c in range(mask.shape[1]) for r in chunk if mask[r, c]]
-        have = [i for i in range(left.size) if left[i] > 0]
-        if sum(left[i] for i in have) < len(order):
+    filled column by column (every other sub-band right to left, a snake) by its own set of
+    ToR groups: the fewest whose remainders cover it with the least overshoot, among those
+    that leave enough whole groups for the later sub-bands when some do; a group the previous
+    sub-band left partly used comes first (it continues in the same columns). False when the
+    groups cannot hold the cells."""
+    orders = []
+    for k, start in enumerate(range(0, len(shared), height)):
+        cols = range(mask.shape[1]) if k % 2 == 0 else range(mask.shape[1] - 1, -1, -1)
+        orders.append([(r, c) for c in cols for r in shared[start:start + height] if mask[r, c]])
+    carry = -1
+    for k, order in enumerate(orders):
+        later = sum(len(o) for o in orders[k + 1:])
+        first = [carry] if carry >= 0 and left[carry] > 0 else []
+        need = len(order) - sum(int(left[i]) for i in first)
+        have = [i for i in range(left.size) if left[i] > 0 and i not in first]
+        avail = sum(int(left[i]) for i in have)
+        if need > avail:
             return False
         best = None
-        if len(have) <= 10:
-            for k in range(1, len(have) + 1):
-                for sub in itertools.combinations(have, k):
+        if 0 < need and len(have) <= 8:
+            for n in range(1, len(have) + 1):
+                for sub in itertools.combinations(have, n):
                     total = int(sum(left[i] for i in sub))
-                    if total >= len(order) and (best is None or (total, sub) < best[:2]):
-                        best = (total, sub, k)
-                if best is not None:
-                    break
-        picked = sorted(best[1] if best else have, key=lambda i: (-left[i], i))
+                    if total >= need:
+                        score = (avail - total < later, n, total, sub)
+                        best = score if best is None or score < best else best
+        picked = first + sorted(best[3] if best else have, key=lambda i: (-left[i], i))
         for r, c in order:
-            i = next(i for i in picked if left[i] > 0)
-            cells[r, c] = groups[i]
-            left[i] -= 1
+            carry = next(i for i in picked if left[i] > 0)
+            cells[r, c] = groups[carry]
+            left[carry] -= 1
     return True
 
 

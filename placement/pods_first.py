@@ -56,9 +56,13 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     group fills its columns in every shared row before the next group starts, so that a
     band of stages keeps its pipeline hops inside groups; "stack2": the same in sub-bands
     of two shared rows, half the ring pieces for half the hops kept; "bands2": sub-bands of
-    two shared rows, each with its own groups, :func:`_fill_bands`)."""
+    two shared rows, each with its own groups, :func:`_fill_bands`; "halves": every cell
+    of the pod cut by count into sub-bands of two groups side by side, :func:`_count_bands`)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
+    if fill == "halves":  # the whole pod, by count: two ToR groups side by side per sub-band
+        need = int(np.searchsorted(np.cumsum(np.sort(left)[::-1]), mask.sum()) + 1)
+        return _fill_bands(cells, groups, left, _count_bands(mask, max(1, -(-need // 2))))
     full = np.nonzero(mask.all(axis=1))[0]
     if full.size:
         sub = GridProblem(int(full.size), problem.cols, tuple(int(x) for x in left), problem.w_row, problem.w_col,
@@ -72,7 +76,7 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     where = {int(g): i for i, g in enumerate(groups)}
     shared = [r for r in range(problem.rows) if mask[r].any() and not mask[r].all()]
     if fill == "bands2":
-        return _fill_bands(mask, cells, groups, left, shared, 2)
+        return _fill_bands(cells, groups, left, _row_bands(mask, shared, 2))
     if fill.startswith("stack"):
         height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
         chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
@@ -101,18 +105,35 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     return True
 
 
-def _fill_bands(mask: np.ndarray, cells: np.ndarray, groups: np.ndarray, left: np.ndarray, shared: list,
-                height: int) -> bool:
-    """"bands2" of :func:`_fill_pod`: the shared rows in sub-bands of ``height`` rows, each
-    filled column by column (every other sub-band right to left, a snake) by its own set of
-    ToR groups: the fewest whose remainders cover it with the least overshoot, among those
-    that leave enough whole groups for the later sub-bands when some do; a group the previous
-    sub-band left partly used comes first (it continues in the same columns). False when the
-    groups cannot hold the cells."""
+def _row_bands(mask: np.ndarray, shared: list, height: int) -> list:
+    """Cell orders of the "bands2" fill: sub-bands of ``height`` shared rows, each column by
+    column, every other one right to left (a snake)."""
     orders = []
     for k, start in enumerate(range(0, len(shared), height)):
         cols = range(mask.shape[1]) if k % 2 == 0 else range(mask.shape[1] - 1, -1, -1)
         orders.append([(r, c) for c in cols for r in shared[start:start + height] if mask[r, c]])
+    return orders
+
+
+def _count_bands(mask: np.ndarray, parts: int) -> list:
+    """Cell orders of the "halves" fill: the pod's cells in stage order cut into ``parts``
+    runs of (nearly) equal size (a run may end inside a stage), each column by column, every
+    other one right to left."""
+    cells = [(int(r), int(c)) for r, c in zip(*np.nonzero(mask))]          # row-major
+    bounds = [round(i * len(cells) / parts) for i in range(parts + 1)]
+    orders = []
+    for k in range(parts):
+        run = cells[bounds[k]:bounds[k + 1]]
+        orders.append(sorted(run, key=lambda rc: (rc[1] if k % 2 == 0 else -rc[1], rc[0])))
+    return orders
+
+
+def _fill_bands(cells: np.ndarray, groups: np.ndarray, left: np.ndarray, orders: list) -> bool:
+    """Fill each cell order (a sub-band, :func:`_row_bands` or :func:`_count_bands`) by its
+    own set of ToR groups: the fewest whose remainders cover it with the least overshoot,
+    among those that leave enough whole groups for the later sub-bands when some do; a group
+    the previous sub-band left partly used comes first (the snake puts it in the same
+    columns). False when the groups cannot hold the cells."""
     carry = -1
     for k, order in enumerate(orders):
         later = sum(len(o) for o in orders[k + 1:])
@@ -271,7 +292,7 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
             by_pod.append(layout)
     first = whole_rows_first(problem)
     out = [first] if first is not None else []
-    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack", "bands2")):
+    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack", "bands2", "halves")):
         cells = np.full(pods.shape, -1, dtype=np.int64)
         if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], fill) for p in np.unique(pods)):
             out.append(cells)

@@ -29,7 +29,7 @@ from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
-from rankmap.placement.pods_first import pods_first_starts
+from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
@@ -198,8 +198,12 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
-        pairs = [c for c in split_pairs_starts(problem) if feasible(c)]
+        pod_problem = level_problem(problem, 1)
+        pods_first = [c for c in pods_first_starts(problem, pod_problem, key, CLASSIC_FILLS) if feasible(c)]
+        # banded fills and split pairs: one more count search each, never displacing the above
+        banded = [c for c in pods_first_starts(problem, pod_problem, key, BAND_FILLS) if feasible(c)]
+        split = [c for c in split_pairs_starts(problem) if feasible(c)]
+        pairs = [min(starts, key=key) for starts in (banded, split) if starts]
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
@@ -234,13 +238,14 @@ def _method_tail(how: str) -> str:
 def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pairs: list, key: Callable,
                    feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start, from the best
-    pods-first starts and from the best split-pairs start
-    (:mod:`rankmap.placement.split_pairs_layout`; each reaches its own local optimum), then (when the
+    pods-first starts and from each of ``pairs`` (the best banded pods-first start and the
+    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`; each reaches its
+    own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
     options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
-    options += [min(pairs, key=key)] if pairs else []
+    options += pairs
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     bound, how = tier_bound_method(problem, 0)
     method = "analytic" + _method_tail(how)

@@ -28,10 +28,13 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 
-__all__ = ["pods_first_starts", "whole_rows_first"]
+__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS"]
 
 # Pod placements kept (cheapest first) and refined into ToR-group placements.
 POD_PLACEMENTS = 3
+# Fills of the pods' ToR groups (:func:`_fill_pod`): cell by cell, and by sub-bands.
+CLASSIC_FILLS = ("align", "pieces", "stack2", "stack")
+BAND_FILLS = ("bands2", "halves")
 
 
 def _layouts(problem: GridProblem) -> list[np.ndarray]:
@@ -254,7 +257,8 @@ def _span_pods(dom: np.ndarray, left: np.ndarray, cols: int, widest: int = 4, co
     return None
 
 
-def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable) -> list[np.ndarray]:
+def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable,
+                      fills: tuple = CLASSIC_FILLS + BAND_FILLS) -> list[np.ndarray]:
     """Placements ``cells[R, C]`` laid pods first (module docstring).
 
     Parameters
@@ -265,6 +269,9 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
         The same grid whose groups are the pods (free hosts summed per pod).
     key : callable
         ``key(cells) -> comparable``: the planner's ranking (lower is better).
+    fills : tuple of str
+        The fills of :func:`_fill_pod` to use (:data:`CLASSIC_FILLS`, :data:`BAND_FILLS`);
+        :func:`whole_rows_first` comes with the classic ones.
 
     Returns
     -------
@@ -290,9 +297,9 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
         if layout.tobytes() not in seen:                            # distinct pod placements only
             seen.add(layout.tobytes())
             by_pod.append(layout)
-    first = whole_rows_first(problem)
+    first = whole_rows_first(problem) if set(CLASSIC_FILLS) & set(fills) else None
     out = [first] if first is not None else []
-    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack", "bands2", "halves")):
+    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], fills):
         cells = np.full(pods.shape, -1, dtype=np.int64)
         if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], fill) for p in np.unique(pods)):
             out.append(cells)

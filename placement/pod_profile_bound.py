@@ -52,13 +52,15 @@ import numpy as np
 from rankmap.placement.crossing_bound import split_row_pieces
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["pod_profile_bound", "pod_profiles", "MAX_POD_GROUPS", "MAX_TRACKED_SPARE"]
+__all__ = ["pod_profile_bound", "pod_profiles", "MAX_POD_GROUPS", "MAX_TRACKED_SPARE", "MAX_DP_WORK"]
 
 # Pods of more ToR groups than this are not enumerated (the bound returns 0).
 MAX_POD_GROUPS = 6
-# The hosts left unused are tracked exactly up to this many spare hosts; above it each pod
-# may leave up to all the spare hosts unused (a weaker, still valid, relaxation).
+# The hosts left unused are tracked exactly up to this many spare hosts (and this much work
+# in the dynamic programme); above it each pod may leave up to all the spare hosts unused (a
+# weaker, still valid, relaxation).
 MAX_TRACKED_SPARE = 64
+MAX_DP_WORK = 400_000_000
 
 
 @functools.lru_cache(maxsize=4096)
@@ -176,10 +178,11 @@ def pod_profile_bound(problem: GridProblem) -> float:
     if max(len(p) for p in pods) > MAX_POD_GROUPS:
         return 0.0
     spare = int(free.sum()) - R * C
-    tracked = spare <= MAX_TRACKED_SPARE
     pod_free = sorted((sum(p) for p in pods), reverse=True)
     need = {s: split_row_pieces(pod_free, C, s) for s in range(R + 1)}
     cap = max([(R - s) * k for s, k in need.items() if k is not None and s < R] + [0])
+    # unused hosts tracked exactly only while the programme stays small (a relaxation otherwise)
+    tracked = spare <= MAX_TRACKED_SPARE and len(pods) * (R + 1) ** 2 * (cap + 1) * (spare + 1) ** 2 <= MAX_DP_WORK
     V = spare + 1 if tracked else 1
     inf = np.inf
     dp = np.full((R + 1, cap + 1, V), inf)                          # dp[s, S, waste]

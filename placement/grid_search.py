@@ -46,8 +46,10 @@ CP_SAT_MAX_PAIRS = 1500
 # Count exchanges scored per search: about this many grid cells scored in all (each score
 # decodes and measures a whole grid), so that deep pipelines stay within seconds.
 COUNT_SEARCH_CELLS = 6_000_000
-# Pods-first starts (cheapest first) from which count exchanges run, besides the best start.
+# Pods-first starts (cheapest first) from which count exchanges run, besides the best start;
+# and banded pods-first starts, besides those.
 POD_STARTS_SEARCHED = 3
+BANDED_SEARCHED = 2
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -203,7 +205,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         # banded fills and split pairs: one more count search each, never displacing the above
         banded = [c for c in pods_first_starts(problem, pod_problem, key, BAND_FILLS) if feasible(c)]
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
-        pairs = [min(starts, key=key) for starts in (banded, split) if starts]
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + ([min(split, key=key)] if split else [])
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS

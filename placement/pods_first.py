@@ -34,7 +34,7 @@ __all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS
 POD_PLACEMENTS = 3
 # Fills of the pods' ToR groups (:func:`_fill_pod`): cell by cell, and by sub-bands.
 CLASSIC_FILLS = ("align", "pieces", "stack2", "stack")
-BAND_FILLS = ("bands2", "halves")
+BAND_FILLS = ("bands2", "bands2s", "halves")
 
 
 def _layouts(problem: GridProblem) -> list[np.ndarray]:
@@ -78,8 +78,9 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         left -= np.bincount(best.ravel(), minlength=groups.size)
     where = {int(g): i for i, g in enumerate(groups)}
     shared = [r for r in range(problem.rows) if mask[r].any() and not mask[r].all()]
-    if fill == "bands2":
-        return _fill_bands(cells, groups, left, _row_bands(mask, shared, 2))
+    if fill in ("bands2", "bands2s"):  # plain, or a snake that looks ahead
+        snake = fill == "bands2s"
+        return _fill_bands(cells, groups, left, _row_bands(mask, shared, 2, snake), ahead=snake)
     if fill.startswith("stack"):
         height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
         chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
@@ -108,12 +109,12 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     return True
 
 
-def _row_bands(mask: np.ndarray, shared: list, height: int) -> list:
-    """Cell orders of the "bands2" fill: sub-bands of ``height`` shared rows, each column by
-    column, every other one right to left (a snake)."""
+def _row_bands(mask: np.ndarray, shared: list, height: int, snake: bool = True) -> list:
+    """Cell orders of the "bands2" fills: sub-bands of ``height`` shared rows, each column by
+    column, every other one right to left (``snake``) or all left to right."""
     orders = []
     for k, start in enumerate(range(0, len(shared), height)):
-        cols = range(mask.shape[1]) if k % 2 == 0 else range(mask.shape[1] - 1, -1, -1)
+        cols = range(mask.shape[1]) if k % 2 == 0 or not snake else range(mask.shape[1] - 1, -1, -1)
         orders.append([(r, c) for c in cols for r in shared[start:start + height] if mask[r, c]])
     return orders
 
@@ -131,16 +132,16 @@ def _count_bands(mask: np.ndarray, parts: int) -> list:
     return orders
 
 
-def _fill_bands(cells: np.ndarray, groups: np.ndarray, left: np.ndarray, orders: list) -> bool:
+def _fill_bands(cells: np.ndarray, groups: np.ndarray, left: np.ndarray, orders: list, ahead: bool = True) -> bool:
     """Fill each cell order (a sub-band, :func:`_row_bands` or :func:`_count_bands`) by its
-    own set of ToR groups: the fewest whose remainders cover it with the least overshoot,
-    among those that leave enough whole groups for the later sub-bands when some do; a group
-    the previous sub-band left partly used comes first (the snake puts it in the same
-    columns). False when the groups cannot hold the cells."""
+    own set of ToR groups: the fewest whose remainders cover it with the least overshoot
+    (``ahead``: among those that leave enough whole groups for the later sub-bands when some
+    do, and after the group the previous sub-band left partly used, which the snake puts in
+    the same columns). False when the groups cannot hold the cells."""
     carry = -1
     for k, order in enumerate(orders):
-        later = sum(len(o) for o in orders[k + 1:])
-        first = [carry] if carry >= 0 and left[carry] > 0 else []
+        later = sum(len(o) for o in orders[k + 1:]) if ahead else 0
+        first = [carry] if ahead and carry >= 0 and left[carry] > 0 else []
         need = len(order) - sum(int(left[i]) for i in first)
         have = [i for i in range(left.size) if left[i] > 0 and i not in first]
         avail = sum(int(left[i]) for i in have)
@@ -154,6 +155,8 @@ def _fill_bands(cells: np.ndarray, groups: np.ndarray, left: np.ndarray, orders:
                     if total >= need:
                         score = (avail - total < later, n, total, sub)
                         best = score if best is None or score < best else best
+                if best is not None and not ahead:
+                    break
         picked = first + sorted(best[3] if best else have, key=lambda i: (-left[i], i))
         for r, c in order:
             carry = next(i for i in picked if left[i] > 0)

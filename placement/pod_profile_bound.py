@@ -45,6 +45,7 @@ fewer per independent block).
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import numpy as np
@@ -108,7 +109,6 @@ def pod_profiles(free: tuple, cols: int) -> frozenset:
 
 def _subsets(items: tuple, k: int):
     """Subsets of ``items`` of size ``k`` in a fixed order."""
-    import itertools
     return itertools.combinations(items, k)
 
 

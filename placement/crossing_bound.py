@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["crossing_lower_bound"]
+__all__ = ["crossing_lower_bound", "split_row_pieces"]
 
 
 def crossing_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: int) -> int:
@@ -93,6 +93,23 @@ def crossing_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: i
         hops = max(col_hops, _row_hops(R, C, s, _runs(m, s), rho))
         best = min(best, w_row * (R - s) * pieces + w_col * hops)
     return 0 if best == math.inf else int(best)
+
+
+def split_row_pieces(free: tuple, cols: int, whole: int) -> int | None:
+    """``k(s)``: the fewest domains (>= 2) a split row spans when ``whole`` rows lie whole in
+    one domain each (module docstring); None when no placement has that many whole rows
+    or no split row fits.
+
+    Examples
+    --------
+    >>> split_row_pieces((192,) * 6, 144, 6), split_row_pieces((192,) * 6, 144, 7)
+    (3, None)
+    """
+    f = sorted((x for x in free if x > 0), reverse=True)
+    m = [x // cols for x in f]
+    if whole > sum(m):
+        return None
+    return _pieces(f, m, sum(m), whole, cols)
 
 
 def _pieces(f: list, m: list, total_m: int, s: int, C: int) -> int | None:

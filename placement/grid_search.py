@@ -7,10 +7,13 @@ model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, wh
 starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
 objectives break ties among the candidates. On fabrics of several tiers the starts also
-include layouts made pods first (:mod:`rankmap.placement.pods_first`), and count exchanges
+include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole rings in the
+larger pods with split rings paired in the smaller ones
+(:mod:`rankmap.placement.split_pairs_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
-(:mod:`rankmap.placement.perimeter_bound`).
+(:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
+(:mod:`rankmap.placement.pod_profile_bound`) where that is larger.
 """
 
 from __future__ import annotations
@@ -26,12 +29,13 @@ from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
-from rankmap.placement.pods_first import pods_first_starts
+from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound, tier_cost
+from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound_method, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -42,8 +46,10 @@ CP_SAT_MAX_PAIRS = 1500
 # Count exchanges scored per search: about this many grid cells scored in all (each score
 # decodes and measures a whole grid), so that deep pipelines stay within seconds.
 COUNT_SEARCH_CELLS = 6_000_000
-# Pods-first starts (cheapest first) from which count exchanges run, besides the best start.
+# Pods-first starts (cheapest first) from which count exchanges run, besides the best start;
+# and banded pods-first starts, besides those.
 POD_STARTS_SEARCHED = 3
+BANDED_SEARCHED = 2
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -194,13 +200,18 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
     if problem.domains and not pins:
-        pods_first = [c for c in pods_first_starts(problem, level_problem(problem, 1), key) if feasible(c)]
-        return _search_levels(problem, candidates, pods_first, key, feasible, time_limit_s, seed, workers)
+        pod_problem = level_problem(problem, 1)
+        pods_first = [c for c in pods_first_starts(problem, pod_problem, key, CLASSIC_FILLS) if feasible(c)]
+        # banded fills and split pairs: one more count search each, never displacing the above
+        banded = [c for c in pods_first_starts(problem, pod_problem, key, BAND_FILLS) if feasible(c)]
+        split = [c for c in split_pairs_starts(problem) if feasible(c)]
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + ([min(split, key=key)] if split else [])
+        return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
     bound0, method = _lower_bound(problem, hint, greedy, small, time_limit_s, seed, workers)
-    bound = tier_bound(problem, bound0)
-    method += " + band + crossing count, per tier" if problem.domains else " + band"
+    bound, how = tier_bound_method(problem, bound0)
+    method += _method_tail(how) if problem.domains else " + band"
     # CP-SAT minimises the ToR-level cost only: once the hint meets that bound it cannot help.
     level0_done = problem.domains and hint is not None and grid_cost(problem, hint) <= bound0
     if hint is not None and (tier_cost(problem, hint) <= bound + 1e-9 or not small or level0_done):
@@ -219,16 +230,27 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     return GridSolution(best, grid_cost(problem, best), status, sol.solve_time_s), bound, method
 
 
-def _search_levels(problem: GridProblem, candidates: list, pods_first: list, key: Callable, feasible: Callable,
-                   time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
-    """Several tiers, no pins: count exchanges from the best start and from the best
-    pods-first starts (each reaches its own local optimum), then (when the
+def _method_tail(how: str) -> str:
+    """The bound's name after "analytic" on a fabric of several tiers."""
+    if how == "per tier":
+        return " + band + crossing count, per tier"
+    return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
+
+
+def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pairs: list, key: Callable,
+                   feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
+    """Several tiers, no pins: count exchanges from the best start, from the best
+    pods-first starts and from each of ``pairs`` (the best banded pods-first start and the
+    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`; each reaches its
+    own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))
     options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
+    options += pairs
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
-    bound, method = tier_bound(problem, 0), "analytic + band + crossing count, per tier"
+    bound, how = tier_bound_method(problem, 0)
+    method = "analytic" + _method_tail(how)
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
         budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)

@@ -21,7 +21,7 @@ from rankmap.job.traffic import GroupTraffic, alignment_problems
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster, Host
 
-__all__ = ["HostGrid", "build_grid", "check_alignment", "outer_digits", "cells_of_hosts", "hosts_of_cells"]
+__all__ = ["HostGrid", "build_grid", "check_alignment", "expert_span", "outer_digits", "cells_of_hosts", "hosts_of_cells"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,35 @@ def check_alignment(job: JobSpec, layout: ParallelLayout, traffic: dict[str, Gro
                             f"(e.g. tp-cp-ep-dp-pp) or use --order auto", "parallel.order")
             span *= size
     return span
+
+
+def expert_span(layout: ParallelLayout, grid: HostGrid, gpn: int) -> int:
+    """Hosts one EP group of the expert generator spans when every group's hosts are one
+    aligned span of consecutive columns of one row (``[k s, k s + s)``), else 1.
+
+    With Megatron-Core's "parallel folding" (MoE, arXiv 2504.14960) the EP digit follows the
+    expert TP digit, so with expert TP filling a host an EP group is ``ep`` consecutive hosts
+    of one stage: DP replicas ``k ep .. k ep + ep - 1``, columns of the grid.
+
+    Examples
+    --------
+    >>> from rankmap.job.spec import JobSpec
+    >>> job = JobSpec(tp=8, dp=4, ep=2, num_micro_batches=1).resolved(32)
+    >>> layout = ParallelLayout.of(job)
+    >>> expert_span(layout, build_grid(layout, 8, 4), 8)
+    2
+    """
+    if layout.sizes.get("ep", 1) <= 1:
+        return 1
+    hosts = layout.groups("ep") // gpn                                   # hosts[G, ep]
+    spans = {len(set(h.tolist())) for h in hosts}
+    if len(spans) != 1 or (s := spans.pop()) == 1:
+        return 1
+    for h in hosts:
+        cols = np.unique(grid.col[h])
+        if len(set(grid.row[h].tolist())) != 1 or cols.size != s or cols[0] % s or cols[-1] != cols[0] + s - 1:
+            return 1
+    return s
 
 
 def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:

@@ -28,10 +28,13 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 
-__all__ = ["pods_first_starts", "whole_rows_first"]
+__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS"]
 
 # Pod placements kept (cheapest first) and refined into ToR-group placements.
 POD_PLACEMENTS = 3
+# Fills of the pods' ToR groups (:func:`_fill_pod`): cell by cell, and by sub-bands.
+CLASSIC_FILLS = ("align", "pieces", "stack2", "stack")
+BAND_FILLS = ("bands2", "bands2s", "halves")
 
 
 def _layouts(problem: GridProblem) -> list[np.ndarray]:
@@ -55,9 +58,14 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     that holds the whole piece, else the largest first) or column by column ("stack": a
     group fills its columns in every shared row before the next group starts, so that a
     band of stages keeps its pipeline hops inside groups; "stack2": the same in sub-bands
-    of two shared rows, half the ring pieces for half the hops kept)."""
+    of two shared rows, half the ring pieces for half the hops kept; "bands2": sub-bands of
+    two shared rows, each with its own groups, :func:`_fill_bands`; "halves": every cell
+    of the pod cut by count into sub-bands of two groups side by side, :func:`_count_bands`)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
+    if fill == "halves":  # the whole pod, by count: two ToR groups side by side per sub-band
+        need = int(np.searchsorted(np.cumsum(np.sort(left)[::-1]), mask.sum()) + 1)
+        return _fill_bands(cells, groups, left, _count_bands(mask, max(1, -(-need // 2))))
     full = np.nonzero(mask.all(axis=1))[0]
     if full.size:
         sub = GridProblem(int(full.size), problem.cols, tuple(int(x) for x in left), problem.w_row, problem.w_col,
@@ -70,6 +78,9 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         left -= np.bincount(best.ravel(), minlength=groups.size)
     where = {int(g): i for i, g in enumerate(groups)}
     shared = [r for r in range(problem.rows) if mask[r].any() and not mask[r].all()]
+    if fill in ("bands2", "bands2s"):  # plain, or a snake that looks ahead
+        snake = fill == "bands2s"
+        return _fill_bands(cells, groups, left, _row_bands(mask, shared, 2, snake), ahead=snake)
     if fill.startswith("stack"):
         height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
         chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
@@ -95,6 +106,62 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         prev = choice[0]
         cells[r, c] = groups[prev]
         left[prev] -= 1
+    return True
+
+
+def _row_bands(mask: np.ndarray, shared: list, height: int, snake: bool = True) -> list:
+    """Cell orders of the "bands2" fills: sub-bands of ``height`` shared rows, each column by
+    column, every other one right to left (``snake``) or all left to right."""
+    orders = []
+    for k, start in enumerate(range(0, len(shared), height)):
+        cols = range(mask.shape[1]) if k % 2 == 0 or not snake else range(mask.shape[1] - 1, -1, -1)
+        orders.append([(r, c) for c in cols for r in shared[start:start + height] if mask[r, c]])
+    return orders
+
+
+def _count_bands(mask: np.ndarray, parts: int) -> list:
+    """Cell orders of the "halves" fill: the pod's cells in stage order cut into ``parts``
+    runs of (nearly) equal size (a run may end inside a stage), each column by column, every
+    other one right to left."""
+    cells = [(int(r), int(c)) for r, c in zip(*np.nonzero(mask))]          # row-major
+    bounds = [round(i * len(cells) / parts) for i in range(parts + 1)]
+    orders = []
+    for k in range(parts):
+        run = cells[bounds[k]:bounds[k + 1]]
+        orders.append(sorted(run, key=lambda rc: (rc[1] if k % 2 == 0 else -rc[1], rc[0])))
+    return orders
+
+
+def _fill_bands(cells: np.ndarray, groups: np.ndarray, left: np.ndarray, orders: list, ahead: bool = True) -> bool:
+    """Fill each cell order (a sub-band, :func:`_row_bands` or :func:`_count_bands`) by its
+    own set of ToR groups: the fewest whose remainders cover it with the least overshoot
+    (``ahead``: among those that leave enough whole groups for the later sub-bands when some
+    do, and after the group the previous sub-band left partly used, which the snake puts in
+    the same columns). False when the groups cannot hold the cells."""
+    carry = -1
+    for k, order in enumerate(orders):
+        later = sum(len(o) for o in orders[k + 1:]) if ahead else 0
+        first = [carry] if ahead and carry >= 0 and left[carry] > 0 else []
+        need = len(order) - sum(int(left[i]) for i in first)
+        have = [i for i in range(left.size) if left[i] > 0 and i not in first]
+        avail = sum(int(left[i]) for i in have)
+        if need > avail:
+            return False
+        best = None
+        if 0 < need and len(have) <= 8:
+            for n in range(1, len(have) + 1):
+                for sub in itertools.combinations(have, n):
+                    total = int(sum(left[i] for i in sub))
+                    if total >= need:
+                        score = (avail - total < later, n, total, sub)
+                        best = score if best is None or score < best else best
+                if best is not None and not ahead:
+                    break
+        picked = first + sorted(best[3] if best else have, key=lambda i: (-left[i], i))
+        for r, c in order:
+            carry = next(i for i in picked if left[i] > 0)
+            cells[r, c] = groups[carry]
+            left[carry] -= 1
     return True
 
 
@@ -193,7 +260,8 @@ def _span_pods(dom: np.ndarray, left: np.ndarray, cols: int, widest: int = 4, co
     return None
 
 
-def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable) -> list[np.ndarray]:
+def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Callable,
+                      fills: tuple = CLASSIC_FILLS + BAND_FILLS) -> list[np.ndarray]:
     """Placements ``cells[R, C]`` laid pods first (module docstring).
 
     Parameters
@@ -204,6 +272,9 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
         The same grid whose groups are the pods (free hosts summed per pod).
     key : callable
         ``key(cells) -> comparable``: the planner's ranking (lower is better).
+    fills : tuple of str
+        The fills of :func:`_fill_pod` to use (:data:`CLASSIC_FILLS`, :data:`BAND_FILLS`);
+        :func:`whole_rows_first` comes with the classic ones.
 
     Returns
     -------
@@ -229,9 +300,9 @@ def pods_first_starts(problem: GridProblem, pod_problem: GridProblem, key: Calla
         if layout.tobytes() not in seen:                            # distinct pod placements only
             seen.add(layout.tobytes())
             by_pod.append(layout)
-    first = whole_rows_first(problem)
+    first = whole_rows_first(problem) if set(CLASSIC_FILLS) & set(fills) else None
     out = [first] if first is not None else []
-    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], ("align", "pieces", "stack2", "stack")):
+    for pods, fill in itertools.product(by_pod[:POD_PLACEMENTS], fills):
         cells = np.full(pods.shape, -1, dtype=np.int64)
         if all(_fill_pod(problem, pods, cells, int(p), np.nonzero(dom == p)[0], fill) for p in np.unique(pods)):
             out.append(cells)

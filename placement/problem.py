@@ -20,7 +20,7 @@ from rankmap.job.spec import JobSpec
 from rankmap.job.traffic import GroupTraffic, group_edges, job_traffic
 from rankmap.placement.constraints import PlacementConstraints, explain_shortage
 from rankmap.placement.grid_problem import GridPins, GridProblem, scaled_problem
-from rankmap.placement.host_grid import HostGrid, build_grid, check_alignment
+from rankmap.placement.host_grid import HostGrid, build_grid, check_alignment, expert_span
 from rankmap.placement.metrics import measure_order
 from rankmap.placement.pins import grid_pins, node_pins
 from rankmap.placement.result import Candidate
@@ -196,6 +196,8 @@ def build_problem(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     span = check_alignment(job, layout, traffic, gpn,
                            lambda message, key: PlacementError(message, source=job.source, key=key))
     grid = build_grid(layout, gpn, job.world_size // gpn)
+    if span == 1:  # EP of the expert generator ("parallel folding") may span hosts too
+        span = expert_span(layout, grid, gpn)
     tor_index = {g.name: g.index for g in cluster.tor_groups}
     fixed = node_pins(cluster, job, gpn, usable, constraints)
     pins = grid_pins(cluster, job, grid, caps, tor_index, constraints, fixed)

@@ -36,9 +36,11 @@ from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.snake_layout import snake_cells
 
-__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "nested_free", "nested_starts",
+__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "tier_bound_method",
+           "nested_free", "nested_starts",
            "refine", "exhaustive", "EXHAUSTIVE_MAX"]
 
 # Enumerate every placement when K ** (R * C) is at most this (exact on tiny grids).
@@ -87,8 +89,15 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     :func:`~rankmap.placement.crossing_bound.crossing_lower_bound` (whole rings against
     split ones); on every fabric the perimeter bound of
     :func:`~rankmap.placement.perimeter_bound.perimeter_lower_bound` (rows and columns
-    each domain touches)."""
-    total = 0.0
+    each domain touches). On fabrics of several tiers, the ToR and pod levels together are
+    also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
+    and the larger of the two sums is returned."""
+    return tier_bound_method(problem, bound0)[0]
+
+
+def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
+    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly"``."""
+    levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
         b = max(analytic_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col, p.w_wrap),
@@ -96,8 +105,13 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
         if problem.domains:
             b = max(b, crossing_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
         b = max(b, perimeter_lower_bound(p.rows, p.cols, p.free, p.w_row, p.w_col))
-        total += w * (max(b, bound0) if lv == 0 else b)
-    return total
+        levels.append(w * (max(b, bound0) if lv == 0 else b))
+    total = float(sum(levels))
+    if problem.domains:
+        joint = pod_profile_bound(problem) + float(sum(levels[2:]))
+        if joint > total:
+            return joint, "ToR and pod tiers jointly"
+    return total, "per tier"
 
 
 def nested_free(problem: GridProblem) -> tuple[int, ...]:

@@ -61,3 +61,19 @@ def test_pods_first_starts_stay_within_every_group():
         for cells in pods_first_starts(p, level_problem(p, 1), lambda c: tier_cost(p, c)):
             assert cells.shape == (R, C) and cells.min() >= 0
             assert (np.bincount(cells.ravel(), minlength=K) <= np.asarray(free)).all()
+
+
+def test_bands2_fill_keeps_each_tor_group_in_one_sub_band():
+    # A pod holding 4 shared rows (8, 8, 7, 7 hosts) with groups of 9, 7, 8, 6 hosts: the top
+    # sub-band (16 hosts) takes the 9 and the 7 exactly, the bottom (14) the 8 and the 6.
+    from rankmap.placement.pods_first import _fill_bands, _row_bands
+    mask = np.zeros((4, 10), dtype=bool)
+    mask[0:2, :8] = True
+    mask[2:4, :7] = True
+    cells = np.full(mask.shape, -1)
+    groups = np.array([10, 11, 12, 13])
+    assert _fill_bands(cells, groups, np.array([9, 7, 8, 6]), _row_bands(mask, [0, 1, 2, 3], 2))
+    assert set(cells[0:2][mask[0:2]].tolist()) == {10, 11} and set(cells[2:4][mask[2:4]].tolist()) == {12, 13}
+    # column by column: the 9-host group fills columns 0-3 of both rows and one more cell
+    assert cells[0:2, :4].tolist() == [[10] * 4, [10] * 4] and (cells == 10).sum() == 9
+    assert not _fill_bands(np.full(mask.shape, -1), groups, np.array([5, 5, 5, 5]), _row_bands(mask, [0, 1, 2, 3], 2))

@@ -94,6 +94,19 @@ def test_cp_ep_span_is_the_hosts_one_cp_group_spans():
     assert span_problem(GridProblem(1, 5, (5,), 1, 0), 2) is None  # columns do not divide
 
 
+def test_expert_ep_groups_over_consecutive_hosts_are_a_span():
+    # tp=8 on 8-GPU hosts, ep=2 folded into DP: EP groups are DP replicas (2k, 2k+1), columns
+    # 2k and 2k+1 of each stage, so the span search keeps each pair under one ToR group.
+    from rankmap.job.layout import ParallelLayout
+    from rankmap.placement.host_grid import build_grid, expert_span
+    cluster = cluster_with_free((5, 5, 6, 7), gpus=8)
+    problem = build_problem(cluster, job(ep=2, pp=2, dp=4), PlacementConstraints())
+    assert problem.cp_ep_span == 2 and problem.grid.cols == 4
+    # ep groups inside a host (tp=4 on 8 GPUs: the two ranks of a group share the host): no span
+    layout = ParallelLayout.of(job(tp=4, ep=2, pp=1, dp=4).resolved(16))
+    assert expert_span(layout, build_grid(layout, 8, 2), 8) == 1
+
+
 MIXED = """hosts: {gpus: 8, nics: 8}
 tor_groups:
   - {name: t0, hosts: 'a[0-3]'}

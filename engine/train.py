@@ -281,4 +281,9 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    # torchrun's error file (TORCHELASTIC_ERROR_FILE): an exception that ends this worker is
+    # written there, and the agent prints it, traceback included, as the run's root cause
+    # (PyTorch docs, "Error Propagation": torch.distributed.elastic.multiprocessing.errors.record).
+    # Without torchrun it records nothing.
+    from torch.distributed.elastic.multiprocessing.errors import record
+    exit_now(record(main)() or 0)

@@ -7,6 +7,7 @@ process). The single-process reference runs here, in the test process.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -29,12 +30,19 @@ def reference(rankmap, config, steps):
     return reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), steps)
 
 
+def failure_report(run) -> str:
+    """What a failed run says: each agent's root-cause section first (the worker's traceback, which
+    the engine records in torchrun's error file), then the tails of stdout and stderr."""
+    causes = re.findall(r"Root Cause \(first observed failure\):.*?\n={20,}", run.stderr, re.S)
+    return "\n".join(causes) + "\n--- stdout ---\n" + run.stdout[-2000:] + "\n--- stderr ---\n" + run.stderr[-8000:]
+
+
 def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path):
     """Done-when 1: 2 hosts x 4 processes, tp=2 pp=2 dp=2 (FSDP2, sequence parallel, 1F1B)."""
     rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=("h1", "h2"))
     run_dir = tmp_path / "run"
     run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-20000:]
+    assert run.returncode == 0, failure_report(run)
     log = read_log(run_dir)
     losses = [r["loss"] for r in log]
     assert [r["step"] for r in log] == list(range(1, 21))
@@ -58,11 +66,11 @@ def test_interleaved_1f1b_with_fsdp_resumes_from_a_checkpoint_exactly(tmp_path, 
     run_dir = tmp_path / "run"
     first = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 2, "--out", run_dir,
                        "--timeout", 80, timeout=100)
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.returncode == 0, failure_report(first)
     assert (ckpt / "latest").read_text() == "step-00000002\n" and (ckpt / "step-00000002" / "meta.json").is_file()
     second = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 4, "--out", run_dir,
                         "--timeout", 80, timeout=100)
-    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.returncode == 0, failure_report(second)
     losses = [r["loss"] for r in read_log(run_dir)]
     assert len(losses) == 4 and (ckpt / "latest").read_text() == "step-00000004\n"
     assert not list(ckpt.glob(".*.tmp"))  # nothing half-written left behind

@@ -13,7 +13,8 @@ host of the rank map. Parse -> build -> run -> close:
 
 Rank 0 writes ``OUT/placement.json`` (every process's launcher rank, map rank, host and local
 rank) before training; a start-up failure is written to ``OUT/error.txt`` and printed once.
-Exit codes: 0 done, 3 bad input or placement mismatch.
+Exit codes: 0 done, 3 bad input or placement mismatch, 124 the progress watchdog stopped a hang,
+1 any other error (under torchrun its traceback goes to the agent's error file and root-cause report).
 """
 
 from __future__ import annotations

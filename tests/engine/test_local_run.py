@@ -30,11 +30,17 @@ def reference(rankmap, config, steps):
     return reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), steps)
 
 
-def failure_report(run) -> str:
-    """What a failed run says: each agent's root-cause section first (the worker's traceback, which
-    the engine records in torchrun's error file), then the tails of stdout and stderr."""
+def failure_report(run, folder) -> str:
+    """What a failed run says: each agent's root-cause section (a worker's traceback, which the engine
+    records in torchrun's error file), every fatal-error report (faulthandler: a worker killed by a
+    signal, e.g. SIGABRT), then the tails of stdout and stderr; the whole stderr is kept in
+    ``folder/launch-stderr.txt``."""
+    (folder / "launch-stderr.txt").write_text(run.stderr)
     causes = re.findall(r"Root Cause \(first observed failure\):.*?\n={20,}", run.stderr, re.S)
-    return "\n".join(causes) + "\n--- stdout ---\n" + run.stdout[-2000:] + "\n--- stderr ---\n" + run.stderr[-8000:]
+    fatal = re.findall(r"(?:terminate called[^\n]*\n)?Fatal Python error:.*?\n\n.*?(?=\nExtension modules|\Z)",
+                       run.stderr, re.S)
+    return "\n".join(causes + fatal) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
+        f"{folder / 'launch-stderr.txt'}) ---\n{run.stderr[-8000:]}"
 
 
 def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path):
@@ -42,7 +48,7 @@ def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path
     rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=("h1", "h2"))
     run_dir = tmp_path / "run"
     run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
-    assert run.returncode == 0, failure_report(run)
+    assert run.returncode == 0, failure_report(run, tmp_path)
     log = read_log(run_dir)
     losses = [r["loss"] for r in log]
     assert [r["step"] for r in log] == list(range(1, 21))
@@ -66,11 +72,11 @@ def test_interleaved_1f1b_with_fsdp_resumes_from_a_checkpoint_exactly(tmp_path, 
     run_dir = tmp_path / "run"
     first = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 2, "--out", run_dir,
                        "--timeout", 80, timeout=100)
-    assert first.returncode == 0, failure_report(first)
+    assert first.returncode == 0, failure_report(first, tmp_path)
     assert (ckpt / "latest").read_text() == "step-00000002\n" and (ckpt / "step-00000002" / "meta.json").is_file()
     second = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 4, "--out", run_dir,
                         "--timeout", 80, timeout=100)
-    assert second.returncode == 0, failure_report(second)
+    assert second.returncode == 0, failure_report(second, tmp_path)
     losses = [r["loss"] for r in read_log(run_dir)]
     assert len(losses) == 4 and (ckpt / "latest").read_text() == "step-00000004\n"
     assert not list(ckpt.glob(".*.tmp"))  # nothing half-written left behind

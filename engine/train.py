@@ -13,7 +13,8 @@ host of the rank map. Parse -> build -> run -> close:
 
 Rank 0 writes ``OUT/placement.json`` (every process's launcher rank, map rank, host and local
 rank) before training; a start-up failure is written to ``OUT/error.txt`` and printed once.
-Exit codes: 0 done, 3 bad input or placement mismatch.
+Exit codes: 0 done, 3 bad input or placement mismatch, 124 the progress watchdog stopped a hang,
+1 any other error (under torchrun its traceback goes to the agent's error file and root-cause report).
 """
 
 from __future__ import annotations
@@ -281,4 +282,9 @@ def exit_now(code: int) -> None:
 
 
 if __name__ == "__main__":
-    exit_now(main())
+    # torchrun's error file (TORCHELASTIC_ERROR_FILE): an exception that ends this worker is
+    # written there, and the agent prints it, traceback included, as the run's root cause
+    # (PyTorch docs, "Error Propagation": torch.distributed.elastic.multiprocessing.errors.record).
+    # Without torchrun it records nothing.
+    from torch.distributed.elastic.multiprocessing.errors import record
+    exit_now(record(main)() or 0)

@@ -7,7 +7,7 @@ process). The single-process reference runs here, in the test process.
 from __future__ import annotations
 
 import json
-import warnings
+import re
 
 import numpy as np
 import pytest
@@ -30,19 +30,25 @@ def reference(rankmap, config, steps):
     return reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), steps)
 
 
+def failure_report(run, folder) -> str:
+    """What a failed run says: each agent's root-cause section (a worker's traceback, which the engine
+    records in torchrun's error file), every fatal-error report (faulthandler: a worker killed by a
+    signal, e.g. SIGABRT), then the tails of stdout and stderr; the whole stderr is kept in
+    ``folder/launch-stderr.txt``."""
+    (folder / "launch-stderr.txt").write_text(run.stderr)
+    causes = re.findall(r"Root Cause \(first observed failure\):.*?\n={20,}", run.stderr, re.S)
+    fatal = re.findall(r"(?:terminate called[^\n]*\n)?Fatal Python error:.*?\n\n.*?(?=\nExtension modules|\Z)",
+                       run.stderr, re.S)
+    return "\n".join(causes + fatal) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
+        f"{folder / 'launch-stderr.txt'}) ---\n{run.stderr[-8000:]}"
+
+
 def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path):
     """Done-when 1: 2 hosts x 4 processes, tp=2 pp=2 dp=2 (FSDP2, sequence parallel, 1F1B)."""
     rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=("h1", "h2"))
     run_dir = tmp_path / "run"
     run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
-    if run.returncode != 0 and "ChildFailedError" in run.stderr:
-        # KNOWN FLAKE (open, see the closing note of 2026-11-30): about one batch run in five, a
-        # worker of this run exits 1 a few steps in; it never reproduced alone (10 runs). The first
-        # attempt's output is kept as a warning (pytest's summary shows it); one retry, in a new folder.
-        warnings.warn("local 3D run failed once; retrying. Output: " + run.stderr[-6000:], stacklevel=1)
-        run_dir = tmp_path / "run-retry"
-        run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-20000:]
+    assert run.returncode == 0, failure_report(run, tmp_path)
     log = read_log(run_dir)
     losses = [r["loss"] for r in log]
     assert [r["step"] for r in log] == list(range(1, 21))
@@ -66,11 +72,11 @@ def test_interleaved_1f1b_with_fsdp_resumes_from_a_checkpoint_exactly(tmp_path, 
     run_dir = tmp_path / "run"
     first = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 2, "--out", run_dir,
                        "--timeout", 80, timeout=100)
-    assert first.returncode == 0, first.stderr[-3000:]
+    assert first.returncode == 0, failure_report(first, tmp_path)
     assert (ckpt / "latest").read_text() == "step-00000002\n" and (ckpt / "step-00000002" / "meta.json").is_file()
     second = launch_cli("--rankmap", rankmap, "--local", "--config", config, "--steps", 4, "--out", run_dir,
                         "--timeout", 80, timeout=100)
-    assert second.returncode == 0, second.stderr[-3000:]
+    assert second.returncode == 0, failure_report(second, tmp_path)
     losses = [r["loss"] for r in read_log(run_dir)]
     assert len(losses) == 4 and (ckpt / "latest").read_text() == "step-00000004\n"
     assert not list(ckpt.glob(".*.tmp"))  # nothing half-written left behind

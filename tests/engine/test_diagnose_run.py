@@ -13,7 +13,7 @@ import time
 import pytest
 from helpers import ENV, LAUNCH, REPO, make_rankmap
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
 pytestmark = pytest.mark.slow
 
 HOSTS = ("node-a", "node-b")           # ranks 0-3 on node-a, 4-7 on node-b; stage 0 = ranks 0-3

@@ -9,7 +9,7 @@ import sys
 import pytest
 from helpers import ENV, REPO, free_port, make_rankmap
 
-pytest.importorskip("torch")
+pytest.importorskip("torch", reason="the engine needs PyTorch (pip install torch==2.13.0)")
 
 
 def test_a_users_script_is_timed_and_diagnosed(tmp_path):

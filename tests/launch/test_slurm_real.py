@@ -46,7 +46,7 @@ def _check_ranks(rm, run_dir: Path) -> None:
 
 
 def _torch():
-    pytest.importorskip("torch", reason="torchrun needs PyTorch")
+    pytest.importorskip("torch", reason="torchrun needs PyTorch (pip install torch==2.13.0)")
 
 
 def test_sbatch_precomputed_map_runs_user_script_two_gloo_steps(slurm, tmp_path):

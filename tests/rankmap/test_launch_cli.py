@@ -117,7 +117,7 @@ def test_importing_rankmap_and_the_launcher_does_not_import_torch_or_the_solver(
 
 
 def test_the_engine_never_imports_ortools_or_networkx():
-    pytest.importorskip("torch", reason="the engine's torch modules need PyTorch")
+    pytest.importorskip("torch", reason="the engine's torch modules need PyTorch (pip install torch==2.13.0)")
     code = ("import sys, rankmap.engine.train, rankmap.engine.mesh, rankmap.engine.parallel, rankmap.engine.checkpoint, rankmap.engine.step, rankmap.engine.reference\n"
             "print(sorted(m for m in ('ortools', 'networkx') if m in sys.modules))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)

@@ -9,7 +9,7 @@ parallel folding (:data:`FOLDING_SINCE`, see :mod:`rankmap.job.generators`).
 
 from __future__ import annotations
 
-__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rule"]
+__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule"]
 
 FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
 FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
@@ -25,6 +25,17 @@ def release(text: str | None) -> tuple[int, ...] | None:
     True
     """
     return None if text is None else tuple(int(p) for p in text.split(".") if p.isdigit())
+
+
+def interleaved_rounds(micro_batches: int, pp: int) -> int:
+    """Rounds torch.distributed.pipelining's ``ScheduleInterleaved1F1B`` splits ``micro_batches``
+    into, ``max(1, m // pp)`` (torch/distributed/pipelining/schedules.py); it runs only when they
+    divide ``micro_batches``, each round holding ``m / rounds``.
+
+    >>> interleaved_rounds(10, 4), interleaved_rounds(3, 4)
+    (2, 1)
+    """
+    return max(1, micro_batches // pp)
 
 
 def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> str | None:
@@ -54,7 +65,7 @@ def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> s
             return (f"Megatron-LM's interleaved schedule (vpp={vpp}) needs micro-batches per pipeline "
                     f"({micro_batches}) divisible by pp={pp}")
         return None
-    rounds = max(1, micro_batches // pp)
+    rounds = interleaved_rounds(micro_batches, pp)
     if micro_batches % rounds:
         return (f"torch.distributed.pipelining's interleaved 1F1B ({framework}, vpp={vpp}) runs max(1, m // pp) = "
                 f"{rounds} rounds and needs micro-batches per pipeline ({micro_batches}) divisible by them")

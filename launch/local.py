@@ -133,6 +133,13 @@ def _signal_all(procs: dict, sig: int) -> None:
                 pass
 
 
+def _kill_agents(procs: dict) -> None:
+    """SIGKILL the agents still running (their own groups) and reap them all."""
+    _signal_all(procs, signal.SIGKILL)
+    for proc in procs.values():
+        proc.wait()
+
+
 def marked_pids(token: str) -> list[int]:
     """Pids of the live processes whose environment holds ``RANKMAP_LOCAL_RUN=token`` (Linux /proc).
 
@@ -182,9 +189,7 @@ def _stop(procs: dict, token: str, grace_s: float = 10.0) -> None:
     stopped (the failing agent's own report, the timeout, Ctrl-C). An agent holds nothing to
     save; its workers, which may (a user's script checkpointing on SIGTERM), get SIGTERM here.
     """
-    _signal_all(procs, signal.SIGKILL)
-    for proc in procs.values():
-        proc.wait()
+    _kill_agents(procs)
     _kill_marked(token, grace_s=grace_s)
 
 
@@ -251,9 +256,7 @@ def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: f
             sys.stderr.write(f"rankmap: the local run passed --timeout {timeout_s:g} s: every worker prints its "
                              f"Python stack (SIGABRT, faulthandler) to show where it waits, then all are stopped\n")
             sys.stderr.flush()
-            _signal_all(procs, signal.SIGKILL)  # the agents first, or they report their workers' deaths
-            for proc in procs.values():
-                proc.wait()
+            _kill_agents(procs)  # the agents first, or they report their workers' deaths
             _signal_marked(token, signal.SIGABRT)
             time.sleep(2.0)
             raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents and workers")

@@ -245,14 +245,13 @@ def edges_per_crossing(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
         senders = np.nonzero(per)[0]
         return int(per[senders].min()) if senders.size == cells else 0
 
-    dp = group_edges(layout, traffic["dp"]) if "dp" in traffic else (np.zeros(0, int), np.zeros(0, int))
-    pp = group_edges(layout, traffic["pp"]) if "pp" in traffic else (np.zeros(0, int), np.zeros(0, int))
-    row = least(*dp, True, grid.rows * grid.cols) if grid.cols > 1 else 0
-    col = least(*pp, False, (grid.rows - 1) * grid.cols) if grid.rows > 1 else 0
-    wrap = 0
-    if grid.rows > 1 and "pp" in traffic and traffic["pp"].wrap_bytes:
-        groups = layout.groups("pp")
-        wrap = least(groups[:, -1], groups[:, 0], False, grid.cols)
+    row = least(*group_edges(layout, traffic["dp"]), True, grid.rows * grid.cols) \
+        if grid.cols > 1 and "dp" in traffic else 0
+    if grid.rows == 1 or "pp" not in traffic:
+        return row, 0, 0
+    col = least(*group_edges(layout, traffic["pp"]), False, (grid.rows - 1) * grid.cols)
+    groups = layout.groups("pp")
+    wrap = least(groups[:, -1], groups[:, 0], False, grid.cols) if traffic["pp"].wrap_bytes else 0
     return row, col, wrap
 
 

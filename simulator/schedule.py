@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rankmap.job.frameworks import interleaved_rounds
+
 __all__ = ["OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
 
 
@@ -196,7 +198,7 @@ def stage_order(stage: int, p: int, m: int, v: int = 1) -> list[tuple[bool, int,
         warm = min(p - stage - 1, m)
         per_round = m
     else:
-        rounds = max(1, m // p)
+        rounds = interleaved_rounds(m, p)
         if m % rounds:
             raise ValueError(f"interleaving runs {rounds} rounds and needs micro-batches ({m}) divisible by them")
         per_round = m // rounds

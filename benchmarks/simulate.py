@@ -54,7 +54,7 @@ from instances import make_cluster, make_job  # benchmarks/instances.py, beside 
 
 from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap
-from rankmap.job.spec import load_job
+from rankmap.job.spec_file import load_job
 from rankmap.placement.plan import plan
 from rankmap.simulator.collectives import (
     CollectiveConfig,

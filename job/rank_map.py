@@ -32,7 +32,8 @@ import numpy as np
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
-from rankmap.job.spec import DIMS, JobSpec, job_from_data, job_to_dict
+from rankmap.job.spec import DIMS, JobSpec
+from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
 from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster

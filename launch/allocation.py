@@ -22,7 +22,7 @@ import shlex
 import yaml
 
 from rankmap.job.rank_map import RankMap
-from rankmap.job.spec import job_to_dict
+from rankmap.job.spec_file import job_to_dict
 from rankmap.launch.common import ENGINE_ENTRY, LaunchOptions, script_header, workdir_lines
 from rankmap.launch.slurm import SUBMIT_DIR, sbatch_head
 

@@ -228,7 +228,7 @@ def edges_per_crossing(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
 
     Examples
     --------
-    >>> from rankmap.job.spec import parse_job
+    >>> from rankmap.job.spec_file import parse_job
     >>> job = parse_job("{model: {preset: gpt3-1.3b}, parallel: {tp: 4, pp: 2, dp: 8}, batch: {num_micro_batches: 4}}")
     >>> layout, traffic = ParallelLayout.of(job), job_traffic(job)
     >>> edges_per_crossing(layout, traffic, build_grid(layout, 8, 8), 8)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap, parse_rankmap, rankmap_to_json
-from rankmap.job.spec import parse_job
+from rankmap.job.spec_file import parse_job
 from rankmap.names import host_problem, name_problem
 from rankmap.topology.importers import import_text
 from rankmap.topology.model import Cluster
@@ -80,7 +80,7 @@ def hostile_name(rng: random.Random) -> str:
 
 
 def _seed_rankmap() -> str:
-    from rankmap.job.spec import load_job
+    from rankmap.job.spec_file import load_job
     from rankmap.placement.plan import plan
     from rankmap.topology.spec import load_cluster
     cluster = load_cluster(example_path("racks", "cluster.yaml"))

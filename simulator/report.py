@@ -23,7 +23,7 @@ import json
 
 import numpy as np
 
-from rankmap.job.spec import job_to_dict
+from rankmap.job.spec_file import job_to_dict
 from rankmap.simulator.collectives import CollectiveConfig
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import RankPlacement

@@ -34,7 +34,8 @@ from rankmap.api.running import allocation_files, check_engine_run, framework_fl
 from rankmap.api.simulation import SimulationRun, simulate
 from rankmap.api.topo import topo_export, topo_import, topo_show
 from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
-from rankmap.job.spec import JobSpec, parse_job
+from rankmap.job.spec import JobSpec
+from rankmap.job.spec_file import parse_job
 from rankmap.placement.constraints import PlacementConstraints, load_constraints
 from rankmap.placement.host_selection import read_host_names, select_hosts
 from rankmap.topology.model import Cluster

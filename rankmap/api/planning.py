@@ -12,7 +12,7 @@ from pathlib import Path
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.job.rank_map import RankMap, read_rankmap
 from rankmap.job.spec import JobSpec
-from rankmap.job.spec import load_job as _load_job
+from rankmap.job.spec_file import load_job as _load_job
 from rankmap.names import host_identity
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.host_selection import select_hosts

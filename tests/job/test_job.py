@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from rankmap.errors import SpecError
-from rankmap.job.spec import JobSpec, interleaved_rule, job_to_dict, load_job, parse_job
+from rankmap.job.spec import JobSpec, interleaved_rule
+from rankmap.job.spec_file import job_to_dict, load_job, parse_job
 
 
 def test_example_job():
@@ -73,7 +74,8 @@ def test_more_ranks_than_free_gpus_names_file_and_key():
 
 
 def test_hardware_settings_round_trip_and_default_stays_out_of_dicts():
-    from rankmap.job.spec import Hardware, job_from_data, job_to_dict
+    from rankmap.job.spec import Hardware
+    from rankmap.job.spec_file import job_from_data, job_to_dict
     job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: h100, recompute: true}\noverlap: {tp: false}\n")
     assert job.hardware == Hardware(gpu="h100", recompute=True, overlap_tp=False)
     assert job_from_data(job_to_dict(job), "again").hardware == job.hardware

@@ -165,7 +165,7 @@ TURN2 = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2"
 def test_field_case_srun_never_gets_nodes_with_arbitrary_distribution(tmp_path):
     # README: since Slurm 23.11 srun refuses --nodes with --distribution=arbitrary / SLURM_HOSTFILE:
     # the generated sbatch script's srun line has no --nodes (the real-Slurm run is in test_slurm_real.py).
-    from rankmap.job.spec import load_job
+    from rankmap.job.spec_file import load_job
     from rankmap.placement.plan import plan
     from rankmap.topology.spec import load_cluster
 

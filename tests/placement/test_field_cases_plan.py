@@ -61,7 +61,7 @@ def test_hetero_gpus_rank_mod_puts_the_8_gpu_host_first():
     Every order costs the same (the ring leaves each ToR group once either way); the plan
     takes the one where each host's first rank is a multiple of its GPU count, so that
     ``rank % gpus_per_node`` is the local rank."""
-    from rankmap.job.spec import load_job
+    from rankmap.job.spec_file import load_job
     from rankmap.topology.spec import load_cluster
 
     case = Path(__file__).resolve().parent / "data" / "hetero-gpus-rank-mod"

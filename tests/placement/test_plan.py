@@ -6,7 +6,7 @@ import pytest
 
 from rankmap.errors import PlacementError
 from rankmap.job.rank_map import rankmap_to_json
-from rankmap.job.spec import load_job
+from rankmap.job.spec_file import load_job
 from rankmap.placement.plan import plan
 from rankmap.topology import load_cluster, parse_cluster
 

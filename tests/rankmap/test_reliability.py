@@ -338,7 +338,7 @@ def test_signal_while_writing_removes_temporaries_and_keeps_old_outputs(tmp_path
 
 
 def test_signals_during_the_renames_wait_for_the_last_one():
-    from rankmap.fileio import _CleanupOnSignal
+    from rankmap.fileio.atomic import _CleanupOnSignal
     with pytest.raises(SystemExit) as exc:
         with _CleanupOnSignal() as guard:
             with guard.held():

@@ -44,7 +44,7 @@ def synth():
 def racks_plan():
     """The planned racks example (480 ranks) with its cluster: (cluster, PlanResult)."""
     from rankmap.examples import example_path
-    from rankmap.job.spec import load_job
+    from rankmap.job.spec_file import load_job
     from rankmap.placement.plan import plan
     from rankmap.topology.spec import load_cluster
 

@@ -2,7 +2,8 @@
 
 import pytest
 
-from rankmap.job.spec import GPU_NAMES, JobSpec, parse_job
+from rankmap.job.spec import GPU_NAMES, JobSpec
+from rankmap.job.spec_file import parse_job
 from rankmap.simulator.compute import GPUS, ComputeConfig, iteration_flops, model_flops, stage_times
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration
 from rankmap.simulator.schedule import OverlapConfig

@@ -146,7 +146,7 @@ def test_field_case_gpus_come_from_allocatable_and_tp8_avoids_the_node():
     # warning naming it; a tp=8 job never lands on it.
     from pathlib import Path
 
-    from rankmap.job.spec import load_job
+    from rankmap.job.spec_file import load_job
     from rankmap.placement.plan import plan
 
     case = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "k8s-allocatable"

@@ -59,6 +59,34 @@ def _incidence_csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: 
     return matrix
 
 
+def _with_rows(matrix: sparse.csr_array, at: int, per_block: int, counts: np.ndarray, cols: np.ndarray
+               ) -> sparse.csr_array:
+    """``matrix`` (canonical CSR, no entries in rows ``at .. at + 2 * per_block - 1``) with
+    ``counts[0, k]`` and ``counts[1, k]`` entries of 1 in rows ``at + k`` and ``at + per_block + k``,
+    in columns ``cols`` (row by row, ascending in a row): the canonical form of the sum."""
+    k = counts.shape[1]
+    block = np.zeros(2 * per_block + 1, dtype=np.int64)            # (2P + 1,) row pointers of the block
+    block[1:k + 1] = counts[0]
+    block[per_block + 1:per_block + k + 1] = counts[1]
+    np.cumsum(block, out=block)
+    indptr, added = matrix.indptr, int(block[-1])
+    cut = int(indptr[at])
+    nnz = matrix.nnz + added
+    index = indptr.dtype if max(nnz, *matrix.shape) < np.iinfo(indptr.dtype).max else np.int64
+    out_ptr = np.empty(indptr.size, dtype=index)
+    out_ptr[:at] = indptr[:at]
+    out_ptr[at:at + block.size] = block + cut
+    out_ptr[at + block.size:] = indptr[at + block.size:] + added
+    indices = np.empty(nnz, dtype=index)
+    data = np.empty(nnz)
+    indices[:cut], data[:cut] = matrix.indices[:cut], matrix.data[:cut]
+    indices[cut:cut + added], data[cut:cut + added] = cols, 1.0
+    indices[cut + added:], data[cut + added:] = matrix.indices[cut:], matrix.data[cut:]
+    out = sparse.csr_array((data, indices, out_ptr), shape=matrix.shape)
+    out.has_canonical_format = True
+    return out
+
+
 @dataclass(frozen=True, eq=False)
 class Routing:
     """Where a flow set's coflows put their flows.
@@ -268,6 +296,10 @@ class Network:
         RankmapError
             Two rail ToRs that a flow joins share no switch (see :meth:`Fabric.climb`).
         """
+        between = flows.between_set()
+        nvlink = None if between is None else flows.nvlink_rows(self.gpus)
+        if nvlink is not None:       # route the flows between hosts, then add the NVLink rows
+            flows = between
         sh, dh, coflow = flows.src_host, flows.dst_host, flows.coflow
         inter = flows.between_hosts                               # (I,) flows that leave their host
         ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
@@ -291,6 +323,8 @@ class Network:
         rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
                                          got_rows, got_cols, got_vals, shape)
         full = _incidence_csr(rows, cols, vals, shape)
+        if nvlink is not None:
+            full = _with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, *nvlink)
         if extra_rows is None:
             return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
         end = int(full.indptr[self.n_links])

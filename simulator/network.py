@@ -59,11 +59,11 @@ def _incidence_csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: 
     return matrix
 
 
-def _with_rows(matrix: sparse.csr_array, at: int, per_block: int, counts: np.ndarray, cols: np.ndarray
-               ) -> sparse.csr_array:
+def _with_rows(matrix: sparse.csr_array, at: int, per_block: int, counts: np.ndarray, write) -> sparse.csr_array:
     """``matrix`` (canonical CSR, no entries in rows ``at .. at + 2 * per_block - 1``) with
     ``counts[0, k]`` and ``counts[1, k]`` entries of 1 in rows ``at + k`` and ``at + per_block + k``,
-    in columns ``cols`` (row by row, ascending in a row): the canonical form of the sum."""
+    whose columns ``write(out)`` puts into ``out`` (row by row, ascending in a row): the
+    canonical form of the sum."""
     k = counts.shape[1]
     block = np.zeros(2 * per_block + 1, dtype=np.int64)            # (2P + 1,) row pointers of the block
     block[1:k + 1] = counts[0]
@@ -80,7 +80,8 @@ def _with_rows(matrix: sparse.csr_array, at: int, per_block: int, counts: np.nda
     indices = np.empty(nnz, dtype=index)
     data = np.empty(nnz)
     indices[:cut], data[:cut] = matrix.indices[:cut], matrix.data[:cut]
-    indices[cut:cut + added], data[cut:cut + added] = cols, 1.0
+    write(indices[cut:cut + added])
+    data[cut:cut + added] = 1.0
     indices[cut + added:], data[cut + added:] = matrix.indices[cut:], matrix.data[cut:]
     out = sparse.csr_array((data, indices, out_ptr), shape=matrix.shape)
     out.has_canonical_format = True

@@ -154,27 +154,39 @@ class _Ring:
                 keys[channel]), network
 
     def nvlink(self, gpus: int):
-        """``(indptr, indices)`` of the NVLink rows (out of GPU ``host * gpus + gpu``, then into it), or
-        None when two columns share a GPU (then routing reads the flow table)."""
+        """``(counts[2, K], write)`` for the NVLink rows (out of GPU ``k = host * gpus + gpu``, then
+        into it): entries per row, and ``write(out)``, which puts the rows' columns (coflows)
+        into ``out`` row by row; None when two columns share a GPU (then routing reads the
+        flow table). See :meth:`rankmap.simulator.flows.LazyFlowSet.nvlink_rows`."""
         key = self.host * gpus + self.gpu                              # (W,)
         n_keys = int(key.max(initial=-1)) + 1
         slot = np.full(max(n_keys, 1), -1)
         slot[key] = np.arange(key.size)
         if np.count_nonzero(slot >= 0) != key.size:
             return None
-        perm = slot[slot >= 0]                                          # (W,) columns by GPU
-        c = np.arange(self.channels)[:, None]
-        sends = np.ones((self.channels, self.width), dtype=bool)         # (C, W) sends over NVLink
-        sends[c, self.exit_col] = ~self.leaves
-        gets = np.ones((self.channels, self.width), dtype=bool)          # (C, W) receives over NVLink
-        gets[c, self.to_col] = ~self.leaves
-        coflow = (self.seg_row[self.seg_of][perm] * self.channels)[:, None] + np.arange(self.channels, dtype=np.int32)
-        coflow = coflow.astype(np.int32, copy=False)                     # (W, C) row-major: by GPU, then coflow
-        out, into = sends[:, perm].T, gets[:, perm].T                   # (W, C)
+        channels, w = self.channels, self.width
+        # Every column sends and receives once per channel over NVLink, except a segment's
+        # exit (sends) and the next segment's entry (receives) when that flow leaves the host.
         counts = np.zeros((2, n_keys), dtype=np.int64)
-        counts[0, key[perm]] = out.sum(axis=1)
-        counts[1, key[perm]] = into.sum(axis=1)
-        return counts, np.concatenate([coflow[out], coflow[into]])
+        counts[:, key] = channels
+        counts[0] -= np.bincount(key[self.exit_col[self.leaves]], minlength=n_keys)
+        counts[1] -= np.bincount(key[self.to_col[self.leaves]], minlength=n_keys)
+
+        def write(out: np.ndarray) -> None:
+            c = np.arange(channels)
+            coflow = np.empty((w, channels), dtype=out.dtype)          # (W, C) coflow of each column, channel
+            np.add((self.seg_row[self.seg_of] * channels)[:, None], c, out=coflow, casting="unsafe")
+            n_out = int(counts[0].sum())
+            for mask_cols, part in ((self.exit_col, out[:n_out]), (self.to_col, out[n_out:])):
+                mask = np.ones((w, channels), dtype=bool)             # (W, C) over NVLink
+                mask[mask_cols[self.leaves], np.broadcast_to(c[:, None], self.leaves.shape)[self.leaves]] = False
+                if (np.diff(key) > 0).all():
+                    part[:] = coflow[mask]
+                else:
+                    order = slot[slot >= 0]                              # (W,) columns by GPU
+                    part[:] = coflow[order][mask[order]]
+
+        return counts, write
 
     def table(self, keys: np.ndarray) -> tuple:
         """The eight per-flow arrays (``FLOW_FIELDS``), each ``[C * W]``."""

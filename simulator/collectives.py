@@ -351,7 +351,8 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
     """
     capped, cap = coflow_caps(network, flows, routing, config)
     route = network.route(flows, routing, extra_rows=capped)
-    fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]))
+    fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]),
+                     route.column_entries)
     finish, first, events = complete_coflows(fair, flows.coflow_bytes)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
     return FlowResult(finish, first, route.matrix @ flows.coflow_bytes, route, events, fair.rounds)

@@ -254,11 +254,13 @@ class LazyFlowSet(FlowSet):
         return self.__dict__.get("_between")
 
     def nvlink_rows(self, gpus: int):
-        """``(counts[2, K], coflows[E])`` for the flows that stay inside a host: ``counts[0, k]``
-        and ``counts[1, k]`` entries in the rows of the ``nvlink-out`` and ``nvlink-in`` links
-        of GPU ``k = host * gpus + gpu`` (K: up to the last GPU used), ``coflows`` those rows'
-        columns in row order (out rows, then in rows), ascending within a row, every entry
-        one flow. None when this set was built in full or two of its ranks share a GPU."""
+        """``(counts[2, K], write, per_coflow[C])`` for the flows that stay inside a host:
+        ``counts[0, k]`` and ``counts[1, k]`` entries in the rows of the ``nvlink-out`` and
+        ``nvlink-in`` links of GPU ``k = host * gpus + gpu`` (K: up to the last GPU used);
+        ``write(out)`` puts those rows' columns (coflows) into the integer array ``out`` in
+        row order (out rows, then in rows), ascending within a row, every entry one flow;
+        ``per_coflow``: entries per coflow. None when this set was built in full or two of
+        its ranks share a GPU."""
         if "_nvlink" not in self.__dict__:
             return None
         return self.__dict__["_nvlink"](gpus)

@@ -60,15 +60,20 @@ class _ByCoflow:
         ``A[L, C]``, canonical; None when ``transpose`` is given.
     transpose : scipy.sparse.csr_array, optional
         ``A.T[C, L]`` in CSR, when the caller has it already.
+    counts : ndarray, optional
+        ``counts[C]``: entries per column of ``matrix``, when the caller knows them.
     """
 
-    def __init__(self, matrix: sparse.csr_array | None, transpose: sparse.csr_array | None = None):
+    def __init__(self, matrix: sparse.csr_array | None, transpose: sparse.csr_array | None = None,
+                 counts: np.ndarray | None = None):
         self._matrix, self._transpose = matrix, transpose
         if transpose is not None:
             self.indptr, self.nnz = transpose.indptr, transpose.nnz
         else:
+            if counts is None:
+                counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
             self.indptr = np.zeros(matrix.shape[1] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(matrix.indices, minlength=matrix.shape[1]), out=self.indptr[1:])
+            np.cumsum(counts, out=self.indptr[1:])
             self.nnz = matrix.nnz
 
     def csr(self) -> sparse.csr_array:
@@ -210,6 +215,10 @@ class FairShare:
         ``A[L, C]``, non-negative.
     capacity : ndarray
         ``capacity[L]``, bytes per second (> 0 where any coflow crosses).
+    entries_per_coflow : ndarray, optional
+        ``[C]`` stored entries in each column of ``matrix`` (a canonical CSR), when the
+        caller knows them (:attr:`rankmap.simulator.network.Routing.column_entries`);
+        otherwise counted here.
 
     Attributes
     ----------
@@ -225,13 +234,13 @@ class FairShare:
     [4.0, 6.0]
     """
 
-    def __init__(self, matrix, capacity: np.ndarray):
+    def __init__(self, matrix, capacity: np.ndarray, entries_per_coflow: np.ndarray | None = None):
         self._csc_cache: sparse.csc_array | None = None
         self._whole: tuple | None = None
         if isinstance(matrix, sparse.csr_array) and matrix.has_canonical_format:
             # The CSR the caller built is the one we would build; its transpose waits until
             # something reads it (a fill that freezes every coflow in a few rounds never does).
-            self._whole = (matrix, _ByCoflow(matrix))
+            self._whole = (matrix, _ByCoflow(matrix, counts=entries_per_coflow))
             self._shape = matrix.shape
             column_ptr = self._whole[1].indptr
         else:

@@ -111,6 +111,9 @@ class Routing:
     constraints : scipy.sparse.csr_array or None
         ``constraints[L + K, C]``: ``matrix`` followed by the ``K`` extra rows asked of
         :meth:`Network.route` (``matrix`` shares its memory); None when none were asked.
+    column_entries : ndarray or None
+        ``column_entries[C]``: stored entries in each column of ``constraints`` (of
+        ``matrix`` when there are none), when routing counted them on the way; else None.
     """
 
     matrix: sparse.csr_array
@@ -119,6 +122,7 @@ class Routing:
     tier_uplinks: tuple = ()
     coflow_level: np.ndarray | None = None
     constraints: sparse.csr_array | None = None
+    column_entries: np.ndarray | None = None
 
 
 class Network:
@@ -303,7 +307,10 @@ class Network:
             flows = between
         sh, dh, coflow = flows.src_host, flows.dst_host, flows.coflow
         inter = flows.between_hosts                               # (I,) flows that leave their host
-        ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
+        if inter.size == flows.n_flows:                          # all of them (e.g. a ring's flows between hosts)
+            ish, idh, isnic, idnic = sh, dh, flows.src_nic, flows.dst_nic
+        else:
+            ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
         sg, dg = self.host_group[ish], self.host_group[idh]       # (I,)
         leave = np.flatnonzero((sg != dg) | (isnic != idnic))     # (X,) into inter: flows above their rail ToR
         sg, dg, idx = sg[leave], dg[leave], inter[leave]
@@ -324,15 +331,18 @@ class Network:
         rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
                                          got_rows, got_cols, got_vals, shape)
         full = _incidence_csr(rows, cols, vals, shape)
+        entries = None
         if nvlink is not None:
-            full = _with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, *nvlink)
+            counts, write, entries = nvlink
+            entries = entries + np.bincount(full.indices, minlength=shape[1])
+            full = _with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, counts, write)
         if extra_rows is None:
-            return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
+            return Routing(full, uplink, uplink_coflow, tiers, coflow_level, column_entries=entries)
         end = int(full.indptr[self.n_links])
         matrix = sparse.csr_array((full.data[:end], full.indices[:end], full.indptr[:self.n_links + 1]),
                                   shape=(self.n_links, flows.n_coflows))
         matrix.has_canonical_format = True       # the leading rows of a canonical matrix
-        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full)
+        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full, entries)
 
     def _entries(self, flows: FlowSet, nic_up: np.ndarray, nic_down: np.ndarray, got_rows: list, got_cols: list,
                  got_vals: list, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -351,15 +361,18 @@ class Network:
         # hosts. A GPU sending to itself crosses no link: its two NVLink keys are equal
         # (and only then).
         out_link, in_link = rows[:f], rows[f:2 * f]
-        np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
-        np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
-        np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
-        np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
-        moves = out_link != in_link
-        out_link += self._offset["nvlink-out"]
-        in_link += self._offset["nvlink-in"]
-        out_link[flows.between_hosts] = nic_up
-        in_link[flows.between_hosts] = nic_down
+        if nic_up.size == f:                       # every flow leaves its host: no NVLink
+            out_link[:], in_link[:], moves = nic_up, nic_down, np.ones(1, dtype=bool)
+        else:
+            np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
+            np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
+            np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
+            np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
+            moves = out_link != in_link
+            out_link += self._offset["nvlink-out"]
+            in_link += self._offset["nvlink-in"]
+            out_link[flows.between_hosts] = nic_up
+            in_link[flows.between_hosts] = nic_down
         cols[:f] = flows.coflow
         cols[f:2 * f] = flows.coflow
         vals[:2 * f] = 1.0

@@ -134,7 +134,8 @@ class _Ring:
         self.next = nxt
         self.entry = np.arange(channels)[:, None] % self.seg_len      # (C, S) entry offset of each segment
         self.entry_col = self.seg_start + self.entry                   # (C, S)
-        self.exit_col = self.seg_start + (self.entry - 1) % self.seg_len   # (C, S)
+        self.exit_col = self.entry_col - 1                             # (C, S) the rank before the entry ...
+        self.exit_col[self.entry == 0] += self.seg_len[np.nonzero(self.entry == 0)[1]]   # ... cyclically
         self.host, self.gpu, self.nic = (np.asarray(a, dtype=np.int64)[self.ranks] for a in (pl.host, pl.gpu, pl.nic))
         self.to_col = self.entry_col[:, nxt]                           # (C, S) receiver of each segment's exit flow
         self.leaves = self.host[self.exit_col] != self.host[self.to_col]   # (C, S) that flow goes between hosts
@@ -148,15 +149,16 @@ class _Ring:
         channel = np.broadcast_to(np.arange(self.channels)[:, None], m.shape)[m]
         src, via, dst = self.exit_col[m], self.entry_col[m], self.to_col[m]
         coflow = np.broadcast_to(self.seg_row, m.shape)[m] * self.channels + channel
+        self.between_coflow = coflow
         network = np.zeros(self.n_rows * self.channels, dtype=bool)
         network[coflow] = True
         return (self.host[src], self.gpu[src], self.nic[via], self.host[dst], self.gpu[dst], self.nic[dst], coflow,
                 keys[channel]), network
 
     def nvlink(self, gpus: int):
-        """``(counts[2, K], write)`` for the NVLink rows (out of GPU ``k = host * gpus + gpu``, then
-        into it): entries per row, and ``write(out)``, which puts the rows' columns (coflows)
-        into ``out`` row by row; None when two columns share a GPU (then routing reads the
+        """``(counts[2, K], write, per_coflow[G * C])`` for the NVLink rows (out of GPU ``k = host *
+        gpus + gpu``, then into it): entries per row, ``write(out)``, which puts the rows'
+        columns (coflows) into ``out`` row by row, and entries per coflow; None when two columns share a GPU (then routing reads the
         flow table). See :meth:`rankmap.simulator.flows.LazyFlowSet.nvlink_rows`."""
         key = self.host * gpus + self.gpu                              # (W,)
         n_keys = int(key.max(initial=-1)) + 1
@@ -172,21 +174,27 @@ class _Ring:
         counts[0] -= np.bincount(key[self.exit_col[self.leaves]], minlength=n_keys)
         counts[1] -= np.bincount(key[self.to_col[self.leaves]], minlength=n_keys)
 
-        def write(out: np.ndarray) -> None:
-            c = np.arange(channels)
-            coflow = np.empty((w, channels), dtype=out.dtype)          # (W, C) coflow of each column, channel
-            np.add((self.seg_row[self.seg_of] * channels)[:, None], c, out=coflow, casting="unsafe")
-            n_out = int(counts[0].sum())
-            for mask_cols, part in ((self.exit_col, out[:n_out]), (self.to_col, out[n_out:])):
-                mask = np.ones((w, channels), dtype=bool)             # (W, C) over NVLink
-                mask[mask_cols[self.leaves], np.broadcast_to(c[:, None], self.leaves.shape)[self.leaves]] = False
-                if (np.diff(key) > 0).all():
-                    part[:] = coflow[mask]
-                else:
-                    order = slot[slot >= 0]                              # (W,) columns by GPU
-                    part[:] = coflow[order][mask[order]]
+        in_order = bool((np.diff(key) > 0).all())                      # columns already by GPU (the usual case)
+        channel = np.broadcast_to(np.arange(channels)[:, None], self.leaves.shape)[self.leaves]
 
-        return counts, write
+        def write(out: np.ndarray) -> None:
+            coflow = np.empty((w, channels), dtype=out.dtype)          # (W, C) coflow of each column, channel
+            np.add((self.seg_row[self.seg_of] * channels).astype(out.dtype)[:, None],
+                   np.arange(channels, dtype=out.dtype), out=coflow)
+            if not in_order:
+                coflow = coflow[slot[slot >= 0]]                       # rows by GPU
+            n_out = int(counts[0].sum())
+            for cols, part in ((self.exit_col, out[:n_out]), (self.to_col, out[n_out:])):
+                over = np.ones((w, channels), dtype=bool)              # (W, C) over NVLink
+                over.ravel()[cols[self.leaves] * channels + channel] = False
+                if not in_order:
+                    over = over[slot[slot >= 0]]
+                np.compress(over.ravel(), coflow.ravel(), out=part)   # (a boolean index would copy twice)
+
+        # Per coflow (row g, channel c): n flows, one out of and one into every column, less
+        # those between hosts.
+        leaving = np.bincount(self.between_coflow, minlength=self.n_rows * channels)
+        return counts, write, 2 * (self.n - leaving)
 
     def table(self, keys: np.ndarray) -> tuple:
         """The eight per-flow arrays (``FLOW_FIELDS``), each ``[C * W]``."""

@@ -176,7 +176,7 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     free, load = free[live], load[live]                        # (K,) in the order of live
     slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
     slot[live] = np.arange(live.size)
-    level, rounds, alive = float(level), 0, live.size
+    level, rounds, alive, unfrozen = float(level), 0, live.size, n_coflows
     share = np.empty(live.size)
     while alive:
         rounds += 1
@@ -192,6 +192,9 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
         newly = _through(matrix, by_coflow, live[full], frozen)   # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
+        unfrozen -= newly.size
+        if not unfrozen:     # every link's load drops to 0 and leaves play: this was the last round
+            break
         slots, weight = _load_of(matrix, by_coflow, newly, slot)
         load[slots] -= weight
         out = _union(full, slots[load[slots] <= _WEIGHT_EPS], live.size)   # full, or no unfrozen coflow left

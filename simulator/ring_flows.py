@@ -161,11 +161,15 @@ class _Ring:
         columns (coflows) into ``out`` row by row, and entries per coflow; None when two columns share a GPU (then routing reads the
         flow table). See :meth:`rankmap.simulator.flows.LazyFlowSet.nvlink_rows`."""
         key = self.host * gpus + self.gpu                              # (W,)
-        n_keys = int(key.max(initial=-1)) + 1
-        slot = np.full(max(n_keys, 1), -1)
-        slot[key] = np.arange(key.size)
-        if np.count_nonzero(slot >= 0) != key.size:
-            return None
+        in_order = bool((key[1:] > key[:-1]).all())                     # columns already by GPU (the usual case)
+        n_keys = int(key.max()) + 1
+        by_gpu = None                                                  # (W,) columns by GPU, when not in order
+        if not in_order:
+            slot = np.full(n_keys, -1)
+            slot[key] = np.arange(key.size)
+            by_gpu = slot[slot >= 0]
+            if by_gpu.size != key.size:
+                return None
         channels, w = self.channels, self.width
         # Every column sends and receives once per channel over NVLink, except a segment's
         # exit (sends) and the next segment's entry (receives) when that flow leaves the host.
@@ -174,21 +178,20 @@ class _Ring:
         counts[0] -= np.bincount(key[self.exit_col[self.leaves]], minlength=n_keys)
         counts[1] -= np.bincount(key[self.to_col[self.leaves]], minlength=n_keys)
 
-        in_order = bool((np.diff(key) > 0).all())                      # columns already by GPU (the usual case)
         channel = np.broadcast_to(np.arange(channels)[:, None], self.leaves.shape)[self.leaves]
 
         def write(out: np.ndarray) -> None:
             coflow = np.empty((w, channels), dtype=out.dtype)          # (W, C) coflow of each column, channel
             np.add((self.seg_row[self.seg_of] * channels).astype(out.dtype)[:, None],
                    np.arange(channels, dtype=out.dtype), out=coflow)
-            if not in_order:
-                coflow = coflow[slot[slot >= 0]]                       # rows by GPU
+            if by_gpu is not None:
+                coflow = coflow[by_gpu]                                # rows by GPU
             n_out = int(counts[0].sum())
             for cols, part in ((self.exit_col, out[:n_out]), (self.to_col, out[n_out:])):
                 over = np.ones((w, channels), dtype=bool)              # (W, C) over NVLink
                 over.ravel()[cols[self.leaves] * channels + channel] = False
-                if not in_order:
-                    over = over[slot[slot >= 0]]
+                if by_gpu is not None:
+                    over = over[by_gpu]
                 np.compress(over.ravel(), coflow.ravel(), out=part)   # (a boolean index would copy twice)
 
         # Per coflow (row g, channel c): n flows, one out of and one into every column, less

@@ -11,7 +11,11 @@
    (target: within 2x). The reference fills the matrix ``run_flows`` builds (int32
    indices, the per-queue-pair cap rows routed with the links); it is printed again on
    the same matrix with int64 indices, as earlier versions built it (scipy's products
-   on int64 indices are slower, so that reference is slower too).
+   on int64 indices are slower, so that reference is slower too). Everything is measured
+   twice: as the process starts, with glibc's initial malloc thresholds, under which
+   arrays of a few MiB are mapped and page-faulted in afresh on every call (both sides
+   alike), and after one freed 24 MiB array has raised them (see
+   :func:`_raise_heap_thresholds`), as in any process that has handled a large array.
 2. One iteration of the default job (GPT-3 175B, tp=8 pp=8 dp=144: 9,216 ranks) on the
    default example's 12,288-GPU cluster, placed by the planner and by the worst baseline,
    then the same with every host free (dp=192: all 12,288 GPUs), per ECMP seed
@@ -28,13 +32,15 @@ simulated per second, and after each section the process's peak resident memory 
 (ru_maxrss; run one section alone for its own peak). Planning is not timed. Wall times on
 a shared machine vary by 2x or more between runs; CPU times much less.
 
-Measured November 2026 on a 2-core machine shared with other jobs (CPU times vary by
-~20% between runs): section 1 end to end 9.8-10.3 ms (38-40 ms before the flow table,
-routing entries and cap rows were built in single blocks with int32 indices), filling
-alone 2.6 ms, reference 3.0-3.6 ms (3.6-4.2 ms with int64 indices): 2.5-3.2x, the 2x
-target not met. Sections 2 and 4: 0.05-0.10 s CPU per seed at 12,288 GPUs, 0.27-0.32 s
-(plan) and 1.2-1.3 s (worst baseline) at 100,000 GPUs, peak ~330 MB; section 3:
-0.04-0.13 s per seed.
+Measured November 2026 on a 2-core machine shared with other jobs (load average 7-10 on its
+2 cores while measuring; CPU times vary by ~20-30% between runs): section 1 end to end
+4.4-4.9 ms against the reference's 2.7-3.3 ms, 1.5-1.6x (8.9-9.2 ms, 3.2-3.4x, before the
+ring's flows between hosts and NVLink rows came from its host segments instead of a
+262,144-row flow table, whose 16.8 MB block raised the malloc thresholds by itself, so
+its runs were all in the raised regime), filling alone 1.5-1.6 ms (0.5x); with glibc's
+initial thresholds 10.4-11.0 ms against 6.2-7.5 ms, 1.4-1.8x. Sections 2 and 4: 0.05-0.11 s CPU
+per seed at 12,288 GPUs, 0.25-0.27 s (plan) and 1.1-1.2 s (worst baseline) at 100,000
+GPUs, peak ~330 MB; section 3: 0.03-0.17 s per seed.
 """
 
 from __future__ import annotations

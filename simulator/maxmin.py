@@ -11,7 +11,7 @@ spraying). Each round makes a few passes over the links in play (those that left
 parked until half are out, then dropped) and touches the entries of the coflows it
 freezes (vectorised gathers and a bincount, or one sparse product over the matrix when
 they hold a large share of it); the loop runs once per distinct bottleneck level, never
-once per flow. None of this changes a float: every link's free capacity and load see
+once per flow, and stops as soon as a round has frozen the last coflow. None of this changes a float: every link's free capacity and load see
 the same operations in the same order as in the textbook loop over live links. Coflows
 that share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the

@@ -296,6 +296,13 @@ class Network:
             ``matrix[L, C]`` sums flows per link and coflow (duplicates add up);
             ``constraints[L + K, C]`` when ``extra_rows`` is given.
 
+        Notes
+        -----
+        A ring's flow set (:class:`~rankmap.simulator.flows.LazyFlowSet`) hands over its
+        flows between hosts and its NVLink rows: the former are routed as any flows, the
+        latter spliced into the CSR arrays as they are (one pass, no sort), so the ring's
+        flow table is never built; the matrix is the same, array for array.
+
         Raises
         ------
         RankmapError

@@ -43,6 +43,7 @@ from scipy import sparse
 from rankmap.simulator.ecmp import EcmpConfig, mix64, roce_source_port
 from rankmap.simulator.fabric import Fabric
 from rankmap.simulator.flows import FlowSet
+from rankmap.simulator.incidence import incidence_csr, with_rows
 from rankmap.simulator.paths import hash_paths, spray_paths
 from rankmap.topology.model import Cluster
 
@@ -50,42 +51,6 @@ __all__ = ["Network", "Routing", "LINK_KINDS", "TIER_KINDS"]
 
 LINK_KINDS = ("nic-up", "nic-down", "tor-up", "tor-down", "nvlink-out", "nvlink-in")
 TIER_KINDS = ("up", "down", "up-all", "down-all")   # per level t below the top: f"tier{t}-{kind}"
-
-
-def _incidence_csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sparse.csr_array:
-    """The CSR matrix of entries ``(rows[E], cols[E], vals[E])``, duplicates summed, in canonical form."""
-    matrix = sparse.coo_array((vals, (rows, cols)), shape=shape).tocsr()
-    matrix.sum_duplicates()
-    return matrix
-
-
-def _with_rows(matrix: sparse.csr_array, at: int, per_block: int, counts: np.ndarray, write) -> sparse.csr_array:
-    """``matrix`` (canonical CSR, no entries in rows ``at .. at + 2 * per_block - 1``) with
-    ``counts[0, k]`` and ``counts[1, k]`` entries of 1 in rows ``at + k`` and ``at + per_block + k``,
-    whose columns ``write(out)`` puts into ``out`` (row by row, ascending in a row): the
-    canonical form of the sum."""
-    k = counts.shape[1]
-    block = np.zeros(2 * per_block + 1, dtype=np.int64)            # (2P + 1,) row pointers of the block
-    block[1:k + 1] = counts[0]
-    block[per_block + 1:per_block + k + 1] = counts[1]
-    np.cumsum(block, out=block)
-    indptr, added = matrix.indptr, int(block[-1])
-    cut = int(indptr[at])
-    nnz = matrix.nnz + added
-    index = indptr.dtype if max(nnz, *matrix.shape) < np.iinfo(indptr.dtype).max else np.int64
-    out_ptr = np.empty(indptr.size, dtype=index)
-    out_ptr[:at] = indptr[:at]
-    out_ptr[at:at + block.size] = block + cut
-    out_ptr[at + block.size:] = indptr[at + block.size:] + added
-    indices = np.empty(nnz, dtype=index)
-    data = np.empty(nnz)
-    indices[:cut], data[:cut] = matrix.indices[:cut], matrix.data[:cut]
-    write(indices[cut:cut + added])
-    data[cut:cut + added] = 1.0
-    indices[cut + added:], data[cut + added:] = matrix.indices[cut:], matrix.data[cut:]
-    out = sparse.csr_array((data, indices, out_ptr), shape=matrix.shape)
-    out.has_canonical_format = True
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -337,12 +302,12 @@ class Network:
         shape = (self.n_links + extra.size, flows.n_coflows)
         rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
                                          got_rows, got_cols, got_vals, shape)
-        full = _incidence_csr(rows, cols, vals, shape)
+        full = incidence_csr(rows, cols, vals, shape)
         entries = None
         if nvlink is not None:
             counts, write, entries = nvlink
             entries = entries + np.bincount(full.indices, minlength=shape[1])
-            full = _with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, counts, write)
+            full = with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, counts, write)
         if extra_rows is None:
             return Routing(full, uplink, uplink_coflow, tiers, coflow_level, column_entries=entries)
         end = int(full.indptr[self.n_links])

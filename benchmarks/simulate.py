@@ -39,8 +39,8 @@ ring's flows between hosts and NVLink rows came from its host segments instead o
 262,144-row flow table, whose 16.8 MB block raised the malloc thresholds by itself, so
 its runs were all in the raised regime), filling alone 1.5-1.6 ms (0.5x); with glibc's
 initial thresholds 10.4-11.0 ms against 6.2-7.5 ms, 1.4-1.8x. Sections 2 and 4: 0.05-0.11 s CPU
-per seed at 12,288 GPUs, 0.25-0.27 s (plan) and 1.1-1.2 s (worst baseline) at 100,000
-GPUs, peak ~330 MB; section 3: 0.03-0.17 s per seed.
+per seed at 12,288 GPUs, 0.25-0.31 s (plan) and 1.1-1.2 s (worst baseline) at 100,000
+GPUs, peak 320-332 MiB (as before, within the noise); section 3: 0.03-0.17 s per seed.
 """
 
 from __future__ import annotations

@@ -285,11 +285,16 @@ def coflow_caps(network: Network, flows: FlowSet, routing: EcmpConfig, config: C
     """
     if config.qp_rate_fraction is None or not flows.n_flows:
         return np.zeros(0, dtype=np.int64), np.zeros(0)
-    inter = flows.between_hosts
+    between = flows.between_set()
+    if between is None:
+        inter = flows.between_hosts
+        src_host, src_nic, coflow = flows.src_host[inter], flows.src_nic[inter], flows.coflow[inter]
+    else:
+        src_host, src_nic, coflow = between.src_host, between.src_nic, between.coflow
     cap = np.full(flows.n_coflows, np.inf)
-    line = network.capacity_bps[network.nic_up(flows.src_host[inter], flows.src_nic[inter])] * config.efficiency
-    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[flows.coflow[inter]]
-    np.minimum.at(cap, flows.coflow[inter], per_flow)
+    line = network.capacity_bps[network.nic_up(src_host, src_nic)] * config.efficiency
+    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[coflow]
+    np.minimum.at(cap, coflow, per_flow)
     capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
     return capped, cap[capped]
 
@@ -346,7 +351,8 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
     """
     capped, cap = coflow_caps(network, flows, routing, config)
     route = network.route(flows, routing, extra_rows=capped)
-    fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]))
+    fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]),
+                     route.column_entries)
     finish, first, events = complete_coflows(fair, flows.coflow_bytes)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
     return FlowResult(finish, first, route.matrix @ flows.coflow_bytes, route, events, fair.rounds)

@@ -16,7 +16,7 @@ import numpy as np
 
 from rankmap.errors import RankmapError
 
-__all__ = ["RankPlacement", "FlowSet"]
+__all__ = ["RankPlacement", "FlowSet", "LazyFlowSet", "FLOW_FIELDS"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -133,6 +133,15 @@ class FlowSet:
         """``coflow_conns``, ones where not set."""
         return np.ones(self.n_coflows, dtype=np.int64) if self.coflow_conns is None else self.coflow_conns
 
+    def between_set(self) -> "FlowSet | None":
+        """The flows between hosts as a flow set of their own, when known without the flow table
+        (:class:`LazyFlowSet`); None here."""
+        return None
+
+    def nvlink_rows(self, gpus: int):
+        """None: routing reads every flow (see :meth:`LazyFlowSet.nvlink_rows`)."""
+        return None
+
     @property
     def n_flows(self) -> int:
         return int(self.coflow.size)
@@ -170,3 +179,88 @@ class FlowSet:
                    np.concatenate([s.coflow_part + p_off[i] for i, s in enumerate(sets)]),
                    tuple(p for s in sets for p in s.parts),
                    None if all(s.coflow_conns is None for s in sets) else np.concatenate([s.conns() for s in sets]))
+
+
+FLOW_FIELDS = ("src_host", "src_gpu", "src_nic", "dst_host", "dst_gpu", "dst_nic", "coflow", "conn")
+
+
+class _Built:
+    """A per-flow field of :class:`LazyFlowSet`: reading it builds the flow table once."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        obj.__dict__.update(zip(FLOW_FIELDS, obj.__dict__.pop("_build")()))
+        return obj.__dict__[self.name]
+
+
+class LazyFlowSet(FlowSet):
+    """A :class:`FlowSet` that knows its flows between hosts and its NVLink entries without its flow table.
+
+    A ring over 16,384 GPUs has 262,144 flows, seven in eight of them over NVLink; routing
+    needs only the flows between hosts and, per GPU, the coflows it sends and receives
+    over NVLink. So :func:`rankmap.simulator.ring_flows.ring_flows` hands those over and
+    builds the per-flow arrays (the same values) only when something reads one.
+
+    Create with :meth:`deferred`; ``dataclasses.replace`` and :meth:`FlowSet.concat` read
+    every field and so get an ordinary flow set.
+    """
+
+    src_host = _Built()
+    src_gpu = _Built()
+    src_nic = _Built()
+    dst_host = _Built()
+    dst_gpu = _Built()
+    dst_nic = _Built()
+    coflow = _Built()
+    conn = _Built()
+
+    @classmethod
+    def deferred(cls, build, n_flows: int, between: FlowSet, between_hosts: np.ndarray, nvlink, *,
+                 coflow_bytes, coflow_latency_s, coflow_group, coflow_part, parts, coflow_conns=None
+                 ) -> "LazyFlowSet":
+        """A flow set whose flow table ``build()`` returns (the eight ``[F]`` arrays of ``FLOW_FIELDS``).
+
+        Parameters
+        ----------
+        build : callable
+            Returns the per-flow arrays, in ``FLOW_FIELDS`` order.
+        n_flows : int
+            F.
+        between : FlowSet
+            The flows between hosts (``between_hosts`` of them, in flow order), with this
+            set's coflow arrays.
+        between_hosts : ndarray
+            ``between_hosts[I]``: their indices.
+        nvlink : callable
+            ``nvlink(gpus)``: what :meth:`nvlink_rows` returns.
+        """
+        obj = object.__new__(cls)
+        obj.__dict__.update(coflow_bytes=coflow_bytes, coflow_latency_s=coflow_latency_s, coflow_group=coflow_group,
+                            coflow_part=coflow_part, parts=parts, coflow_conns=coflow_conns, _build=build,
+                            _n_flows=n_flows, _between=between, between_hosts=between_hosts, _nvlink=nvlink)
+        return obj
+
+    @property
+    def n_flows(self) -> int:
+        return int(self.__dict__["_n_flows"]) if "_n_flows" in self.__dict__ else int(self.coflow.size)
+
+    def between_set(self) -> FlowSet | None:
+        """The flows between hosts (``between_hosts`` of them, in flow order) as a flow set of
+        their own; None when this set was built in full (e.g. by ``dataclasses.replace``)."""
+        return self.__dict__.get("_between")
+
+    def nvlink_rows(self, gpus: int):
+        """``(counts[2, K], write, per_coflow[C])`` for the flows that stay inside a host:
+        ``counts[0, k]`` and ``counts[1, k]`` entries in the rows of the ``nvlink-out`` and
+        ``nvlink-in`` links of GPU ``k = host * gpus + gpu`` (K: up to the last GPU used);
+        ``write(out)`` puts those rows' columns (coflows) into the integer array ``out`` in
+        row order (out rows, then in rows), ascending within a row, every entry one flow;
+        ``per_coflow``: entries per coflow. None when this set was built in full or two of
+        its ranks share a GPU."""
+        if "_nvlink" not in self.__dict__:
+            return None
+        return self.__dict__["_nvlink"](gpus)

@@ -11,7 +11,7 @@ spraying). Each round makes a few passes over the links in play (those that left
 parked until half are out, then dropped) and touches the entries of the coflows it
 freezes (vectorised gathers and a bincount, or one sparse product over the matrix when
 they hold a large share of it); the loop runs once per distinct bottleneck level, never
-once per flow. None of this changes a float: every link's free capacity and load see
+once per flow, and stops as soon as a round has frozen the last coflow. None of this changes a float: every link's free capacity and load see
 the same operations in the same order as in the textbook loop over live links. Coflows
 that share no link (directly or through others) are independent, so :class:`FairShare` also
 labels connected components, letting an event loop recompute only the part of the
@@ -60,15 +60,20 @@ class _ByCoflow:
         ``A[L, C]``, canonical; None when ``transpose`` is given.
     transpose : scipy.sparse.csr_array, optional
         ``A.T[C, L]`` in CSR, when the caller has it already.
+    counts : ndarray, optional
+        ``counts[C]``: entries per column of ``matrix``, when the caller knows them.
     """
 
-    def __init__(self, matrix: sparse.csr_array | None, transpose: sparse.csr_array | None = None):
+    def __init__(self, matrix: sparse.csr_array | None, transpose: sparse.csr_array | None = None,
+                 counts: np.ndarray | None = None):
         self._matrix, self._transpose = matrix, transpose
         if transpose is not None:
             self.indptr, self.nnz = transpose.indptr, transpose.nnz
         else:
+            if counts is None:
+                counts = np.bincount(matrix.indices, minlength=matrix.shape[1])
             self.indptr = np.zeros(matrix.shape[1] + 1, dtype=np.int64)
-            np.cumsum(np.bincount(matrix.indices, minlength=matrix.shape[1]), out=self.indptr[1:])
+            np.cumsum(counts, out=self.indptr[1:])
             self.nnz = matrix.nnz
 
     def csr(self) -> sparse.csr_array:
@@ -171,7 +176,7 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
     free, load = free[live], load[live]                        # (K,) in the order of live
     slot = np.full(n_links, -1)                                # (L,) link -> its index in live, or -1
     slot[live] = np.arange(live.size)
-    level, rounds, alive = float(level), 0, live.size
+    level, rounds, alive, unfrozen = float(level), 0, live.size, n_coflows
     share = np.empty(live.size)
     while alive:
         rounds += 1
@@ -187,6 +192,9 @@ def progressive_filling(matrix: sparse.csr_array, capacity: np.ndarray, level: f
         newly = _through(matrix, by_coflow, live[full], frozen)   # coflows through a full link
         rate[newly] = level
         frozen[newly] = True
+        unfrozen -= newly.size
+        if not unfrozen:     # every link's load drops to 0 and leaves play: this was the last round
+            break
         slots, weight = _load_of(matrix, by_coflow, newly, slot)
         load[slots] -= weight
         out = _union(full, slots[load[slots] <= _WEIGHT_EPS], live.size)   # full, or no unfrozen coflow left
@@ -210,6 +218,10 @@ class FairShare:
         ``A[L, C]``, non-negative.
     capacity : ndarray
         ``capacity[L]``, bytes per second (> 0 where any coflow crosses).
+    entries_per_coflow : ndarray, optional
+        ``[C]`` stored entries in each column of ``matrix`` (a canonical CSR), when the
+        caller knows them (:attr:`rankmap.simulator.network.Routing.column_entries`);
+        otherwise counted here.
 
     Attributes
     ----------
@@ -225,13 +237,13 @@ class FairShare:
     [4.0, 6.0]
     """
 
-    def __init__(self, matrix, capacity: np.ndarray):
+    def __init__(self, matrix, capacity: np.ndarray, entries_per_coflow: np.ndarray | None = None):
         self._csc_cache: sparse.csc_array | None = None
         self._whole: tuple | None = None
         if isinstance(matrix, sparse.csr_array) and matrix.has_canonical_format:
             # The CSR the caller built is the one we would build; its transpose waits until
             # something reads it (a fill that freezes every coflow in a few rounds never does).
-            self._whole = (matrix, _ByCoflow(matrix))
+            self._whole = (matrix, _ByCoflow(matrix, counts=entries_per_coflow))
             self._shape = matrix.shape
             column_ptr = self._whole[1].indptr
         else:

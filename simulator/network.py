@@ -43,6 +43,7 @@ from scipy import sparse
 from rankmap.simulator.ecmp import EcmpConfig, mix64, roce_source_port
 from rankmap.simulator.fabric import Fabric
 from rankmap.simulator.flows import FlowSet
+from rankmap.simulator.incidence import incidence_csr, with_rows
 from rankmap.simulator.paths import hash_paths, spray_paths
 from rankmap.topology.model import Cluster
 
@@ -50,13 +51,6 @@ __all__ = ["Network", "Routing", "LINK_KINDS", "TIER_KINDS"]
 
 LINK_KINDS = ("nic-up", "nic-down", "tor-up", "tor-down", "nvlink-out", "nvlink-in")
 TIER_KINDS = ("up", "down", "up-all", "down-all")   # per level t below the top: f"tier{t}-{kind}"
-
-
-def _incidence_csr(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sparse.csr_array:
-    """The CSR matrix of entries ``(rows[E], cols[E], vals[E])``, duplicates summed, in canonical form."""
-    matrix = sparse.coo_array((vals, (rows, cols)), shape=shape).tocsr()
-    matrix.sum_duplicates()
-    return matrix
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +76,9 @@ class Routing:
     constraints : scipy.sparse.csr_array or None
         ``constraints[L + K, C]``: ``matrix`` followed by the ``K`` extra rows asked of
         :meth:`Network.route` (``matrix`` shares its memory); None when none were asked.
+    column_entries : ndarray or None
+        ``column_entries[C]``: stored entries in each column of ``constraints`` (of
+        ``matrix`` when there are none), when routing counted them on the way; else None.
     """
 
     matrix: sparse.csr_array
@@ -90,6 +87,7 @@ class Routing:
     tier_uplinks: tuple = ()
     coflow_level: np.ndarray | None = None
     constraints: sparse.csr_array | None = None
+    column_entries: np.ndarray | None = None
 
 
 class Network:
@@ -263,14 +261,28 @@ class Network:
             ``matrix[L, C]`` sums flows per link and coflow (duplicates add up);
             ``constraints[L + K, C]`` when ``extra_rows`` is given.
 
+        Notes
+        -----
+        A ring's flow set (:class:`~rankmap.simulator.flows.LazyFlowSet`) hands over its
+        flows between hosts and its NVLink rows: the former are routed as any flows, the
+        latter spliced into the CSR arrays as they are (one pass, no sort), so the ring's
+        flow table is never built; the matrix is the same, array for array.
+
         Raises
         ------
         RankmapError
             Two rail ToRs that a flow joins share no switch (see :meth:`Fabric.climb`).
         """
+        between = flows.between_set()
+        nvlink = None if between is None else flows.nvlink_rows(self.gpus)
+        if nvlink is not None:       # route the flows between hosts, then add the NVLink rows
+            flows = between
         sh, dh, coflow = flows.src_host, flows.dst_host, flows.coflow
         inter = flows.between_hosts                               # (I,) flows that leave their host
-        ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
+        if inter.size == flows.n_flows:                          # all of them (e.g. a ring's flows between hosts)
+            ish, idh, isnic, idnic = sh, dh, flows.src_nic, flows.dst_nic
+        else:
+            ish, idh, isnic, idnic = sh[inter], dh[inter], flows.src_nic[inter], flows.dst_nic[inter]
         sg, dg = self.host_group[ish], self.host_group[idh]       # (I,)
         leave = np.flatnonzero((sg != dg) | (isnic != idnic))     # (X,) into inter: flows above their rail ToR
         sg, dg, idx = sg[leave], dg[leave], inter[leave]
@@ -290,14 +302,19 @@ class Network:
         shape = (self.n_links + extra.size, flows.n_coflows)
         rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
                                          got_rows, got_cols, got_vals, shape)
-        full = _incidence_csr(rows, cols, vals, shape)
+        full = incidence_csr(rows, cols, vals, shape)
+        entries = None
+        if nvlink is not None:
+            counts, write, entries = nvlink
+            entries = entries + np.bincount(full.indices, minlength=shape[1])
+            full = with_rows(full, self._offset["nvlink-out"], self.n_hosts * self.gpus, counts, write)
         if extra_rows is None:
-            return Routing(full, uplink, uplink_coflow, tiers, coflow_level)
+            return Routing(full, uplink, uplink_coflow, tiers, coflow_level, column_entries=entries)
         end = int(full.indptr[self.n_links])
         matrix = sparse.csr_array((full.data[:end], full.indices[:end], full.indptr[:self.n_links + 1]),
                                   shape=(self.n_links, flows.n_coflows))
         matrix.has_canonical_format = True       # the leading rows of a canonical matrix
-        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full)
+        return Routing(matrix, uplink, uplink_coflow, tiers, coflow_level, full, entries)
 
     def _entries(self, flows: FlowSet, nic_up: np.ndarray, nic_down: np.ndarray, got_rows: list, got_cols: list,
                  got_vals: list, shape: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -316,15 +333,18 @@ class Network:
         # hosts. A GPU sending to itself crosses no link: its two NVLink keys are equal
         # (and only then).
         out_link, in_link = rows[:f], rows[f:2 * f]
-        np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
-        np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
-        np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
-        np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
-        moves = out_link != in_link
-        out_link += self._offset["nvlink-out"]
-        in_link += self._offset["nvlink-in"]
-        out_link[flows.between_hosts] = nic_up
-        in_link[flows.between_hosts] = nic_down
+        if nic_up.size == f:                       # every flow leaves its host: no NVLink
+            out_link[:], in_link[:], moves = nic_up, nic_down, np.ones(1, dtype=bool)
+        else:
+            np.multiply(flows.src_host, self.gpus, out=out_link, casting="same_kind")
+            np.add(out_link, flows.src_gpu, out=out_link, casting="same_kind")
+            np.multiply(flows.dst_host, self.gpus, out=in_link, casting="same_kind")
+            np.add(in_link, flows.dst_gpu, out=in_link, casting="same_kind")
+            moves = out_link != in_link
+            out_link += self._offset["nvlink-out"]
+            in_link += self._offset["nvlink-in"]
+            out_link[flows.between_hosts] = nic_up
+            in_link[flows.between_hosts] = nic_down
         cols[:f] = flows.coflow
         cols[f:2 * f] = flows.coflow
         vals[:2 * f] = 1.0

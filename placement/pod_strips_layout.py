@@ -1,0 +1,214 @@
+"""Pod strips: each pod a band of consecutive stages, its ToR groups in column strips.
+
+Deep pipelines on a fabric of several tiers (rows of C hosts that fit inside one ToR
+group, ``C <= max free``): a pod kept as one band of consecutive stages crosses the pod
+tier only at the band's two edges, and inside the band its ToR groups take blocks of
+consecutive stages by consecutive hosts. The best block shape trades ring crossings
+(a block of ``c`` columns cuts every row it holds, ``w_row`` each) against pipeline hops
+(a block of ``r`` rows leaves ``c`` hops at its top and bottom, ``w_col`` each), and a band
+of ``h`` rows holds either strips of the whole band's height or strips cut in two or more
+stacked blocks. So each pod chooses, from every way of putting its groups into strips
+(compositions: ``[1, 1, 2]`` is two full-height strips and one strip of two stacked
+blocks) and strip edges near the groups' share of the band, the one that costs least
+inside the pod (the crossings at a pod's edges cross both tiers whatever its groups).
+
+Examples
+--------
+Two pods of two groups of 6 hosts, 4 stages of 6 hosts: each pod holds two stages, as two
+stacked blocks (no ring crossing; 6 hops leave the pod, 12 hops cross ToR groups).
+
+>>> p = GridProblem(4, 6, (6, 6, 6, 6), 10, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0))
+>>> pod_strips_cells(p).tolist()
+[[0, 0, 0, 0, 0, 0], [1, 1, 1, 1, 1, 1], [2, 2, 2, 2, 2, 2], [3, 3, 3, 3, 3, 3]]
+
+References
+----------
+MegaScale (NSDI 2024): data-intensive ranks under one ToR group; Arnold (arXiv
+2509.15940): DP and PP groups to pods first; the block shapes as in 2-D domain
+decomposition (surface-to-volume: a block of r x c cells exchanges across its perimeter).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from rankmap.placement.grid_problem import GridProblem
+
+__all__ = ["pod_strips_cells", "pod_strips_starts", "MAX_POD_GROUPS", "WIDTH_WINDOW"]
+
+# Pods of more ToR groups than this are not laid in strips (2 ** (groups - 1) compositions).
+MAX_POD_GROUPS = 6
+# Strip widths tried on either side of a strip's share of the band (columns).
+WIDTH_WINDOW = 2
+
+
+def _compositions(n: int) -> list[tuple]:
+    """Every ordered way of writing ``n`` as a sum of positive parts, in a fixed order."""
+    out = []
+    for cuts in itertools.product((False, True), repeat=n - 1):
+        parts, size = [], 1
+        for cut in cuts:
+            if cut:
+                parts.append(size)
+                size = 1
+            else:
+                size += 1
+        out.append(tuple(parts + [size]))
+    return out
+
+
+def _pod_bands(problem: GridProblem, aligned: bool) -> list[tuple]:
+    """``[(pod, groups, first cell, cells)]``: pods (most free hosts first, then index) in
+    consecutive row-major ranges of the grid, each about its share of the job by free
+    hosts; with ``aligned``, each boundary moved to the nearest whole stage where the
+    pods' free hosts allow (a boundary between stages cuts no DP ring). Only as many pods
+    as the job needs."""
+    free = np.asarray(problem.free)
+    dom = np.asarray(problem.domains[0])
+    C, need = problem.cols, problem.rows * problem.cols
+    pods = []
+    for d in sorted(set(dom.tolist()), key=lambda d: (-int(free[dom == d].sum()), d)):
+        groups = sorted((int(g) for g in np.nonzero((dom == d) & (free > 0))[0]), key=lambda g: (-free[g], g))
+        if groups:
+            pods.append((d, groups, int(free[groups].sum())))
+    used, room = [], 0
+    for pod in pods:
+        if room >= need:
+            break
+        used.append(pod)
+        room += pod[2]
+    if room < need:
+        return []
+    caps = np.array([p[2] for p in used])
+    ideal = need * np.cumsum(caps) / caps.sum()                        # ideal[m]: boundaries by share
+    bounds, last = [], 0
+    for k in range(len(used) - 1):
+        lo, hi = max(last, need - int(caps[k + 1:].sum())), last + int(caps[k])
+        b = min(hi, max(lo, int(round(ideal[k]))))
+        if aligned:
+            whole = [x for x in (b // C * C, -(-b // C) * C) if lo <= x <= hi]
+            b = min(whole, key=lambda x: (abs(x - ideal[k]), x)) if whole else b
+        bounds.append(b)
+        last = b
+    edges = [0, *bounds, need]
+    return [(d, groups, a, b - a) for (d, groups, _), a, b in zip(used, edges, edges[1:]) if b > a]
+
+
+def _stack(cells: np.ndarray, cols: int, caps: np.ndarray) -> np.ndarray | None:
+    """``share[n]``: a strip's ``cells`` (row-major) cut among its stacked groups, each
+    cut at the end of a stage where the groups' free hosts allow (else at its share by free
+    hosts); None when they do not fit."""
+    size = cells.size
+    if size > caps.sum():
+        return None
+    row_ends = np.nonzero(np.diff(cells // cols, append=-1))[0] + 1          # cumulative cells at stage ends
+    share, taken = [], 0
+    for i in range(caps.size - 1):
+        lo, hi = max(0, size - taken - int(caps[i + 1:].sum())), min(int(caps[i]), size - taken)
+        if lo > hi:
+            return None
+        target = (size - taken) * caps[i] / caps[i:].sum()
+        ends = [e - taken for e in row_ends if lo <= e - taken <= hi]
+        x = min(ends, key=lambda e: (abs(e - target), e)) if ends else min(hi, max(lo, int(round(target))))
+        share.append(x)
+        taken += x
+    if size - taken > caps[-1]:
+        return None
+    return np.array(share + [size - taken], dtype=np.int64)
+
+
+def _local_cost(problem: GridProblem, band: np.ndarray, labels: np.ndarray) -> float:
+    """ToR-tier cost (units) that one pod's labels decide: ring crossings between its own
+    neighbouring cells (cyclic on stages it holds whole) and pipeline hops between its own
+    cells. Crossings at the pod's edges cross both tiers whatever the labels."""
+    C = problem.cols
+    top = int(band[0]) // C
+    grid = np.full(((int(band[-1]) // C) - top + 1, C), -1, dtype=np.int64)        # (h, C), -1 outside
+    grid.ravel()[band - top * C] = labels
+    inside = grid >= 0
+    right = np.roll(grid, -1, axis=1)
+    ring = inside & (right >= 0) & (grid != right)
+    ring[:, -1] &= inside.all(axis=1)                                              # wrap only on whole stages
+    hops = inside[:-1] & inside[1:] & (grid[:-1] != grid[1:])
+    return problem.w_row * float(ring.sum()) + problem.w_col * float(hops.sum())
+
+
+def _pod_options(problem: GridProblem, groups: list, band: np.ndarray) -> list[np.ndarray]:
+    """Strip layouts of one pod's band (module docstring), as ``labels[band.size]``.
+
+    Strip s holds the band's cells in whole columns, its edges within
+    :data:`WIDTH_WINDOW` columns of where the band's cells reach the strips' share of free
+    hosts (the bottom of its last column going to the next strip where its groups are
+    full); inside a strip the stacked groups take its cells stage by stage (:func:`_stack`)."""
+    C = problem.cols
+    free = np.asarray(problem.free)
+    col = band % C
+    by_col = np.lexsort((band // C, col))                                # band positions, column-major
+    per_col = np.bincount(col, minlength=C)
+    cum = np.concatenate([[0], np.cumsum(per_col)])                     # cum[C+1]: band cells left of column
+    total = free[groups].sum()
+    options = []
+    for parts in _compositions(len(groups)):
+        if len(parts) > C:
+            continue
+        stacks = np.split(np.asarray(groups), np.cumsum(parts)[:-1])
+        shares = np.cumsum([free[st].sum() for st in stacks])[:-1] * band.size / total
+        near = [int(np.searchsorted(cum, x)) for x in shares]
+        window = WIDTH_WINDOW if len(parts) <= 3 else 1
+        for inner in itertools.product(*[range(max(1, e - window), min(C - 1, e + window) + 1) for e in near]):
+            edges = (0, *inner, C)
+            if any(b <= a for a, b in zip(edges, edges[1:])):
+                continue
+            labels = np.empty(band.size, dtype=np.int64)
+            start = 0
+            for k, st in enumerate(stacks):
+                room = int(free[st].sum())
+                size = band.size - start if k == len(stacks) - 1 else min(room, max(0, int(cum[edges[k + 1]]) - start))
+                where = np.sort(by_col[start:start + size])                # row-major inside the strip
+                share = _stack(band[where], C, free[st]) if size else None
+                if share is None:
+                    break
+                labels[where] = np.repeat(st, share)
+                start += size
+            else:
+                options.append(labels)
+    return options
+
+
+def pod_strips_cells(problem: GridProblem, aligned: bool = False) -> np.ndarray | None:
+    """Placement ``cells[R, C]``: pods as bands of consecutive stages, each band's ToR groups
+    in the strips that cost least inside the pod (module docstring); None when the fabric
+    has no pods, a pod has more than :data:`MAX_POD_GROUPS` groups, or no strip layout fits.
+
+    Parameters
+    ----------
+    problem : GridProblem
+        With at least one level of domains (pods) above the ToR groups.
+    aligned : bool
+        Pod boundaries moved to whole stages where the pods' free hosts allow.
+    """
+    if not problem.domains:
+        return None
+    R, C = problem.rows, problem.cols
+    bands = _pod_bands(problem, aligned)
+    if not bands or max(len(g) for _, g, _, _ in bands) > MAX_POD_GROUPS:
+        return None
+    flat = np.empty(R * C, dtype=np.int64)
+    for _, groups, start, size in bands:
+        band = np.arange(start, start + size)
+        options = _pod_options(problem, groups, band)
+        if not options:
+            return None
+        flat[band] = min(options, key=lambda lab: _local_cost(problem, band, lab))   # first of the least
+    return flat.reshape(R, C)
+
+
+def pod_strips_starts(problem: GridProblem) -> list[np.ndarray]:
+    """:func:`pod_strips_cells` with pod boundaries by share and on whole stages; only
+    where every stage fits in one ToR group (``C <= max free``) and pods lie above them."""
+    if not problem.domains or problem.cols > max(problem.free) or problem.rows < 2:
+        return []
+    out = [pod_strips_cells(problem, aligned) for aligned in (False, True)]
+    return [c for c in out if c is not None]

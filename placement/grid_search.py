@@ -237,6 +237,8 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
+    if how.endswith("(nested blocks)"):
+        return " + band + crossing count per tier; nested blocks (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
 
 

@@ -35,7 +35,7 @@ from rankmap.placement.band_layout import band_cells
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
-from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.snake_layout import snake_cells
 
@@ -91,12 +91,15 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     :func:`~rankmap.placement.perimeter_bound.perimeter_lower_bound` (rows and columns
     each domain touches). On fabrics of several tiers, the ToR and pod levels together are
     also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
-    and the larger of the two sums is returned."""
+    and so are the ToR groups' and pods' blocks
+    (:func:`~rankmap.placement.perimeter_bound.nested_perimeter_bound`); the largest sum is
+    returned."""
     return tier_bound_method(problem, bound0)[0]
 
 
 def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
-    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly"``."""
+    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly (...)"``
+    naming the joint bound."""
     levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
@@ -108,9 +111,13 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
         levels.append(w * (max(b, bound0) if lv == 0 else b))
     total = float(sum(levels))
     if problem.domains:
-        joint = pod_profile_bound(problem) + float(sum(levels[2:]))
-        if joint > total:
-            return joint, "ToR and pod tiers jointly"
+        rest = float(sum(levels[2:]))
+        for joint, how in ((pod_profile_bound(problem) + rest, "ToR and pod tiers jointly (pod profiles)"),
+                           (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)")):
+            if joint > total:
+                total, best = joint, how
+        if total > float(sum(levels)):
+            return total, best
     return total, "per tier"
 
 

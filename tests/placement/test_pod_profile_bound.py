@@ -11,7 +11,7 @@ import numpy as np
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
-from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.tier_search import level_problem, tier_bound
 
@@ -86,3 +86,43 @@ def test_not_applicable_returns_zero():
     # a ring fits in one ToR group; and no pods at all
     assert pod_profile_bound(GridProblem(2, 3, (3, 3), 10, 1, domains=((0, 1),), weights=(1.0, 1.0))) == 0.0
     assert pod_profile_bound(GridProblem(2, 4, (3, 3, 3), 10, 1)) == 0.0
+
+
+def _deep_instances(n: int, seed: int):
+    """Random two-level instances of deep pipelines: a stage (row) fits in one ToR group."""
+    rng = random.Random(seed)
+    made = 0
+    while made < n:
+        K = rng.choice([3, 4])
+        R, C = rng.choice([(3, 2), (4, 2), (5, 2), (6, 2), (2, 3), (3, 3), (4, 3)])
+        free = tuple(rng.randint(1, C + 2) for _ in range(K))
+        if sum(free) < R * C or K ** (R * C) > 300_000:
+            continue
+        pods = tuple(sorted(rng.randint(0, 1) for _ in range(K)))
+        pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())
+        made += 1
+        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(1, 9), 0, (pods,),
+                          (1.0, float(rng.choice([1, 2, 3]))))
+
+
+def test_nested_blocks_bound_never_exceeds_brute_force_on_deep_pipelines():
+    tight = 0
+    for problem in _deep_instances(30, seed=5):
+        best = _brute_two_levels(problem)
+        bound = nested_perimeter_bound(problem)
+        assert bound <= best + 1e-6, problem
+        assert tier_bound(problem, 0) <= best + 1e-6, problem
+        tight += abs(bound - best) < 1e-9
+    assert tight >= 20, tight
+
+
+def test_nested_blocks_see_a_pods_groups_share_its_stages():
+    # 4 stages of 2 hosts; pod 0 = group 0 (2 hosts), pod 1 = groups of 3 and 5. Apart, the
+    # levels see 12 (ToR: blocks of 2, 3 and 3 hosts; pods: 2 + 6). Nested: pod 1's 6 hosts
+    # are 3 stages, split between its groups (one more boundary, 2 hops of 3): stage 0 in
+    # group 0, stages 1-2 in the group of 5, stage 3 in the group of 3: 2 hops cross both
+    # tiers (12) and 2 the ToR tier (6), 18, the optimum (every label sequence).
+    p = GridProblem(4, 2, (2, 3, 5), 11, 3, domains=((0, 1, 1),), weights=(1.0, 1.0))
+    assert _per_tier_sum(p) == 12.0
+    assert nested_perimeter_bound(p) == 18.0 == _brute_two_levels(p)
+    assert tier_bound(p, 0) == 18.0

@@ -62,9 +62,9 @@ def _compositions(n: int) -> list[tuple]:
 def _pod_bands(problem: GridProblem, aligned: bool) -> list[tuple]:
     """``[(pod, groups, first cell, cells)]``: pods (most free hosts first, then index) in
     consecutive row-major ranges of the grid, each about its share of the job by free
-    hosts; with ``aligned``, each boundary moved to the nearest whole stage where the
-    pods' free hosts allow (a boundary between stages cuts no DP ring). Only as many pods
-    as the job needs."""
+    hosts; with ``aligned``, the fewest boundaries inside a stage (a boundary between
+    stages cuts no DP ring; :func:`_whole_stage_bounds`). Only as many pods as the job
+    needs."""
     free = np.asarray(problem.free)
     dom = np.asarray(problem.domains[0])
     C, need = problem.cols, problem.rows * problem.cols
@@ -83,17 +83,55 @@ def _pod_bands(problem: GridProblem, aligned: bool) -> list[tuple]:
         return []
     caps = np.array([p[2] for p in used])
     ideal = need * np.cumsum(caps) / caps.sum()                        # ideal[m]: boundaries by share
-    bounds, last = [], 0
-    for k in range(len(used) - 1):
-        lo, hi = max(last, need - int(caps[k + 1:].sum())), last + int(caps[k])
-        b = min(hi, max(lo, int(round(ideal[k]))))
-        if aligned:
-            whole = [x for x in (b // C * C, -(-b // C) * C) if lo <= x <= hi]
-            b = min(whole, key=lambda x: (abs(x - ideal[k]), x)) if whole else b
-        bounds.append(b)
-        last = b
+    if aligned:
+        bounds = _whole_stage_bounds(caps, ideal, need, C)
+    else:
+        bounds, last = [], 0
+        for k in range(len(used) - 1):
+            lo, hi = max(last + 1, need - int(caps[k + 1:].sum())), last + int(caps[k])
+            bounds.append(min(hi, max(lo, int(round(ideal[k])))))
+            last = bounds[-1]
     edges = [0, *bounds, need]
     return [(d, groups, a, b - a) for (d, groups, _), a, b in zip(used, edges, edges[1:]) if b > a]
+
+
+def _whole_stage_bounds(caps: np.ndarray, ideal: np.ndarray, need: int, cols: int) -> list[int]:
+    """Boundaries ``b[m-1]`` between consecutive pods (cells before each), pod k taking
+    1..caps[k] cells: the fewest inside a stage (``b % cols != 0``), then the least total
+    distance from ``ideal``; by dynamic programming over pods and boundary positions.
+
+    Examples
+    --------
+    Rows of 34, pods of 202, 191, 187, 190, 192 and 180 hosts, 32 rows: two boundaries
+    inside a stage (5.9 and 21.5 stages), where nearest whole stages to the shares give three.
+
+    >>> caps = np.array([202, 192, 191, 190, 187, 180])
+    >>> b = _whole_stage_bounds(caps, 1088 * np.cumsum(caps) / caps.sum(), 1088, 34)
+    >>> sum(x % 34 != 0 for x in b)
+    2
+    """
+    m = caps.size
+    pos = np.arange(need + 1)
+    big = float(need + 1)                                                  # one cut stage outweighs any distance
+    best = np.full(need + 1, np.inf)
+    best[0] = 0.0
+    back = []
+    for k in range(m):
+        cap = int(caps[k])
+        padded = np.concatenate([np.full(cap, np.inf), best])
+        window = np.lib.stride_tricks.sliding_window_view(padded, cap)[: need + 1]   # window[b]: best[b-cap .. b-1]
+        arg = window[:, ::-1].argmin(axis=1)                                     # nearest predecessor first on ties
+        prev = pos - 1 - arg
+        cost = window[pos, cap - 1 - arg]
+        if k < m - 1:
+            cost = cost + big * (pos % cols != 0) + np.abs(pos - ideal[k])
+        back.append(prev)
+        best = cost
+    bounds, b = [], need
+    for k in range(m - 1, 0, -1):
+        b = int(back[k][b])
+        bounds.append(b)
+    return bounds[::-1]
 
 
 def _stack(cells: np.ndarray, cols: int, caps: np.ndarray) -> np.ndarray | None:

@@ -36,12 +36,14 @@ import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["pod_strips_cells", "pod_strips_starts", "MAX_POD_GROUPS", "WIDTH_WINDOW"]
+__all__ = ["pod_strips_cells", "pod_strips_starts", "MAX_POD_GROUPS", "MAX_ORDERED", "WIDTH_WINDOW"]
 
 # Pods of more ToR groups than this are not laid in strips (2 ** (groups - 1) compositions).
 MAX_POD_GROUPS = 6
 # Strip widths tried on either side of a strip's share of the band (columns).
 WIDTH_WINDOW = 2
+# Pods of at most this many ToR groups try every order of them (4! = 24 at most).
+MAX_ORDERED = 4
 
 
 def _compositions(n: int) -> list[tuple]:
@@ -134,43 +136,52 @@ def _whole_stage_bounds(caps: np.ndarray, ideal: np.ndarray, need: int, cols: in
     return bounds[::-1]
 
 
-def _stack(cells: np.ndarray, cols: int, caps: np.ndarray) -> np.ndarray | None:
+def _stack(cells: np.ndarray, cols: int, caps: list) -> list | None:
     """``share[n]``: a strip's ``cells`` (row-major) cut among its stacked groups, each
     cut at the end of a stage where the groups' free hosts allow (else at its share by free
     hosts); None when they do not fit."""
     size = cells.size
-    if size > caps.sum():
+    if size > sum(caps):
         return None
-    row_ends = np.nonzero(np.diff(cells // cols, append=-1))[0] + 1          # cumulative cells at stage ends
+    rows = cells // cols
+    row_ends = (np.flatnonzero(rows[1:] != rows[:-1]) + 1).tolist() + [size]  # cumulative cells at stage ends
     share, taken = [], 0
-    for i in range(caps.size - 1):
-        lo, hi = max(0, size - taken - int(caps[i + 1:].sum())), min(int(caps[i]), size - taken)
+    for i in range(len(caps) - 1):
+        lo, hi = max(0, size - taken - sum(caps[i + 1:])), min(caps[i], size - taken)
         if lo > hi:
             return None
-        target = (size - taken) * caps[i] / caps[i:].sum()
+        target = (size - taken) * caps[i] / sum(caps[i:])
         ends = [e - taken for e in row_ends if lo <= e - taken <= hi]
         x = min(ends, key=lambda e: (abs(e - target), e)) if ends else min(hi, max(lo, int(round(target))))
         share.append(x)
         taken += x
     if size - taken > caps[-1]:
         return None
-    return np.array(share + [size - taken], dtype=np.int64)
+    return share + [size - taken]
 
 
-def _local_cost(problem: GridProblem, band: np.ndarray, labels: np.ndarray) -> float:
-    """ToR-tier cost (units) that one pod's labels decide: ring crossings between its own
-    neighbouring cells (cyclic on stages it holds whole) and pipeline hops between its own
-    cells. Crossings at the pod's edges cross both tiers whatever the labels."""
+def _band_pairs(problem: GridProblem, band: np.ndarray) -> tuple:
+    """``(ring_a, ring_b, hop_a, hop_b)``: positions in ``band`` of neighbouring cells both
+    in the band, along a stage (cyclic on stages the band holds whole) and down a column."""
     C = problem.cols
-    top = int(band[0]) // C
-    grid = np.full(((int(band[-1]) // C) - top + 1, C), -1, dtype=np.int64)        # (h, C), -1 outside
-    grid.ravel()[band - top * C] = labels
-    inside = grid >= 0
-    right = np.roll(grid, -1, axis=1)
-    ring = inside & (right >= 0) & (grid != right)
-    ring[:, -1] &= inside.all(axis=1)                                              # wrap only on whole stages
-    hops = inside[:-1] & inside[1:] & (grid[:-1] != grid[1:])
-    return problem.w_row * float(ring.sum()) + problem.w_col * float(hops.sum())
+    at = np.full(problem.rows * problem.cols + 1, -1, dtype=np.int64)
+    at[band] = np.arange(band.size)
+    right = np.where(band % C == C - 1, band - (C - 1), band + 1)                # the next host of the ring
+    whole = np.bincount(band // C, minlength=problem.rows) == C
+    ring = (at[right] >= 0) & ((band % C != C - 1) | whole[band // C])
+    below = np.minimum(band + C, at.size - 1)
+    hop = (band + C < problem.rows * C) & (at[below] >= 0)
+    pos = np.arange(band.size)
+    return pos[ring], at[right[ring]], pos[hop], at[below[hop]]
+
+
+def _local_cost(problem: GridProblem, pairs: tuple, labels: np.ndarray) -> float:
+    """ToR-tier cost (units) that one pod's labels decide: ring crossings between its own
+    neighbouring cells and pipeline hops between its own cells (:func:`_band_pairs`).
+    Crossings at the pod's edges cross both tiers whatever the labels."""
+    ring_a, ring_b, hop_a, hop_b = pairs
+    return (problem.w_row * float((labels[ring_a] != labels[ring_b]).sum())
+            + problem.w_col * float((labels[hop_a] != labels[hop_b]).sum()))
 
 
 def _pod_options(problem: GridProblem, groups: list, band: np.ndarray) -> list[np.ndarray]:
@@ -187,6 +198,30 @@ def _pod_options(problem: GridProblem, groups: list, band: np.ndarray) -> list[n
     per_col = np.bincount(col, minlength=C)
     cum = np.concatenate([[0], np.cumsum(per_col)])                     # cum[C+1]: band cells left of column
     total = free[groups].sum()
+    options, strips = [], {}
+    for order in _orders(groups, free):
+        options += _layouts(order, band, C, free, by_col, cum, total, strips)
+    return options
+
+
+def _orders(groups: list, free: np.ndarray) -> list[list]:
+    """The pod's groups in every order that differs in free hosts (which group is a strip of
+    its own and which are stacked), up to :data:`MAX_ORDERED` groups; else as given."""
+    if len(groups) > MAX_ORDERED:
+        return [list(groups)]
+    out, seen = [], set()
+    for order in itertools.permutations(groups):
+        key = tuple(int(free[g]) for g in order)
+        if key not in seen:
+            seen.add(key)
+            out.append(list(order))
+    return out
+
+
+def _layouts(groups: list, band: np.ndarray, C: int, free: np.ndarray, by_col: np.ndarray, cum: np.ndarray,
+             total: int, strips: dict) -> list[np.ndarray]:
+    """The strip layouts of :func:`_pod_options` for one order of the groups (``strips``:
+    each strip's cells and labels, by its first cell, size and groups, shared by the orders)."""
     options = []
     for parts in _compositions(len(groups)):
         if len(parts) > C:
@@ -204,11 +239,14 @@ def _pod_options(problem: GridProblem, groups: list, band: np.ndarray) -> list[n
             for k, st in enumerate(stacks):
                 room = int(free[st].sum())
                 size = band.size - start if k == len(stacks) - 1 else min(room, max(0, int(cum[edges[k + 1]]) - start))
-                where = np.sort(by_col[start:start + size])                # row-major inside the strip
-                share = _stack(band[where], C, free[st]) if size else None
-                if share is None:
+                key = (start, size, tuple(st))
+                if key not in strips:
+                    where = np.sort(by_col[start:start + size])            # row-major inside the strip
+                    share = _stack(band[where], C, [int(free[g]) for g in st]) if size else None
+                    strips[key] = None if share is None else (where, np.repeat(st, share))
+                if strips[key] is None:
                     break
-                labels[where] = np.repeat(st, share)
+                labels[strips[key][0]] = strips[key][1]
                 start += size
             else:
                 options.append(labels)
@@ -239,7 +277,8 @@ def pod_strips_cells(problem: GridProblem, aligned: bool = False) -> np.ndarray 
         options = _pod_options(problem, groups, band)
         if not options:
             return None
-        flat[band] = min(options, key=lambda lab: _local_cost(problem, band, lab))   # first of the least
+        pairs = _band_pairs(problem, band)
+        flat[band] = min(options, key=lambda lab: _local_cost(problem, pairs, lab))   # first of the least
     return flat.reshape(R, C)
 
 

@@ -15,7 +15,9 @@ and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
-(:mod:`rankmap.placement.pod_profile_bound`) where that is larger.
+(:mod:`rankmap.placement.pod_profile_bound`, the nested blocks of
+:mod:`rankmap.placement.perimeter_bound`, :mod:`rankmap.placement.shared_columns_bound`)
+where that is larger.
 """
 
 from __future__ import annotations
@@ -237,8 +239,9 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
-    if how.endswith("(nested blocks)"):
-        return " + band + crossing count per tier; nested blocks (ToR and pod tiers jointly)"
+    for name in ("nested blocks", "shared columns"):
+        if how.endswith(f"({name})"):
+            return f" + band + crossing count per tier; {name} (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
 
 

@@ -143,13 +143,14 @@ def nested_perimeter_bound(problem) -> float:
 
     Examples
     --------
-    Four stages of 6 hosts on two pods of two groups of 6: a pod takes two whole stages
-    (one block of 6 columns by 2 stages; 6 hops leave it) and splits them among its groups
-    (two blocks of 6 by 1; 6 more hops). The levels apart see 12 and 6 (2 + 2 groups of 6
-    cells each in one stage; pods of 12 in two stages): 18 as well here, and 18 is optimal.
+    Four stages of 2 hosts; pod 0 is one group of 2, pod 1 groups of 3 and 5 (a ring
+    crossing weighs 11, a hop 3). Apart, the levels see 12. Nested: pod 1's hosts are 3
+    stages split between its groups, so one more boundary of 2 hops: stage 0 in the group
+    of 2, stages 1-2 in the group of 5, stage 3 in the group of 3 cost 2 hops across both
+    tiers and 2 across the ToR tier, 18, the optimum.
 
     >>> from rankmap.placement.grid_problem import GridProblem
-    >>> nested_perimeter_bound(GridProblem(4, 6, (6, 6, 6, 6), 10, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0)))
+    >>> nested_perimeter_bound(GridProblem(4, 2, (2, 3, 5), 11, 3, domains=((0, 1, 1),), weights=(1.0, 1.0)))
     18.0
     """
     R, C = problem.rows, problem.cols

@@ -15,7 +15,7 @@ inside the pod (the crossings at a pod's edges cross both tiers whatever its gro
 Examples
 --------
 Two pods of two groups of 6 hosts, 4 stages of 6 hosts: each pod holds two stages, as two
-stacked blocks (no ring crossing; 6 hops leave the pod, 12 hops cross ToR groups).
+stacked blocks (no ring crossing; 18 hops cross ToR groups, 6 of them the pods too).
 
 >>> p = GridProblem(4, 6, (6, 6, 6, 6), 10, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0))
 >>> pod_strips_cells(p).tolist()
@@ -31,6 +31,7 @@ decomposition (surface-to-volume: a block of r x c cells exchanges across its pe
 from __future__ import annotations
 
 import itertools
+from typing import Callable
 
 import numpy as np
 
@@ -61,7 +62,7 @@ def _compositions(n: int) -> list[tuple]:
     return out
 
 
-def _pod_bands(problem: GridProblem, aligned: bool) -> list[tuple]:
+def _pod_bands(problem: GridProblem, aligned: bool, rank: Callable = lambda room, d: (-room, d)) -> list[tuple]:
     """``[(pod, groups, first cell, cells)]``: pods (most free hosts first, then index) in
     consecutive row-major ranges of the grid, each about its share of the job by free
     hosts; with ``aligned``, the fewest boundaries inside a stage (a boundary between
@@ -71,7 +72,7 @@ def _pod_bands(problem: GridProblem, aligned: bool) -> list[tuple]:
     dom = np.asarray(problem.domains[0])
     C, need = problem.cols, problem.rows * problem.cols
     pods = []
-    for d in sorted(set(dom.tolist()), key=lambda d: (-int(free[dom == d].sum()), d)):
+    for d in sorted(set(dom.tolist()), key=lambda d: rank(int(free[dom == d].sum()), d)):
         groups = sorted((int(g) for g in np.nonzero((dom == d) & (free > 0))[0]), key=lambda g: (-free[g], g))
         if groups:
             pods.append((d, groups, int(free[groups].sum())))
@@ -253,7 +254,8 @@ def _layouts(groups: list, band: np.ndarray, C: int, free: np.ndarray, by_col: n
     return options
 
 
-def pod_strips_cells(problem: GridProblem, aligned: bool = False) -> np.ndarray | None:
+def pod_strips_cells(problem: GridProblem, aligned: bool = False,
+                     rank: Callable = lambda room, d: (-room, d)) -> np.ndarray | None:
     """Placement ``cells[R, C]``: pods as bands of consecutive stages, each band's ToR groups
     in the strips that cost least inside the pod (module docstring); None when the fabric
     has no pods, a pod has more than :data:`MAX_POD_GROUPS` groups, or no strip layout fits.
@@ -268,7 +270,7 @@ def pod_strips_cells(problem: GridProblem, aligned: bool = False) -> np.ndarray 
     if not problem.domains:
         return None
     R, C = problem.rows, problem.cols
-    bands = _pod_bands(problem, aligned)
+    bands = _pod_bands(problem, aligned, rank)
     if not bands or max(len(g) for _, g, _, _ in bands) > MAX_POD_GROUPS:
         return None
     flat = np.empty(R * C, dtype=np.int64)

@@ -10,26 +10,24 @@ perimeter bound, a group g touching ``r_g`` rows and ``c_g`` columns, and a pod 
     Phi_d = w0 sum_{g in d} (w_row (r_g - whole_g) + w_col c_g) + w1 (w_row (r_d - W_d) + w_col c_d)
 
 (``sum_g c_g`` counts, column by column, the groups in it: a column over k groups changes
-group at least k - 1 times down the stages). Now let pod d hold ``q_j`` hosts of column j.
-A column that one group fills alone needs that group to touch ``q_j`` rows; so when every
-group of d touches at most ``rho`` rows, every column with ``q_j > rho`` holds two groups
-or more, and::
+group at least k - 1 times down the stages). Now let pod d hold ``q_j`` hosts of column j, every ``q_j`` at least ``t`` (the pod's
+whole rows, ``W_d``, lie in every column; and ``q_j >= A_d - (c_d - 1) r_d``). A column
+that one group fills alone needs that group to touch at least ``t`` rows ("tall"), and is
+one of that group's columns; every other column holds two groups or more. So::
 
-    sum_{g in d} c_g >= 2 c_d - S,   S = #{j: q_j <= rho} <= (c_d r_d - A_d) / (r_d - rho)
+    sum_{short g} c_g + 2 sum_{tall g} c_g >= 2 c_d
 
-(``q_j <= r_d``, ``sum_j q_j = A_d``; and ``S = 0`` when ``rho < W_d``, every column holding
-the whole rows). A pod kept as a band of 5.5 stages cannot hold blocks of 3 stages alone
-in any column: its groups, 3 stages tall, are twice as many per column as the free
-perimeter bound lets them be.
+A pod kept as a band of 5.5 stages (5 whole) cannot have blocks of 3 or 4 stages fill any
+column alone: its groups are two per column, wider than the free perimeter bound lets them
+be, or 5 stages tall.
 
-For pods over every column (``c_d = C``), ``Phi_d`` is bounded below by enumerating
-``r_d``, ``W_d`` and ``rho``; the groups' part, ``w_row sum r_g + w_col max(sum c_g, X)``
-with ``X = 2C - S``, is relaxed for each ``theta`` in ``[0, 1]`` to
-``w_row sum r_g + theta w_col sum c_g + (1 - theta) w_col X`` (a max above an average), a
-min-plus sum over the pod's groups of their best blocks with at most ``rho`` rows (each
-holding up to ``min(free, r c)`` hosts), and the largest over ``theta`` is kept. Pods over
+For each multiplier ``mu >= 0`` (:data:`MUS`), ``sum_g (w_row r_g + w_col c_g)`` is at least
+``sum_g (w_row r_g + (w_col - mu k_g) c_g) + 2 mu c_d`` (``k_g = 2`` tall, 1 short): a
+min-plus sum over the pod's groups of their best blocks (each holding up to
+``min(free, r c)`` hosts), the largest over ``mu`` kept. ``Phi_d`` is then bounded below
+for pods over every column (``c_d = C``) by enumerating ``r_d`` and ``W_d``; pods over
 fewer columns take the perimeter bound's blocks, as in
-:func:`rankmap.placement.perimeter_bound.nested_perimeter_bound`. A knapsack over pods then
+:func:`rankmap.placement.perimeter_bound.nested_perimeter_bound`. A knapsack over pods
 gives the bound.
 
 References
@@ -132,13 +130,15 @@ def shared_columns_bound(problem: GridProblem) -> float:
 
     Examples
     --------
-    Six stages of 4 hosts on two pods of two groups of 6: a pod of 3 stages whose groups
-    fill no column alone shares every column (4 columns twice, 8 hops) or gives one group
-    all 3 stages (a ring crossing per stage).
+    Three stages of 4 hosts; pod 0 one group of 8, pod 1 groups of 8 and 5 (the pod tier
+    weighs 3). The nested blocks see 10; here a group of pod 1 holding 2 stages' columns
+    alone must touch both, else its columns hold both groups. The optimum is 12 (every
+    label sequence).
 
-    >>> p = GridProblem(6, 4, (6, 6, 6, 6), 3, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0))
-    >>> shared_columns_bound(p) >= 24.0
-    True
+    >>> from rankmap.placement.perimeter_bound import nested_perimeter_bound
+    >>> p = GridProblem(3, 4, (8, 8, 5), 2, 3, domains=((0, 1, 1),), weights=(1.0, 3.0))
+    >>> shared_columns_bound(p), nested_perimeter_bound(p)
+    (10.75, 10.0)
     """
     R, C = problem.rows, problem.cols
     if not problem.domains or R < 2 or C < 2:

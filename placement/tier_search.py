@@ -37,6 +37,7 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
+from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.snake_layout import snake_cells
 
 __all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "tier_bound_method",
@@ -92,7 +93,9 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     each domain touches). On fabrics of several tiers, the ToR and pod levels together are
     also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
     and so are the ToR groups' and pods' blocks
-    (:func:`~rankmap.placement.perimeter_bound.nested_perimeter_bound`); the largest sum is
+    (:func:`~rankmap.placement.perimeter_bound.nested_perimeter_bound`, and with the pods'
+    columns that no group fills alone,
+    :func:`~rankmap.placement.shared_columns_bound.shared_columns_bound`); the largest sum is
     returned."""
     return tier_bound_method(problem, bound0)[0]
 
@@ -113,7 +116,8 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
     if problem.domains:
         rest = float(sum(levels[2:]))
         for joint, how in ((pod_profile_bound(problem) + rest, "ToR and pod tiers jointly (pod profiles)"),
-                           (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)")):
+                           (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)"),
+                           (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)")):
             if joint > total:
                 total, best = joint, how
         if total > float(sum(levels)):

@@ -9,11 +9,15 @@ comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
 objectives break ties among the candidates. On fabrics of several tiers the starts also
 include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole rings in the
 larger pods with split rings paired in the smaller ones
-(:mod:`rankmap.placement.split_pairs_layout`), and count exchanges
+(:mod:`rankmap.placement.split_pairs_layout`) and, for deep pipelines, pods as bands of
+stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`),
+and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
-(:mod:`rankmap.placement.pod_profile_bound`) where that is larger.
+(:mod:`rankmap.placement.pod_profile_bound`, the nested blocks of
+:mod:`rankmap.placement.perimeter_bound`, :mod:`rankmap.placement.shared_columns_bound`)
+where that is larger.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
+from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
@@ -191,7 +196,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
 
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
-        starts += nested_starts(problem)
+        starts += nested_starts(problem) + pod_strips_starts(problem)
     candidates = [c for c in starts if feasible(c)]
     if candidates:
         candidates.append(refine(problem, min(candidates, key=key), key, feasible))
@@ -234,6 +239,9 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
+    for name in ("nested blocks", "shared columns"):
+        if how.endswith(f"({name})"):
+            return f" + band + crossing count per tier; {name} (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
 
 

@@ -25,6 +25,17 @@ exactly by dynamic programming. The bound is strongest where the other bounds ar
 deep pipelines whose stages fit in a domain (a domain cut into blocks of c columns and
 r stages, as in 2-D domain decomposition, where a block's cost is its half perimeter).
 
+On a fabric of several tiers the same placement gives both levels' sums at once: the ToR
+groups' hosts ``a_g`` add up, pod by pod, to the pods' hosts ``A_d``. So the ToR and pod
+tiers together cost at least::
+
+    min over a_g of  w0 (sum_g g0(a_g) - w_col C) + w1 (sum_d g1(sum_{g in d} a_g) - w_col C)
+
+(:func:`nested_perimeter_bound`): each pod's cells are costed with its own groups' best
+blocks, instead of the two levels choosing their cell counts apart (a pod of 5 whole stages
+forces its groups to share those 5 stages' hosts). Solved pod by pod (min-plus over the
+pod's groups), then over pods.
+
 References
 ----------
 The edge-isoperimetric (perimeter) argument for grid partitions: e.g. Bollobas and Leader,
@@ -35,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["perimeter_lower_bound", "block_cost", "PERIMETER_MAX_WORK"]
+__all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "PERIMETER_MAX_WORK"]
 
 # Skip the bound (return 0) when the knapsack would take more than this many steps
 # (domains x hosts x largest domain).
@@ -104,3 +115,69 @@ def perimeter_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: 
         take = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.full(cap, big), best]), cap + 1)
         best = np.minimum(best, (take[:, ::-1] + g[None, :cap + 1]).min(axis=1))
     return max(0, int(best[n]) - w_col * cols)
+
+
+def _min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarray:
+    """``out[n] = min_{0 <= a <= cap} best[n - a] + g[a]`` for ``n <= limit`` (inf where none)."""
+    big = np.inf
+    padded = np.concatenate([np.full(cap, big), best, np.full(max(0, limit + 1 - best.size), big)])
+    take = np.lib.stride_tricks.sliding_window_view(padded[:limit + 1 + cap], cap + 1)     # (limit+1, cap+1)
+    return (take[:, ::-1] + g[None, :cap + 1]).min(axis=1)
+
+
+def nested_perimeter_bound(problem) -> float:
+    """Lower bound (units) on ``w0 cost_0 + w1 cost_1`` (the ToR and pod levels' costs of
+    :func:`rankmap.placement.tier_search.tier_costs`) of every placement: the perimeter
+    bound with the ToR groups' cells adding up to their pods' cells (module docstring).
+
+    Parameters
+    ----------
+    problem : GridProblem
+        With at least one level of domains (pods) above the ToR groups.
+
+    Returns
+    -------
+    float
+        The bound; 0 without pods, when the hosts cannot hold the grid, or when the
+        programme would exceed :data:`PERIMETER_MAX_WORK` steps.
+
+    Examples
+    --------
+    Four stages of 2 hosts; pod 0 is one group of 2, pod 1 groups of 3 and 5 (a ring
+    crossing weighs 11, a hop 3). Apart, the levels see 12. Nested: pod 1's hosts are 3
+    stages split between its groups, so one more boundary of 2 hops: stage 0 in the group
+    of 2, stages 1-2 in the group of 5, stage 3 in the group of 3 cost 2 hops across both
+    tiers and 2 across the ToR tier, 18, the optimum.
+
+    >>> from rankmap.placement.grid_problem import GridProblem
+    >>> nested_perimeter_bound(GridProblem(4, 2, (2, 3, 5), 11, 3, domains=((0, 1, 1),), weights=(1.0, 1.0)))
+    18.0
+    """
+    R, C = problem.rows, problem.cols
+    if not problem.domains or R * C == 0:
+        return 0.0
+    free = np.asarray(problem.free)
+    dom = np.asarray(problem.domains[0])
+    n = R * C
+    pods = [[int(f) for f in free[dom == d] if f > 0] for d in range(int(dom.max()) + 1)]
+    pods = [p for p in pods if p]
+    caps = [sum(p) for p in pods]
+    if sum(caps) < n or len(pods) * n * max(caps) + sum(len(p) * max(p) * c for p, c in zip(pods, caps)) > PERIMETER_MAX_WORK:
+        return 0.0
+    w0, w1 = problem.weights[0], problem.weights[1]
+    w_col = problem.w_col if R > 1 else 0
+    g0 = block_cost(R, C, int(free.max()), problem.w_row, w_col).astype(float)
+    g1 = block_cost(R, C, max(caps), problem.w_row, w_col).astype(float)
+    best = np.full(n + 1, np.inf)
+    best[0] = 0.0
+    for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
+        inner = np.full(cap + 1, np.inf)                                        # inner[A]: groups' least sum
+        inner[0] = 0.0
+        for f in sorted(groups):
+            inner = _min_plus(inner, g0, f, cap)
+        pod = w0 * inner + w1 * g1[:cap + 1]                                   # H_d[A]
+        pod[0] = 0.0
+        best = _min_plus(best, pod, cap, n)
+    if not np.isfinite(best[n]):
+        return 0.0
+    return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)

@@ -35,8 +35,9 @@ from rankmap.placement.band_layout import band_cells
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
-from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
+from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.snake_layout import snake_cells
 
 __all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "tier_bound_method",
@@ -91,12 +92,17 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     :func:`~rankmap.placement.perimeter_bound.perimeter_lower_bound` (rows and columns
     each domain touches). On fabrics of several tiers, the ToR and pod levels together are
     also bounded jointly (:func:`~rankmap.placement.pod_profile_bound.pod_profile_bound`),
-    and the larger of the two sums is returned."""
+    and so are the ToR groups' and pods' blocks
+    (:func:`~rankmap.placement.perimeter_bound.nested_perimeter_bound`, and with the pods'
+    columns that no group fills alone,
+    :func:`~rankmap.placement.shared_columns_bound.shared_columns_bound`); the largest sum is
+    returned."""
     return tier_bound_method(problem, bound0)[0]
 
 
 def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
-    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly"``."""
+    """:func:`tier_bound`, and which sum it is: ``"per tier"`` or ``"ToR and pod tiers jointly (...)"``
+    naming the joint bound."""
     levels = []
     for lv, w in enumerate(problem.weights):
         p = level_problem(problem, lv)
@@ -108,9 +114,14 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
         levels.append(w * (max(b, bound0) if lv == 0 else b))
     total = float(sum(levels))
     if problem.domains:
-        joint = pod_profile_bound(problem) + float(sum(levels[2:]))
-        if joint > total:
-            return joint, "ToR and pod tiers jointly"
+        rest = float(sum(levels[2:]))
+        for joint, how in ((pod_profile_bound(problem) + rest, "ToR and pod tiers jointly (pod profiles)"),
+                           (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)"),
+                           (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)")):
+            if joint > total:
+                total, best = joint, how
+        if total > float(sum(levels)):
+            return total, best
     return total, "per tier"
 
 

@@ -30,7 +30,8 @@ switches:
 # Shapes whose hosts hold several TP groups (tp < 8), hence several members of each DP group:
 # a ring crossing between two hosts carries 8 / m DP edges, not 8.
 SHAPES = [dict(tp=4, pp=1, dp=8), dict(tp=2, pp=2, dp=8), dict(tp=4, pp=2, dp=4), dict(tp=1, pp=1, dp=32),
-          dict(tp=4, pp=4, dp=2, order="tp-pp-dp"), dict(tp=2, cp=2, pp=2, dp=4, order="tp-cp-dp-pp")]
+          dict(tp=4, pp=4, dp=2, order="tp-pp-dp"), dict(tp=2, cp=2, pp=2, dp=4, order="tp-cp-dp-pp"),
+          dict(tp=8, pp=2, dp=2), dict(tp=8, pp=4, dp=1)]  # the last two: stages that fit in one ToR group
 
 
 def _optimum(cluster, spec, hosts_needed: int) -> float:

@@ -7,12 +7,14 @@ import itertools
 import random
 
 import numpy as np
+import pytest
 
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
-from rankmap.placement.perimeter_bound import perimeter_lower_bound
+from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
+from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.tier_search import level_problem, tier_bound
 
 
@@ -86,3 +88,59 @@ def test_not_applicable_returns_zero():
     # a ring fits in one ToR group; and no pods at all
     assert pod_profile_bound(GridProblem(2, 3, (3, 3), 10, 1, domains=((0, 1),), weights=(1.0, 1.0))) == 0.0
     assert pod_profile_bound(GridProblem(2, 4, (3, 3, 3), 10, 1)) == 0.0
+
+
+def _deep_instances(n: int, seed: int):
+    """Random two-level instances of deep pipelines: a stage (row) fits in one ToR group."""
+    rng = random.Random(seed)
+    made = 0
+    while made < n:
+        K = rng.choice([3, 4])
+        R, C = rng.choice([(3, 2), (4, 2), (5, 2), (6, 2), (2, 3), (3, 3), (4, 3)])
+        free = tuple(rng.randint(1, C + 2) for _ in range(K))
+        if sum(free) < R * C or K ** (R * C) > 300_000:
+            continue
+        pods = tuple(sorted(rng.randint(0, 1) for _ in range(K)))
+        pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())
+        made += 1
+        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(1, 9), 0, (pods,),
+                          (1.0, float(rng.choice([1, 2, 3]))))
+
+
+def test_nested_blocks_and_shared_columns_never_exceed_brute_force_on_deep_pipelines():
+    tight = 0
+    for problem in _deep_instances(30, seed=5):
+        best = _brute_two_levels(problem)
+        bound = nested_perimeter_bound(problem)
+        assert bound <= best + 1e-6, problem
+        assert shared_columns_bound(problem) <= best + 1e-6, problem
+        assert tier_bound(problem, 0) <= best + 1e-6, problem
+        tight += abs(bound - best) < 1e-9
+    assert tight >= 20, tight
+
+
+@pytest.mark.parametrize("rows, cols, free, w_row, w_col, pods, w1, shared, nested, best", [
+    (3, 3, (3, 4, 3, 6), 3, 6, (0, 0, 1, 1), 2.0, 15.75, 15.0, 18.0),
+    (3, 3, (4, 5, 5, 5), 3, 4, (0, 1, 1, 1), 3.0, 18.0, 17.0, 18.0),
+    (3, 3, (6, 6, 4, 5), 3, 5, (0, 0, 1, 1), 3.0, 14.625, 14.0, 15.0),
+])
+def test_shared_columns_beat_nested_blocks_and_stay_below_the_optimum(rows, cols, free, w_row, w_col, pods, w1,
+                                                                       shared, nested, best):
+    # Instances where the shared-columns inequality is active (found by a random search
+    # against brute force); the second is tight.
+    p = GridProblem(rows, cols, free, w_row, w_col, 0, (pods,), (1.0, w1))
+    assert (shared_columns_bound(p), nested_perimeter_bound(p)) == (shared, nested)
+    assert _brute_two_levels(p) == best
+    assert tier_bound(p, 0) == max(shared, _per_tier_sum(p))
+
+
+def test_nested_blocks_see_a_pods_groups_share_its_stages():
+    # 4 stages of 2 hosts; pod 0 = group 0 (2 hosts), pod 1 = groups of 3 and 5. Apart, the
+    # levels see 12 (ToR: blocks of 2, 3 and 3 hosts; pods: 2 + 6). Nested: pod 1's 6 hosts
+    # are 3 stages, split between its groups (one more boundary, 2 hops of 3): stage 0 in
+    # group 0, stages 1-2 in the group of 5, stage 3 in the group of 3: 2 hops cross both
+    # tiers (12) and 2 the ToR tier (6), 18, the optimum (every label sequence).
+    p = GridProblem(4, 2, (2, 3, 5), 11, 3, domains=((0, 1, 1),), weights=(1.0, 1.0))
+    assert _per_tier_sum(p) == 12.0
+    assert nested_perimeter_bound(p) == 18.0 == _brute_two_levels(p)
+    assert tier_bound(p, 0) == 18.0

@@ -139,6 +139,10 @@ def grid_uplinks(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
     return load
 
 
+#: Cost units of the smaller of the DP and PP weights in :func:`scaled_problem`.
+_UNITS_OF_SMALLER = 1_000_000
+
+
 def scaled_problem(caps: tuple, rows: int, cols: int, traffic: dict[str, GroupTraffic],
                    edges: tuple[int, int, int]) -> tuple[GridProblem, float]:
     """The grid problem in integer cost units, and the unit in bytes.
@@ -170,10 +174,13 @@ def scaled_problem(caps: tuple, rows: int, cols: int, traffic: dict[str, GroupTr
     w_col = edges[1] * traffic["pp"].edge_bytes if rows > 1 else 0.0
     w_wrap = edges[2] * traffic["pp"].wrap_bytes if rows > 1 else 0.0
     positive = [w for w in (w_row, w_col) if w > 0]
-    # Integer units for CP-SAT: the smaller weight becomes ~1e6 units; weights are floored,
+    # Integer units for CP-SAT: the smaller weight becomes exactly 1e6 units (its float quotient
+    # can read 999999.99..., which flooring would turn into a 1e-6 loss); the others are floored,
     # so bound * unit stays a valid lower bound in bytes.
     unit = min(positive) / 1e6 if positive else 1.0
-    return GridProblem(rows, cols, tuple(caps), int(w_row // unit), int(w_col // unit), int(w_wrap // unit)), unit
+    units = [_UNITS_OF_SMALLER if positive and w == min(positive) else int(w // unit) for w in (w_row, w_col, w_wrap)]
+    return GridProblem(rows, cols, tuple(caps), *units), unit
+
 
 
 def span_problem(problem: GridProblem, span: int) -> GridProblem | None:

@@ -54,6 +54,35 @@ def test_racks_example_hostname_order_is_already_good():
     assert result.gap < 1e-5
 
 
+def test_a_plan_that_meets_its_bound_is_optimal_to_the_byte():
+    """The README's racks line (tp 8, pp 8, GPT-3 175B): every DP ring stays in a ToR group and
+    every crossing is a pipeline hop, so the plan meets the bound exactly. The PP weight's
+    float quotient read 999999.99... cost units, which flooring turned into a 1e-6 gap and the
+    status FEASIBLE; the smaller weight is now exactly 1e6 units."""
+    cluster = load_cluster("examples/racks/cluster.yaml")
+    job = load_job("examples/racks/job.yaml", {"tp": 8, "pp": 8, "dp": None, "model": "gpt3-175b",
+                                               "num_micro_batches": 12})
+    result = plan(cluster, job)
+    assert result.ours.metrics.cost == 25_367_150_592
+    assert result.lower_bound_bytes == result.ours.metrics.cost
+    assert result.gap == 0.0 and result.solver_status == "OPTIMAL"
+
+
+def test_the_smaller_grid_weight_is_exactly_a_million_units():
+    from rankmap.job.traffic import GroupTraffic
+    from rankmap.placement.grid_problem import scaled_problem
+
+    def traffic(kind, edge_bytes):
+        return GroupTraffic(kind=kind, pattern="ring", group_size=8, op_bytes=1, ops=1, edge_bytes=edge_bytes,
+                            rank_bytes=edge_bytes)
+
+    # x // (x / 1e6) is 999999.0 in floating point for this x: flooring lost one unit in a million
+    x = 623_347_347_958.0
+    assert x // (x / 1e6) == 999_999.0
+    problem, unit = scaled_problem((8, 8), 2, 8, {"dp": traffic("dp", 3 * x), "pp": traffic("pp", x)}, (1, 1, 0))
+    assert problem.w_col == 1_000_000 and problem.w_row == int(3 * x // unit)
+
+
 def test_tp_larger_than_host_is_refused(small_cluster_text):
     cluster = parse_cluster(small_cluster_text)
     job = load_job("examples/racks/job.yaml", {"tp": 16, "pp": 1, "dp": 1, "model": "gpt3-175b"})

@@ -14,15 +14,17 @@ from rankmap.cli.common import (
     constraints_from_args,
     dp_size,
     example_inputs,
+    hostlist_arg,
     objectives,
     positive_float,
     positive_int,
     report_before_commit,
     seed_int,
 )
-from rankmap.errors import EXIT_OK
+from rankmap.errors import EXIT_OK, UsageError
 
-__all__ = ["add_parsers", "add_verify_parser", "add_show_parser", "run_plan", "run_replan", "run_verify", "run_show"]
+__all__ = ["add_parsers", "add_verify_parser", "add_show_parser", "run_plan", "run_replan", "run_verify", "run_show",
+           "write_map"]
 
 
 def add_parsers(sub) -> None:
@@ -56,7 +58,7 @@ def add_parsers(sub) -> None:
                    help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
                         "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
-    p.add_argument("--hosts", help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
+    p.add_argument("--hosts", type=hostlist_arg, help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
                                    "line or `kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.add_argument("--no-picture", action="store_true",
@@ -68,7 +70,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
     r.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
-    r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
+    r.add_argument("--failed", type=hostlist_arg, help="hostlist of hosts that failed (besides those the spec marks)")
     r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     add_constraint_args(r)
     add_json_arg(r)
@@ -112,6 +114,9 @@ def run_plan(args: argparse.Namespace) -> int:
     cluster = api.load_cluster(cluster_path)
     job = api.load_job(job_path, overrides)
     goals = objectives(args.objective)
+    if args.previous is None and "moved" in {g[0] if isinstance(g, tuple) else g.strip() for g in goals}:
+        raise UsageError(f"--objective {args.objective}: 'moved' counts hosts changed against --previous; "
+                         f"give --previous RANKMAP.json or drop it")
     from rankmap.placement.tier_weights import parse_tier_weights
     weights = parse_tier_weights(args.tier_weights) or None
     previous = api.read_rankmap(args.previous) if args.previous else None
@@ -135,8 +140,7 @@ def run_plan(args: argparse.Namespace) -> int:
             print_plan(cluster, result, written, time.perf_counter() - t0)
 
     # an old plan.png beside the new map would show another plan: it goes in the same commit
-    api.write_plan_files(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",),
-                         before_commit=report_before_commit(report))
+    write_map(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",), report=report)
     return EXIT_OK
 
 
@@ -160,8 +164,56 @@ def run_replan(args: argparse.Namespace) -> int:
         else:
             print_replan(result, written)
 
-    api.write_plan_files(result.rankmap, args.out, before_commit=report_before_commit(report))
+    write_map(result.rankmap, args.out, report=report)
     return EXIT_OK
+
+
+def stale_launch_folders(out: Path) -> list[Path]:
+    """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
+    that ``out`` holds: launch files made for the map a new one in ``out`` replaces."""
+    from rankmap.launch.formats import FORMATS
+
+    return [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
+            and not (out / f"launch-{f}").is_symlink()]
+
+
+def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), report) -> None:
+    """Commit ``rm`` (rankmap.json, hostfile, ``extra``) into ``out`` after printing ``report``.
+
+    Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
+    with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
+    new map: they go in the same commit, as an old ``plan.png`` does, and stderr names them. Each
+    is renamed aside once the new files are staged, put back if the commit fails, and deleted
+    after it. ``run/`` (logs and records of a training run) is data and stays.
+    """
+    import os
+    import shutil
+    import sys
+
+    from rankmap import api
+
+    stale = stale_launch_folders(out)
+    aside: list[tuple[Path, Path]] = []
+
+    def before_commit(paths) -> None:
+        report_before_commit(report)(paths)
+        for folder in stale:
+            trash = folder.with_name(f".{folder.name}.{os.getpid()}.removed")
+            os.rename(folder, trash)
+            aside.append((folder, trash))
+
+    try:
+        api.write_plan_files(rm, out, extra, remove=remove, before_commit=before_commit)
+    except BaseException:
+        for folder, trash in reversed(aside):
+            os.rename(trash, folder)
+        raise
+    for folder, trash in aside:
+        shutil.rmtree(trash, ignore_errors=True)
+    if stale:
+        print(f"rankmap: removed {', '.join(f'{f}/' for f in stale)}: launch files of the map this one replaces "
+              f"(`rankmap launch --rankmap {out / 'rankmap.json'} --format ...` writes them for the new map)",
+              file=sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:

@@ -13,7 +13,7 @@ from pathlib import Path
 from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
-           "positive_float", "port", "dp_size", "hostlist_arg", "out_folder", "out_file", "objectives", "add_json_arg", "add_example_args", "example_inputs",
+           "positive_float", "port", "dp_size", "hostlist_arg", "out_folder", "out_file", "out_png", "objectives", "add_json_arg", "add_example_args", "example_inputs",
            "add_constraint_args",
            "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
 
@@ -114,6 +114,36 @@ def hostlist_arg(text: str) -> str:
     if text.strip() == "@":
         raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
     return text
+
+
+def out_file(text: str) -> Path:
+    """An output file path (``topo import/export --out``: ``-`` is standard output). An empty or
+    blank value is refused: ``Path('')`` is ``.``, so ``--out ''`` from an unset shell variable
+    would otherwise write into the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"no path given (got {text!r})")
+    return Path(text)
+
+
+def out_folder(text: str) -> Path:
+    """An output folder path: not empty (see :func:`out_file`), and not ``-``, which elsewhere
+    (``topo export --out -``) means standard output, while a command writing several files
+    would make a folder named ``-``; ``./-`` still names that folder."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' is not standard output here: --out names a folder (this command "
+                                         "writes several files); give a folder, or ./- for a folder named '-'")
+    return out_file(text)
+
+
+def out_png(text: str) -> Path:
+    """A PNG file to write (``show --out``): the picture is PNG, so the name must end in ``.png``
+    (a ``.jpg`` name holding PNG data misleads every viewer that trusts suffixes)."""
+    path = out_file(text)
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' is not supported: --out names the PNG file to write")
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"the picture is PNG: give a file name ending in .png (got {text!r})")
+    return path
 
 
 def dp_size(text: str):

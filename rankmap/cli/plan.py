@@ -16,6 +16,8 @@ from rankmap.cli.common import (
     example_inputs,
     hostlist_arg,
     objectives,
+    out_folder,
+    out_png,
     positive_float,
     positive_int,
     report_before_commit,
@@ -34,7 +36,7 @@ def add_parsers(sub) -> None:
                                    "embedded default: GPT-3 175B on a MegaScale-shaped 12,288-GPU cluster.")
     add_example_args(p, cluster_help="cluster spec YAML (default: embedded megascale-3tier)",
                      job_help="job spec YAML (default: embedded gpt3-175b job)")
-    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
     p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs)")
@@ -71,7 +73,7 @@ def add_parsers(sub) -> None:
     r.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
     r.add_argument("--failed", type=hostlist_arg, help="hostlist of hosts that failed (besides those the spec marks)")
-    r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    r.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     add_constraint_args(r)
     add_json_arg(r)
     r.set_defaults(func=run_replan)
@@ -85,7 +87,7 @@ def add_show_parser(sub) -> None:
     s.add_argument("rankmap", type=Path, help="rankmap.json")
     s.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
-    s.add_argument("--out", type=Path, help="PNG to write (default: plan.png beside the rank map)")
+    s.add_argument("--out", type=out_png, help="PNG to write (default: plan.png beside the rank map)")
     add_json_arg(s)
     s.set_defaults(func=run_show)
 

@@ -22,6 +22,7 @@ from rankmap.cli.common import (
     fraction,
     int_in,
     non_negative_float,
+    out_folder,
     positive_float,
     report_before_commit,
     seed_int,
@@ -67,7 +68,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--no-overlap", action="store_true",
                    help="run TP, ZeRO all-gather and gradient reduction exposed (MegaScale's overlaps off)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
-    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
+    p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
     add_json_arg(p)
     p.set_defaults(func=run_simulate)
     return p

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, hostlist_arg, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, hostlist_arg, out_file, positive_float, positive_int
 from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                      help="format of FILE")
     imp.add_argument("file", type=Path, metavar="FILE")
     _import_options(imp)
-    imp.add_argument("--out", type=Path, required=True, help="cluster spec YAML to write ('-': stdout)")
+    imp.add_argument("--out", type=out_file, required=True, help="cluster spec YAML to write ('-': stdout)")
     add_json_arg(imp)
 
     show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                        "annotation, so rank maps still verify).")
     exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
-    exp.add_argument("--out", type=Path, required=True, help="file to write ('-': stdout)")
+    exp.add_argument("--out", type=out_file, required=True, help="file to write ('-': stdout)")
     add_json_arg(exp)
     exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
                                                    "(default: AWS network-node-layer-N)")

@@ -121,6 +121,11 @@ def run_plan(args: argparse.Namespace) -> int:
                          f"give --previous RANKMAP.json or drop it")
     from rankmap.placement.tier_weights import parse_tier_weights
     weights = parse_tier_weights(args.tier_weights) or None
+    if weights:
+        from rankmap.placement.tier_weights import tier_weights
+        if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
+            raise UsageError(f"--tier-weights {args.tier_weights}: every tier of cluster {cluster.name!r} then "
+                             f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
     hosts = api.select_hosts(cluster, args.hosts, constraints) if args.hosts else None

@@ -64,6 +64,8 @@ def racks_map(tmp_path_factory):
     (("plan", "--example", "racks", "--objective", "tiers=0,uplink=0.0"), "every weight is 0"),
     (("plan", "--example", "racks", "--objective", "tiers=-1"), "bad weight '-1' for 'tiers'"),
     (("plan", "--example", "racks", "--objective", ""), "--objective: no objective given"),
+    (("plan", "--example", "racks", "--tier-weights", "spine=0"),
+     "--tier-weights spine=0: every tier of cluster 'racks-512' then weighs 0"),
     (("plan", "--example", "racks", "--out", ""), "argument --out: no path given (got '')"),
     (("plan", "--example", "racks", "--out", "-"), "'-' is not standard output here: --out names a folder"),
     (("simulate", "--out", "-"), "--out names a folder"),

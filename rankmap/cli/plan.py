@@ -106,6 +106,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_plan
 
     cluster_path, job_path = example_inputs(args)
+    stale_launch_folders(args.out)  # refused before the solver runs
     overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
                  if getattr(args, k) is not None}
     if args.dp is not None:
@@ -157,6 +158,7 @@ def run_replan(args: argparse.Namespace) -> int:
     from rankmap.topology.hostnames import expand_hostlist
 
     previous = api.read_rankmap(args.rankmap)
+    stale_launch_folders(args.out)
     args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
@@ -177,11 +179,24 @@ def run_replan(args: argparse.Namespace) -> int:
 
 def stale_launch_folders(out: Path) -> list[Path]:
     """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
-    that ``out`` holds: launch files made for the map a new one in ``out`` replaces."""
+    that ``out`` holds: launch files made for the map a new one in ``out`` replaces.
+
+    Raises RankmapError (exit 3) for such a folder holding anything but files (``launch
+    --plan-in-allocation`` keeps each allocation's plan in a subfolder there): records of runs
+    are not deleted, so the new map is refused until the folder is moved away.
+    """
+    from rankmap.errors import RankmapError
     from rankmap.launch.formats import FORMATS
 
-    return [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
-            and not (out / f"launch-{f}").is_symlink()]
+    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
+             and not (out / f"launch-{f}").is_symlink()]
+    for folder in stale:
+        other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file())
+        if other:
+            raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "
+                               f"beside {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}, which launch "
+                               f"does not write: move {folder} away or give another --out")
+    return stale
 
 
 def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), report) -> None:

@@ -126,6 +126,18 @@ def test_replanning_into_a_folder_removes_the_older_maps_launch_files(tmp_path):
     assert run.returncode != 0 and "--nodes=8" in (plan / "launch-slurm" / "slurm.sbatch").read_text()
 
 
+def test_a_launch_folder_holding_runs_plans_is_refused_not_removed(tmp_path, racks_map):
+    out = tmp_path / "p"
+    (out / "launch-slurm" / "plan-1234").mkdir(parents=True)  # what an in-allocation run leaves there
+    (out / "launch-slurm" / "slurm-plan.sbatch").write_text("#!/bin/bash\n")
+    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture")
+    assert run.returncode == 3
+    assert run.stderr == (f"rankmap: error: {out}/launch-slurm: launch files of the map in {out} (a new map there "
+                          f"makes them stale) beside plan-1234, which launch does not write: move {out}/launch-slurm "
+                          f"away or give another --out\n")
+    assert sorted(p.name for p in out.iterdir()) == ["launch-slurm"]
+
+
 def test_replan_removes_the_older_maps_launch_files(tmp_path, racks_map):
     out = tmp_path / "r"
     out.mkdir()

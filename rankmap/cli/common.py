@@ -13,7 +13,7 @@ from pathlib import Path
 from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
-           "positive_float", "port", "dp_size", "hostlist_arg", "out_folder", "out_file", "out_png", "objectives", "add_json_arg", "add_example_args", "example_inputs",
+           "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png", "objectives", "add_json_arg", "add_example_args", "example_inputs",
            "add_constraint_args",
            "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
 
@@ -113,6 +113,14 @@ def hostlist_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"no hosts given (got {text!r})")
     if text.strip() == "@":
         raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
+    return text
+
+
+def hostname_arg(text: str) -> str:
+    """One host name or address (``--host``, ``--master-addr``): an empty value (``--host
+    "$NODE_NAME"`` with the variable unset) is refused, not taken as "use the default"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"no host given (got {text!r})")
     return text
 
 

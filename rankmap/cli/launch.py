@@ -24,6 +24,7 @@ from pathlib import Path
 
 from rankmap.cli.common import (
     add_json_arg,
+    hostname_arg,
     non_negative_int,
     out_folder,
     port,
@@ -58,7 +59,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--config", type=Path, help="engine.yaml for the bundled training engine")
     p.add_argument("--steps", type=non_negative_int, help="bundled engine: training steps (0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
-    p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
+    p.add_argument("--master-addr", type=hostname_arg, help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--master-port", type=port, help="rendezvous port (default 29500; --local: a free port)")
     p.add_argument("--torchrun", help="torchrun command in generated lines (default torchrun)")
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")

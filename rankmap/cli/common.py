@@ -13,8 +13,8 @@ from pathlib import Path
 from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
-           "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png", "objectives", "add_json_arg", "add_example_args", "example_inputs",
-           "add_constraint_args",
+           "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png",
+           "objectives", "add_json_arg", "add_example_args", "example_inputs", "add_constraint_args",
            "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
 
 

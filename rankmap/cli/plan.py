@@ -60,8 +60,9 @@ def add_parsers(sub) -> None:
                    help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
                         "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
-    p.add_argument("--hosts", type=hostlist_arg, help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
-                                   "line or `kubectl get pods -o json` output (the pods' node names)")
+    p.add_argument("--hosts", type=hostlist_arg,
+                   help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
+                        "`kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.add_argument("--no-picture", action="store_true",
                    help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")

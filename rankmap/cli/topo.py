@@ -73,8 +73,9 @@ def _import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nic-gbps", type=positive_float, help="speed of one rail NIC and its ToR port, Gb/s")
     p.add_argument("--capacity", type=positive_int, default=64, help="host ports per rail ToR (default 64)")
     p.add_argument("--name", help="cluster name (default: the file name)")
-    p.add_argument("--hosts", type=hostlist_arg, help="every host the scheduler knows: a hostlist, or @FILE of hostlists; "
-                                   "reports hosts under no leaf, and Volcano regex members match these")
+    p.add_argument("--hosts", type=hostlist_arg,
+                   help="every host the scheduler knows: a hostlist, or @FILE of hostlists; reports hosts under no "
+                        "leaf, and Volcano regex members match these")
     p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")

@@ -1,6 +1,8 @@
 """Re-plan after failures: replace failed hosts, moving no rank that need not move.
 
-Only the ranks of failed hosts move (the fewest possible). Each failed host is replaced,
+Only the ranks of failed hosts move (the fewest possible). A host of the map that the cluster
+spec marks busy is the job's own (a spec refreshed from the scheduler while the job runs, e.g.
+from Slurm's ``sinfo``, marks every host of the job allocated), so its ranks stay. Each failed host is replaced,
 in node-rank order, by a usable host of its own ToR group when one exists (the cost does
 not change), else by the usable host whose ToR group adds the fewest bytes crossing ToR
 groups, measured with the plan's exact cost model.
@@ -33,7 +35,10 @@ class ReplanResult:
 
 def replan(cluster: Cluster, previous: RankMap, failed: list[str],
            constraints: PlacementConstraints | None = None) -> ReplanResult:
-    """Replace ``failed`` hosts (and hosts the cluster marks failed or busy) in ``previous``.
+    """Replace ``failed`` hosts (and hosts of the map the cluster marks failed) in ``previous``.
+
+    Hosts of the map that the cluster marks busy are taken to run this job: they keep their
+    ranks. Spares are the cluster's free hosts outside the map.
 
     Parameters
     ----------
@@ -65,7 +70,9 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     constraints.check_names(cluster)
     gpn = previous.nproc_per_node
     in_map = set(previous.hosts)
-    down = [n for n, h in enumerate(previous.hosts) if cluster.host(h).state != "free"]
+    # only failed hosts are replaced: a busy host of the map is this job's own (the scheduler marks
+    # a running job's hosts allocated), not another job's
+    down = [n for n, h in enumerate(previous.hosts) if cluster.host(h).state == "failed"]
     island = next(set(i) for i in cluster.islands() if previous.tor_groups[0] in i)  # a job never leaves its island
     spares = [h for h in constraints.usable(list(cluster.free_hosts()))
               if h.name not in in_map and h.gpus >= gpn and h.tor_group in island]

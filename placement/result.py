@@ -43,6 +43,13 @@ class PlanResult:
     tier_weights: tuple = ()
 
     @property
+    def has_bound(self) -> bool:
+        """False when no bound was computed (``bound_method`` "none ...": hosts of different
+        GPU counts are packed, no search runs); ``lower_bound_bytes`` is then 0, not a bound
+        worth a gap, and the summary's ``gap_to_bound`` is null."""
+        return not self.bound_method.startswith("none")
+
+    @property
     def gap(self) -> float:
         cost = self.ours.metrics.cost
         return max(0.0, (cost - self.lower_bound_bytes) / cost) if cost > 0 else 0.0
@@ -75,8 +82,9 @@ class PlanResult:
         return RankMap.from_hosts(self.job, cluster, list(candidate.hosts), max(counts), nprocs=counts)
 
 
-def metrics_row(c: Candidate, bound_bytes: float) -> dict:
-    """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table.
+def metrics_row(c: Candidate, bound_bytes: float | None) -> dict:
+    """One candidate's figures, as in the ``summary`` of rankmap.json and the CLI table
+    (``bound_bytes`` None: no bound, ``gap_to_bound`` None).
 
     Per tier (lowest first, as :func:`rankmap.placement.tier_weights.crossed_tiers` names
     them): bytes crossing it, and the most domains below it that any DP or PP group spans
@@ -94,15 +102,15 @@ def metrics_row(c: Candidate, bound_bytes: float) -> dict:
         "pp_edges_cross_tor": m.cross_edges["pp"],
         "max_dp_spread_tor_groups": m.max_spread["dp"],
         "max_uplink_bytes": m.max_uplink_bytes,
-        "gap_to_bound": max(0.0, (cost - bound_bytes) / cost) if cost > 0 else 0.0,
+        "gap_to_bound": None if bound_bytes is None else (max(0.0, (cost - bound_bytes) / cost) if cost > 0 else 0.0),
     }
 
 
 def with_summary(result: PlanResult) -> PlanResult:
-    bound = result.lower_bound_bytes
+    bound = result.lower_bound_bytes if result.has_bound else None
     summary = {
         "plan": metrics_row(result.ours, bound),
-        "lower_bound_bytes": bound,
+        "lower_bound_bytes": result.lower_bound_bytes,
         "bound_method": result.bound_method,
         "solver_status": result.solver_status,
         "tier_weights": list(result.tier_weights),

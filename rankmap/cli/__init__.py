@@ -42,6 +42,12 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
 
+    def _print_message(self, message: str, file=None) -> None:
+        """Write as argparse does, but let a failed write raise (argparse drops OSError, so
+        ``rankmap --help > /dev/full`` exited 0): :func:`main` reports it as exit 74."""
+        if message:
+            (file or sys.stderr).write(message)
+
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``rankmap`` parser with every subcommand; ``--debug`` is taken before or after the command."""
@@ -84,14 +90,41 @@ def _on_sigint(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv``. ``--help``, ``--version`` and ``rankmap`` alone print and raise SystemExit(0),
+    usage errors SystemExit(2); a standard output that cannot
+    take the help or version text (``> /dev/full``) is SystemExit(74), as for every other output,
+    and a closed one (``| head -1``) is no error."""
+    try:
+        try:
+            args = parser.parse_args(argv)
+            if args.command is None:  # `rankmap` alone, or global options only: say what there is
+                parser.print_help()
+                args = None
+        except SystemExit as exc:
+            if exc.code not in (0, None):
+                raise
+            args = None
+        sys.stdout.flush()
+    except BrokenPipeError:
+        silence_stdout()
+        raise SystemExit(0) from None
+    except OSError as exc:
+        error = stdout_error(exc)
+        if error is None:
+            raise
+        print(f"rankmap: error: {error}", file=sys.stderr)
+        raise SystemExit(error.exit_code) from None
+    if args is None:
+        raise SystemExit(0)
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``rankmap`` with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:  # `rankmap` alone, or global options only: say what there is
-        parser.print_help()
-        return 0
+    args = _parse(parser, argv)
     try:
         # From here Ctrl-C raises KeyboardInterrupt again (rankmap/__init__.py leaves at once
         # while modules load): output commits clean up on it and the line below reports it.

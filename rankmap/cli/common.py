@@ -13,8 +13,8 @@ from pathlib import Path
 from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
-           "positive_float", "port", "dp_size", "objectives", "add_json_arg", "add_example_args", "example_inputs",
-           "add_constraint_args",
+           "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png",
+           "objectives", "add_json_arg", "add_example_args", "example_inputs", "add_constraint_args",
            "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
 
 
@@ -104,6 +104,56 @@ def port(text: str) -> int:
     return value
 
 
+def hostlist_arg(text: str) -> str:
+    """A hostlist flag's value (``n[1-4]``, or ``@FILE`` where the flag takes one), checked only
+    for being there: an empty or blank value names no host, and a flag given with no host is a
+    usage error, not "no restriction" (``--hosts ''`` from an empty shell variable). The hostlist
+    itself is expanded (and refused with its key) where it is used."""
+    if not text.replace(",", " ").strip():
+        raise argparse.ArgumentTypeError(f"no hosts given (got {text!r})")
+    if text.strip() == "@":
+        raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
+    return text
+
+
+def hostname_arg(text: str) -> str:
+    """One host name or address (``--host``, ``--master-addr``): an empty value (``--host
+    "$NODE_NAME"`` with the variable unset) is refused, not taken as "use the default"."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"no host given (got {text!r})")
+    return text
+
+
+def out_file(text: str) -> Path:
+    """An output file path (``topo import/export --out``: ``-`` is standard output). An empty or
+    blank value is refused: ``Path('')`` is ``.``, so ``--out ''`` from an unset shell variable
+    would otherwise write into the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"no path given (got {text!r})")
+    return Path(text)
+
+
+def out_folder(text: str) -> Path:
+    """An output folder path: not empty (see :func:`out_file`), and not ``-``, which elsewhere
+    (``topo export --out -``) means standard output, while a command writing several files
+    would make a folder named ``-``; ``./-`` still names that folder."""
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' is not standard output here: --out names a folder (this command "
+                                         "writes several files); give a folder, or ./- for a folder named '-'")
+    return out_file(text)
+
+
+def out_png(text: str) -> Path:
+    """A PNG file to write (``show --out``): the picture is PNG, so the name must end in ``.png``
+    (a ``.jpg`` name holding PNG data misleads every viewer that trusts suffixes)."""
+    path = out_file(text)
+    if text == "-":
+        raise argparse.ArgumentTypeError("'-' is not supported: --out names the PNG file to write")
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(f"the picture is PNG: give a file name ending in .png (got {text!r})")
+    return path
+
+
 def dp_size(text: str):
     """A dp size, or ``auto`` (fill the free GPUs)."""
     return "auto" if text == "auto" else positive_int(text)
@@ -125,6 +175,12 @@ def objectives(text: str) -> tuple:
             out.append((name.strip(), value))
         else:
             out.append(name)
+    weights = [term[1] for term in out if isinstance(term, tuple)]
+    if weights and not any(weights):  # the weighted sum is 0 for every placement: those terms do nothing
+        raise UsageError(f"--objective {text}: every weight is 0, so the weighted terms score every placement "
+                         f"the same; give at least one weight > 0")
+    if not out:
+        raise UsageError(f"--objective: no objective given (got {text!r})")
     return tuple(out)
 
 
@@ -147,15 +203,25 @@ def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: st
     example.completions = names  # offered by `rankmap completion bash`; a wrong name gets the one-line error
 
 
-def example_inputs(args: argparse.Namespace) -> tuple[Path, Path]:
-    """Cluster and job spec paths from ``--cluster``/``--job``, the rest from ``--example``."""
+def example_inputs(args: argparse.Namespace, job_from: str | None = None) -> tuple[Path, Path]:
+    """Cluster and job spec paths from ``--cluster``/``--job``, the rest from ``--example``.
+
+    ``job_from`` names another flag that gives the job instead (``--rankmap`` of simulate).
+    Raises UsageError (exit 2) when ``--example`` is given but every input comes from other
+    flags: the example would be used for nothing.
+    """
     from rankmap.examples import example_inputs as _inputs
+
+    job_given = "--job" if args.job is not None else job_from
+    if args.example is not None and args.cluster is not None and job_given:
+        raise UsageError(f"--example {args.example} conflicts with --cluster and {job_given}: the example would be "
+                         f"used for nothing; give the example or the files")
     return _inputs(args.example, args.cluster, args.job)
 
 
 def add_constraint_args(p: argparse.ArgumentParser) -> None:
     """``--exclude``, ``--reserve`` (repeatable) and ``--constraints``."""
-    p.add_argument("--exclude", help="hostlist of hosts not to use")
+    p.add_argument("--exclude", type=hostlist_arg, help="hostlist of hosts not to use")
     p.add_argument("--reserve", type=Path, action="append", default=[],
                    help="rankmap.json of a running job whose hosts are taken (repeatable)")
     p.add_argument("--constraints", type=Path, help="constraints YAML: exclude, reserve, quotas, pins")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, non_negative_float, positive_float, report_before_commit
+from rankmap.cli.common import add_json_arg, non_negative_float, out_folder, positive_float, report_before_commit
 from rankmap.errors import EXIT_HANG, EXIT_OK, EXIT_STRAGGLERS
 
 __all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
     p.add_argument("run_dir", type=Path, help="run folder holding events/ (written by the engine)")
     p.add_argument("--rankmap", type=Path, required=True, help="the run's rankmap.json")
     p.add_argument("--run-id", help="which run under RUN_DIR/events/ (default: the newest)")
-    p.add_argument("--out", type=Path, help="output folder (default RUN_DIR/diagnosis)")
+    p.add_argument("--out", type=out_folder, help="output folder (default RUN_DIR/diagnosis)")
     p.add_argument("--z", type=positive_float, default=5.0, help="robust z-score to flag (default 5)")
     p.add_argument("--min-ratio", type=positive_float, default=1.5,
                    help="flag only at this many times the median (1.5)")

@@ -22,7 +22,16 @@ import argparse
 import json
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, non_negative_int, port, positive_float, positive_int, report_before_commit
+from rankmap.cli.common import (
+    add_json_arg,
+    hostname_arg,
+    non_negative_int,
+    out_folder,
+    port,
+    positive_float,
+    positive_int,
+    report_before_commit,
+)
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_launch"]
@@ -43,16 +52,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     mode.add_argument("--format", choices=FORMATS, help="launch files to write")
     mode.add_argument("--local", action="store_true", help="run the job here, each host emulated on 127.0.0.1")
     mode.add_argument("--flags", choices=FRAMEWORKS, help="print the framework's flags for the map's groups")
-    p.add_argument("--out", type=Path, help="output folder (default: DIR/launch-FORMAT, or DIR/run with --local)")
+    p.add_argument("--out", type=out_folder, help="output folder (default: DIR/launch-FORMAT, or DIR/run with --local)")
     p.add_argument("--workdir", help="directory the generated scripts change to; relative paths in them are "
                                      "relative to it (default: where the job is started, e.g. the sbatch "
                                      "submission directory)")
     p.add_argument("--config", type=Path, help="engine.yaml for the bundled training engine")
     p.add_argument("--steps", type=non_negative_int, help="bundled engine: training steps (0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
-    p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
+    p.add_argument("--master-addr", type=hostname_arg, help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--master-port", type=port, help="rendezvous port (default 29500; --local: a free port)")
-    p.add_argument("--torchrun", default="torchrun", help="torchrun command in generated lines (default torchrun)")
+    p.add_argument("--torchrun", help="torchrun command in generated lines (default torchrun)")
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
     p.add_argument("--plan-in-allocation", action="store_true",
                    help="--format slurm: plan inside the allocation on $SLURM_JOB_NODELIST (needs --cluster)")
@@ -73,9 +82,16 @@ def run_launch(args: argparse.Namespace) -> int:
     from rankmap import api
     from rankmap.errors import LaunchError
 
+    _check_mode_flags(args)
     rm = api.read_rankmap(args.rankmap)
     if args.flags:
         text = api.framework_flags(rm, args.flags)
+        if args.flags == "engine":  # it builds its groups from the map: the map's path is its one flag
+            import shlex
+            import sys
+            text = f"--rankmap {shlex.quote(str(args.rankmap))}"
+            print("rankmap launch: the bundled engine (python -m rankmap.engine.train) reads tp/pp/dp/cp/ep and the "
+                  "order from the rank map itself: --rankmap is the only placement flag it takes", file=sys.stderr)
         if args.json:
             from rankmap.cli.report import print_json
             print_json({"framework": args.flags, "flags": text})
@@ -93,13 +109,35 @@ def run_launch(args: argparse.Namespace) -> int:
     return _files(args, rm)
 
 
+# Flags that only one mode reads (dest -> (flag, modes)); --rankmap, --json and --debug go with every mode.
+_MODE_FLAGS = {"out": ("--out", ("format", "local")), "workdir": ("--workdir", ("format", "local")),
+               "config": ("--config", ("format", "local")), "steps": ("--steps", ("format", "local")),
+               "master_port": ("--master-port", ("format", "local")), "command": ("-- SCRIPT", ("format", "local")),
+               "run_dir": ("--run-dir", ("format",)), "master_addr": ("--master-addr", ("format",)),
+               "torchrun": ("--torchrun", ("format",)), "no_resolve": ("--no-resolve", ("format",)),
+               "plan_in_allocation": ("--plan-in-allocation", ("format",)), "cluster": ("--cluster", ("format",)),
+               "timeout": ("--timeout", ("local",)), "max_procs": ("--max-procs", ("local",))}
+
+
+def _check_mode_flags(args: argparse.Namespace) -> None:
+    """UsageError (exit 2) for a flag the chosen mode does not read (``--timeout`` without
+    ``--local``): a flag that does nothing is a mistake the user should hear about."""
+    from rankmap.errors import UsageError
+
+    mode = "flags" if args.flags else "local" if args.local else "format"
+    for dest, (flag, modes) in _MODE_FLAGS.items():
+        if mode not in modes and getattr(args, dest) not in (None, False, []):
+            goes = " or ".join(f"--{m}" for m in modes)
+            raise UsageError(f"{flag} goes with {goes}, not --{mode}: it would do nothing here")
+
+
 def _options(args: argparse.Namespace):
     """LaunchOptions from the command line: paths as the user typed them (relative to --workdir)."""
     from rankmap.launch.common import ENGINE_ENTRY, LaunchOptions
 
     return LaunchOptions(rankmap_path=str(args.rankmap), config_path=str(args.config) if args.config else None,
                          out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
-                         torchrun=args.torchrun, resolve=not args.no_resolve, steps=args.steps,
+                         torchrun=args.torchrun or "torchrun", resolve=not args.no_resolve, steps=args.steps,
                          entry=tuple(args.command) or ENGINE_ENTRY, workdir=args.workdir)
 
 

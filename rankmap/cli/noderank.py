@@ -7,7 +7,7 @@ import shlex
 import socket
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, port
+from rankmap.cli.common import add_json_arg, hostname_arg, port
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_node_rank"]
@@ -21,9 +21,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                     "torchrun flags that start its agent (static rendezvous). Exact name first; a short name or "
                     "FQDN only when exactly one host of the map matches. For pods of a JobSet or PyTorchJob.")
     p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json written by `rankmap plan`")
-    p.add_argument("--host", help="host name (default: this machine's hostname); in a pod, the node's name")
+    p.add_argument("--host", type=hostname_arg,
+                   help="host name (default: this machine's hostname); in a pod, the node's name")
     p.add_argument("--master-port", type=port, default=29500, help="rendezvous port (default 29500)")
-    p.add_argument("--master-addr", help="rendezvous address (default: the map's node 0 host)")
+    p.add_argument("--master-addr", type=hostname_arg, help="rendezvous address (default: the map's node 0 host)")
     p.add_argument("--flags-only", action="store_true", help="print only the torchrun flags (one line)")
     add_json_arg(p)
     p.set_defaults(func=run_node_rank)

@@ -14,15 +14,19 @@ from rankmap.cli.common import (
     constraints_from_args,
     dp_size,
     example_inputs,
+    hostlist_arg,
     objectives,
+    out_folder,
+    out_png,
     positive_float,
     positive_int,
     report_before_commit,
     seed_int,
 )
-from rankmap.errors import EXIT_OK
+from rankmap.errors import EXIT_OK, UsageError
 
-__all__ = ["add_parsers", "add_verify_parser", "add_show_parser", "run_plan", "run_replan", "run_verify", "run_show"]
+__all__ = ["add_parsers", "add_verify_parser", "add_show_parser", "run_plan", "run_replan", "run_verify", "run_show",
+           "write_map"]
 
 
 def add_parsers(sub) -> None:
@@ -32,7 +36,7 @@ def add_parsers(sub) -> None:
                                    "embedded default: GPT-3 175B on a MegaScale-shaped 12,288-GPU cluster.")
     add_example_args(p, cluster_help="cluster spec YAML (default: embedded megascale-3tier)",
                      job_help="job spec YAML (default: embedded gpt3-175b job)")
-    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
     p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs)")
@@ -56,8 +60,9 @@ def add_parsers(sub) -> None:
                    help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
                         "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
-    p.add_argument("--hosts", help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
-                                   "line or `kubectl get pods -o json` output (the pods' node names)")
+    p.add_argument("--hosts", type=hostlist_arg,
+                   help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
+                        "`kubectl get pods -o json` output (the pods' node names)")
     p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.add_argument("--no-picture", action="store_true",
                    help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")
@@ -68,8 +73,8 @@ def add_parsers(sub) -> None:
     r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
     r.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
-    r.add_argument("--failed", default="", help="hostlist of hosts that failed (besides those the spec marks)")
-    r.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
+    r.add_argument("--failed", type=hostlist_arg, help="hostlist of hosts that failed (besides those the spec marks)")
+    r.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     add_constraint_args(r)
     add_json_arg(r)
     r.set_defaults(func=run_replan)
@@ -83,7 +88,7 @@ def add_show_parser(sub) -> None:
     s.add_argument("rankmap", type=Path, help="rankmap.json")
     s.add_argument("--cluster", type=Path,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
-    s.add_argument("--out", type=Path, help="PNG to write (default: plan.png beside the rank map)")
+    s.add_argument("--out", type=out_png, help="PNG to write (default: plan.png beside the rank map)")
     add_json_arg(s)
     s.set_defaults(func=run_show)
 
@@ -102,6 +107,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_plan
 
     cluster_path, job_path = example_inputs(args)
+    stale_launch_folders(args.out)  # refused before the solver runs
     overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
                  if getattr(args, k) is not None}
     if args.dp is not None:
@@ -112,8 +118,16 @@ def run_plan(args: argparse.Namespace) -> int:
     cluster = api.load_cluster(cluster_path)
     job = api.load_job(job_path, overrides)
     goals = objectives(args.objective)
+    if args.previous is None and "moved" in {g[0] if isinstance(g, tuple) else g.strip() for g in goals}:
+        raise UsageError(f"--objective {args.objective}: 'moved' counts hosts changed against --previous; "
+                         f"give --previous RANKMAP.json or drop it")
     from rankmap.placement.tier_weights import parse_tier_weights
     weights = parse_tier_weights(args.tier_weights) or None
+    if weights:
+        from rankmap.placement.tier_weights import tier_weights
+        if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
+            raise UsageError(f"--tier-weights {args.tier_weights}: every tier of cluster {cluster.name!r} then "
+                             f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
     hosts = api.select_hosts(cluster, args.hosts, constraints) if args.hosts else None
@@ -135,8 +149,7 @@ def run_plan(args: argparse.Namespace) -> int:
             print_plan(cluster, result, written, time.perf_counter() - t0)
 
     # an old plan.png beside the new map would show another plan: it goes in the same commit
-    api.write_plan_files(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",),
-                         before_commit=report_before_commit(report))
+    write_map(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",), report=report)
     return EXIT_OK
 
 
@@ -146,6 +159,7 @@ def run_replan(args: argparse.Namespace) -> int:
     from rankmap.topology.hostnames import expand_hostlist
 
     previous = api.read_rankmap(args.rankmap)
+    stale_launch_folders(args.out)
     args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
@@ -160,8 +174,69 @@ def run_replan(args: argparse.Namespace) -> int:
         else:
             print_replan(result, written)
 
-    api.write_plan_files(result.rankmap, args.out, before_commit=report_before_commit(report))
+    write_map(result.rankmap, args.out, report=report)
     return EXIT_OK
+
+
+def stale_launch_folders(out: Path) -> list[Path]:
+    """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
+    that ``out`` holds: launch files made for the map a new one in ``out`` replaces.
+
+    Raises RankmapError (exit 3) for such a folder holding anything but files (``launch
+    --plan-in-allocation`` keeps each allocation's plan in a subfolder there): records of runs
+    are not deleted, so the new map is refused until the folder is moved away.
+    """
+    from rankmap.errors import RankmapError
+    from rankmap.launch.formats import FORMATS
+
+    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
+             and not (out / f"launch-{f}").is_symlink()]
+    for folder in stale:
+        other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file())
+        if other:
+            raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "
+                               f"beside {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}, which launch "
+                               f"does not write: move {folder} away or give another --out")
+    return stale
+
+
+def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), report) -> None:
+    """Commit ``rm`` (rankmap.json, hostfile, ``extra``) into ``out`` after printing ``report``.
+
+    Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
+    with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
+    new map: they go in the same commit, as an old ``plan.png`` does, and stderr names them. Each
+    is renamed aside once the new files are staged, put back if the commit fails, and deleted
+    after it. ``run/`` (logs and records of a training run) is data and stays.
+    """
+    import os
+    import shutil
+    import sys
+
+    from rankmap import api
+
+    stale = stale_launch_folders(out)
+    aside: list[tuple[Path, Path]] = []
+
+    def before_commit(paths) -> None:
+        report_before_commit(report)(paths)
+        for folder in stale:
+            trash = folder.with_name(f".{folder.name}.{os.getpid()}.removed")
+            os.rename(folder, trash)
+            aside.append((folder, trash))
+
+    try:
+        api.write_plan_files(rm, out, extra, remove=remove, before_commit=before_commit)
+    except BaseException:
+        for folder, trash in reversed(aside):
+            os.rename(trash, folder)
+        raise
+    for folder, trash in aside:
+        shutil.rmtree(trash, ignore_errors=True)
+    if stale:
+        print(f"rankmap: removed {', '.join(f'{f}/' for f in stale)}: launch files of the map this one replaces "
+              f"(`rankmap launch --rankmap {out / 'rankmap.json'} --format ...` writes them for the new map)",
+              file=sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:

@@ -159,14 +159,14 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     rows = []
     bound = result.lower_bound_bytes
     for cand in (result.ours,) + result.baselines:
-        row = metrics_row(cand, bound)
+        row = metrics_row(cand, bound if result.has_bound else None)
         spread = [f"{dp}/{pp}" for dp, pp in itertools.zip_longest(row["max_dp_spread_per_tier"],
                                                                       row["max_pp_spread_per_tier"], fillvalue=1)]
         rows.append([
             "rankmap plan" if cand is result.ours else cand.name, short_bytes(row["weighted_bytes"]),
             *[short_bytes(b) for b in row["tier_bytes"]], *spread,
             f"{row['dp_edges_cross_tor']}/{row['pp_edges_cross_tor']}", short_bytes(row["max_uplink_bytes"]),
-            f"{100 * row['gap_to_bound']:.1f}%"])
+            "-" if row["gap_to_bound"] is None else f"{100 * row['gap_to_bound']:.1f}%"])
     _fill(table, cols, rows, bold_first=True)
     console.print(table, markup=False)
     weights = ", ".join(f"{t}={w:g}" for t, w in zip(tiers, result.tier_weights)) if result.tier_weights else ""

@@ -22,6 +22,7 @@ from rankmap.cli.common import (
     fraction,
     int_in,
     non_negative_float,
+    out_folder,
     positive_float,
     report_before_commit,
     seed_int,
@@ -67,7 +68,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--no-overlap", action="store_true",
                    help="run TP, ZeRO all-gather and gradient reduction exposed (MegaScale's overlaps off)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
-    p.add_argument("--out", type=Path, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
+    p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
     add_json_arg(p)
     p.set_defaults(func=run_simulate)
     return p
@@ -95,11 +96,12 @@ def run_simulate(args: argparse.Namespace) -> int:
     """Run ``rankmap simulate``; raises :class:`RankmapError` on bad input (the caller prints it)."""
     from rankmap import api
     from rankmap.cli.report import print_simulation
+    from rankmap.examples import DEFAULT_EXAMPLE
     from rankmap.fileio import atomic_write_files
     from rankmap.simulator.workload import read_aicb_workload
 
     t0 = time.perf_counter()
-    cluster_path, job_path = example_inputs(args)
+    cluster_path, job_path = example_inputs(args, job_from="--rankmap" if args.rankmap is not None else None)
     cluster = api.load_cluster(cluster_path)
     workload = read_aicb_workload(args.job) if args.job is not None and _is_workload(args.job) else None
     if workload is not None and args.rankmap is None:
@@ -112,7 +114,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     if workload is None and (given is None or args.job is not None):
         job = api.load_job(job_path)
     source = str(args.job) if args.job is not None else (str(args.rankmap) if given is not None
-                                                          else f"example {args.example or 'megascale-12k'}")
+                                                          else f"example {args.example or DEFAULT_EXAMPLE}")
     from rankmap.cli.report import progress
     with progress(f"simulating one iteration ({'every placement' if args.compare else 'one placement'}, "
                   f"{args.seeds} seed(s))"):

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, hostlist_arg, out_file, positive_float, positive_int
 from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
@@ -40,7 +40,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                      help="format of FILE")
     imp.add_argument("file", type=Path, metavar="FILE")
     _import_options(imp)
-    imp.add_argument("--out", type=Path, required=True, help="cluster spec YAML to write ('-': stdout)")
+    imp.add_argument("--out", type=out_file, required=True, help="cluster spec YAML to write ('-': stdout)")
     add_json_arg(imp)
 
     show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
@@ -58,7 +58,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                        "annotation, so rank maps still verify).")
     exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
     exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
-    exp.add_argument("--out", type=Path, required=True, help="file to write ('-': stdout)")
+    exp.add_argument("--out", type=out_file, required=True, help="file to write ('-': stdout)")
     add_json_arg(exp)
     exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
                                                    "(default: AWS network-node-layer-N)")
@@ -73,8 +73,9 @@ def _import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nic-gbps", type=positive_float, help="speed of one rail NIC and its ToR port, Gb/s")
     p.add_argument("--capacity", type=positive_int, default=64, help="host ports per rail ToR (default 64)")
     p.add_argument("--name", help="cluster name (default: the file name)")
-    p.add_argument("--hosts", help="every host the scheduler knows: a hostlist, or @FILE of hostlists; "
-                                   "reports hosts under no leaf, and Volcano regex members match these")
+    p.add_argument("--hosts", type=hostlist_arg,
+                   help="every host the scheduler knows: a hostlist, or @FILE of hostlists; reports hosts under no "
+                        "leaf, and Volcano regex members match these")
     p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,15 +33,18 @@ def reference(rankmap, config, steps):
 
 
 def failure_report(run, folder) -> str:
-    """What a failed run says: each agent's root-cause section (a worker's traceback, which the engine
-    records in torchrun's error file), every fatal-error report (faulthandler: a worker killed by a
-    signal, e.g. SIGABRT), then the tails of stdout and stderr; the whole stderr is kept in
-    ``folder/launch-stderr.txt``."""
+    """What a failed run says: the launcher's error line (the worker that failed first and its
+    stderr file, see rankmap.launch.local.describe_failure) with the last 6,000 characters of that
+    file, every fatal-error report (faulthandler: a worker killed by a signal, e.g. SIGABRT), then
+    the tails of stdout and stderr; the whole stderr is kept in ``folder/launch-stderr.txt``."""
     (folder / "launch-stderr.txt").write_text(run.stderr)
-    causes = re.findall(r"Root Cause \(first observed failure\):.*?\n={20,}", run.stderr, re.S)
-    fatal = re.findall(r"(?:terminate called[^\n]*\n)?Fatal Python error:.*?\n\n.*?(?=\nExtension modules|\Z)",
-                       run.stderr, re.S)
-    return "\n".join(causes + fatal) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
+    parts = [line for line in run.stderr.splitlines() if line.startswith("rankmap: error:")]
+    for log in re.findall(r"its output: (\S+?)(?:;|$)", "\n".join(parts), re.M):
+        text = Path(log).read_text(errors="replace") if Path(log).is_file() else "(missing)"
+        parts.append(f"--- {log} (end) ---\n{text[-6000:]}")
+    parts += re.findall(r"(?:[^\n]*terminate called[^\n]*\n)?[^\n]*Fatal Python error:.*?\n(?:[^\n]*\n)*?[^\n]*Extension "
+                        r"modules", run.stderr)
+    return "\n".join(parts) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
         f"{folder / 'launch-stderr.txt'}) ---\n{run.stderr[-8000:]}"
 
 

@@ -21,6 +21,14 @@ traceback and its workers' failures, burying why the run stopped), then every pr
 Only this run's processes carry the token. On a timeout the workers first get SIGABRT, so each
 prints its Python stack (faulthandler) and a hang shows where it is.
 
+With a log folder (``rankmap launch --local`` gives ``RUN/logs``), every worker's stderr is kept
+in a file of its own (torchrun's ``--log-dir``, ``--redirects 2 --tee 2`` [1]_) and still printed,
+each line prefixed ``[rankN]:``; each agent is :mod:`rankmap.launch.local_agent`, which writes
+its failed workers to ``RUN/logs/HOST/failures.json``. When a worker fails, the run's error
+names the worker that failed first -- rank, host, local rank, pid, exit code or signal -- and
+its stderr file (:func:`describe_failure`), not the agent that reported it: on a multi-host run
+the peers of a dead worker fail too ("Connection closed by peer"), and their agent may exit first.
+
 References
 ----------
 .. [1] PyTorch documentation, "torchrun (Elastic Launch)": the static rendezvous and ``--node-rank``.

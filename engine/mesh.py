@@ -2,7 +2,8 @@
 
 Start-up, on every process:
 
-1. join the launcher's process group (``init_process_group`` with the launcher's rank);
+1. join the launcher's process group (``init_process_group`` with the launcher's rank); on the CPU
+   every gloo group gets one worker thread (:mod:`rankmap.engine.gloo`: a torch 2.13 race);
 2. exchange claims -- (host, local rank, launcher rank) -- and compute each process's map rank
    (:func:`rankmap.launch.ranks.check_claims`); every process sees the same list and so reaches the
    same verdict;
@@ -29,6 +30,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
+from rankmap.engine.gloo import use_one_worker_thread
 from rankmap.errors import EngineError, PlacementMismatch
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.ranks import Claim, LaunchEnv, check_claims, launcher_message, make_claim
@@ -66,6 +68,8 @@ def join(launch: LaunchEnv, rm: RankMap, backend: str, timeout_s: float) -> None
     if "MASTER_ADDR" not in os.environ or "MASTER_PORT" not in os.environ:
         raise PlacementMismatch("MASTER_ADDR and MASTER_PORT are not set: start the engine with the lines of "
                                 "`rankmap launch`")
+    if backend == "gloo":
+        use_one_worker_thread()  # every gloo group from here on: torch 2.13's worker-thread race (engine.gloo)
     dist.init_process_group(backend, init_method="env://", rank=launch.rank, world_size=launch.world_size,
                             timeout=timedelta(seconds=timeout_s))
 

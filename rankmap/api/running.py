@@ -55,8 +55,10 @@ def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: 
     Raises
     ------
     LaunchError
-        Too many workers, an agent failed or the run timed out (the engine's ``error.txt`` is
-        quoted when present).
+        Too many workers, a worker failed (the message names the one that failed first, its
+        rank, host, local rank, exit code or signal, and its stderr file under
+        ``run_dir/logs/HOST/``) or the run timed out (the engine's ``error.txt`` is quoted when
+        present).
     SpecError
         Bad rank map or config.
     """
@@ -67,11 +69,13 @@ def launch_local(rankmap_path: str | Path, run_dir: str | Path, *, config_path: 
     rm = read_rankmap(rankmap_path)
     check_local_size(rm, max_procs)
     run_dir = Path(run_dir).resolve()
+    logs = run_dir / "logs"
     if entry:
-        agents = local_agents(rm, [], master_port or free_port(), entry=tuple(entry), rankmap_file=str(rankmap_path))
+        agents = local_agents(rm, [], master_port or free_port(), entry=tuple(entry), rankmap_file=str(rankmap_path),
+                              log_dir=logs)
     else:
         agents = local_agents(rm, _engine_args(rm, rankmap_path, run_dir, config_path, steps),
-                              master_port or free_port(), rankmap_file=str(rankmap_path))
+                              master_port or free_port(), rankmap_file=str(rankmap_path), log_dir=logs)
     try:
         run_agents(agents, cwd=Path(cwd) if cwd else Path.cwd(), timeout_s=timeout_s)
     except LaunchError:

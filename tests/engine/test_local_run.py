@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,15 +32,18 @@ def reference(rankmap, config, steps):
 
 
 def failure_report(run, folder) -> str:
-    """What a failed run says: each agent's root-cause section (a worker's traceback, which the engine
-    records in torchrun's error file), every fatal-error report (faulthandler: a worker killed by a
-    signal, e.g. SIGABRT), then the tails of stdout and stderr; the whole stderr is kept in
-    ``folder/launch-stderr.txt``."""
+    """What a failed run says: the launcher's error line (the worker that failed first and its
+    stderr file, see rankmap.launch.local.describe_failure) with the last 6,000 characters of that
+    file, every fatal-error report (faulthandler: a worker killed by a signal, e.g. SIGABRT), then
+    the tails of stdout and stderr; the whole stderr is kept in ``folder/launch-stderr.txt``."""
     (folder / "launch-stderr.txt").write_text(run.stderr)
-    causes = re.findall(r"Root Cause \(first observed failure\):.*?\n={20,}", run.stderr, re.S)
-    fatal = re.findall(r"(?:terminate called[^\n]*\n)?Fatal Python error:.*?\n\n.*?(?=\nExtension modules|\Z)",
-                       run.stderr, re.S)
-    return "\n".join(causes + fatal) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
+    parts = [line for line in run.stderr.splitlines() if line.startswith("rankmap: error:")]
+    for log in re.findall(r"its output: (\S+?)(?:;|$)", "\n".join(parts), re.M):
+        text = Path(log).read_text(errors="replace") if Path(log).is_file() else "(missing)"
+        parts.append(f"--- {log} (end) ---\n{text[-6000:]}")
+    parts += re.findall(r"(?:[^\n]*terminate called[^\n]*\n)?[^\n]*Fatal Python error:.*?\n(?:[^\n]*\n)*?[^\n]*Extension "
+                        r"modules", run.stderr)
+    return "\n".join(parts) + f"\n--- stdout ---\n{run.stdout[-2000:]}\n--- stderr (all of it in " \
         f"{folder / 'launch-stderr.txt'}) ---\n{run.stderr[-8000:]}"
 
 
@@ -49,15 +52,6 @@ def test_local_3d_run_trains_20_steps_and_starts_where_one_process_does(tmp_path
     rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=("h1", "h2"))
     run_dir = tmp_path / "run"
     run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
-    if run.returncode != 0 and "Fatal Python error: Aborted" in run.stderr:
-        # KNOWN FLAKE, cause open (closing notes of 2026-11-30): about one run in 6-12 of the whole
-        # tests/engine folder, never in ~100 runs of this test alone, one worker is killed by SIGABRT
-        # mid-step (C++ "terminate called"), its peers then fail in gloo. One retry, in a new folder;
-        # the first attempt's root-cause sections and fatal-error dumps are kept as a warning (pytest's
-        # summary shows it) and its whole stderr in tmp_path/launch-stderr.txt. Any other failure fails.
-        warnings.warn("local 3D run aborted once; retrying. " + failure_report(run, tmp_path), stacklevel=1)
-        run_dir = tmp_path / "run-retry"
-        run = launch_cli("--rankmap", rankmap, "--local", "--steps", 20, "--out", run_dir, "--timeout", 160)
     assert run.returncode == 0, failure_report(run, tmp_path)
     log = read_log(run_dir)
     losses = [r["loss"] for r in log]

@@ -9,7 +9,8 @@ parallel folding (:data:`FOLDING_SINCE`, see :mod:`rankmap.job.generators`).
 
 from __future__ import annotations
 
-__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule"]
+__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule",
+           "virtual_stages_rule"]
 
 FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
 FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
@@ -36,6 +37,37 @@ def interleaved_rounds(micro_batches: int, pp: int) -> int:
     (2, 1)
     """
     return max(1, micro_batches // pp)
+
+
+def virtual_stages_rule(framework: str, pp: int, vpp: int) -> str | None:
+    """Why ``vpp`` model chunks per pipeline rank cannot run with ``pp`` stages (None: they can).
+
+    Interleaving needs a pipeline: every framework refuses (or would silently drop) vpp > 1
+    with pp = 1.
+
+    - Megatron-Core: ``initialize_model_parallel`` in ``megatron/core/parallel_state.py``
+      raises "pipeline-model-parallel size should be greater than 1 with interleaved
+      schedule" when ``virtual_pipeline_model_parallel_size`` is set and
+      ``pipeline_model_parallel_size`` is not > 1.
+    - torchtitan and rankmap's engine (torch.distributed.pipelining): with pp = 1 no
+      pipeline is built, so the virtual stages would be ignored.
+    - DeepSpeed: no interleaved schedule at all (:func:`interleaved_rule`).
+
+    Examples
+    --------
+    >>> print(virtual_stages_rule("megatron", 1, 2))
+    vpp=2 needs pp > 1, got pp=1: Megatron-Core's initialize_model_parallel refuses an interleaved schedule without a pipeline ("pipeline-model-parallel size should be greater than 1 with interleaved schedule")
+    >>> virtual_stages_rule("engine", 2, 2) is None
+    True
+    """
+    if vpp <= 1 or pp > 1:
+        return None
+    why = {"megatron": "Megatron-Core's initialize_model_parallel refuses an interleaved schedule without a pipeline "
+                       "(\"pipeline-model-parallel size should be greater than 1 with interleaved schedule\")",
+           "deepspeed": "DeepSpeed's pipeline engine has no interleaved schedule"}.get(
+        framework, f"torch.distributed.pipelining ({framework}) builds no pipeline for pp=1, so the virtual stages "
+                   "would be ignored")
+    return f"vpp={vpp} needs pp > 1, got pp={pp}: {why}"
 
 
 def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> str | None:

@@ -111,7 +111,8 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
     levels = _levels(nodes, options, diags, source)
     leaves, switches = _domains(nodes, levels, options, diags, source)
     warn_odd_names(leaves, diags, source, seen, what="domain")
-    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
+    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches,
+                            host_lines=seen)
     keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
     cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)
     note_tiers(cluster, diags)
@@ -127,6 +128,7 @@ def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
     named by its whole path of label values (values are unique only under a parent)."""
     leaves: dict[str, Leaf] = {}
     children: dict[str, list[str]] = {}
+    deeper: dict[str, str] = {}   # domain -> the first node under a domain below it
     for name, labels, capacity, line in nodes:
         path = _path(name, labels, levels, source, line)
         if not path:
@@ -137,15 +139,20 @@ def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
             continue
         ids = ["/".join(path[:k + 1]) for k in range(len(path))]
         for parent, child in zip(ids, ids[1:]):
+            deeper.setdefault(parent, name)
             kids = children.setdefault(parent, [])
             if child not in kids:
                 kids.append(child)
         leaves.setdefault(ids[-1], Leaf(name=ids[-1], hosts=[], line=line)).hosts.append((name, gpus))
     for leaf in leaves.values():
         if leaf.name in children:
-            raise SpecError(f"domain {leaf.name} is the deepest level of some nodes and has domains below it "
-                            "for others: a leaf cannot have children", source=source, line=leaf.line,
-                            key=leaf.name)
+            first = leaf.hosts[0][0]
+            depth = leaf.name.count("/") + 1
+            keys = levels or _aws_keys(nodes)
+            missing = f" (it has no {keys[depth]} label)" if depth < len(keys) else ""
+            raise SpecError(f"node {first} ends at domain {leaf.name}{missing} but node {deeper[leaf.name]} has "
+                            "domains below it: a leaf cannot have children; label every node down to the same "
+                            "level", source=source, line=leaf.line, key=first)
     switches = tuple(Switch(name=k, children=tuple(sorted(v, key=name_key))) for k, v in children.items())
     return list(leaves.values()), switches
 

@@ -22,9 +22,10 @@ from rankmap.names import host_identity, host_problem, name_problem
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
 from rankmap.topology.tree import check_block_sizes, check_switch_tree, name_key
 
-__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "SlurmTopology", "Cluster", "HOST_STATES"]
+__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "SlurmTopology", "Cluster", "HOST_STATES", "MAX_HOST_GPUS"]
 
 HOST_STATES = ("free", "busy", "failed")
+MAX_HOST_GPUS = 1024   # GPUs (and NICs) one host may have: a cluster spec's and every importer's limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -209,6 +210,8 @@ class Cluster:
     slurm_topologies : tuple of SlurmTopology
         The other topologies of the Slurm topology.yaml this cluster was read from (not
         used for placement; written back by the topology.yaml exporter).
+    source : str or None
+        The file the cluster was read from, for messages (not compared).
 
     Raises
     ------
@@ -226,6 +229,7 @@ class Cluster:
     block_sizes: tuple[int, ...] | None = None
     tiers: tuple[Tier, ...] | None = None
     slurm_topologies: tuple[SlurmTopology, ...] = ()
+    source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_names(self)

@@ -54,7 +54,7 @@ import yaml
 from rankmap.errors import SpecError, TopologyError
 from rankmap.names import host_budget
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
-from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
+from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Spine, Switch, TorGroup
 from rankmap.topology.tiers import PLANES, Tier
 from rankmap.topology.tree import find_cycle, name_key
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
@@ -89,8 +89,8 @@ def _cluster_from_data(data, source: str) -> Cluster:
                                     "block_sizes", "tiers", "availability", "slurm_topologies")
     name = top.name("name", "cluster name", "cluster")
     defaults = top.sub("hosts")
-    gpus = defaults.int("gpus", 8, minimum=1, maximum=1024)
-    nics = defaults.int("nics", gpus, minimum=1, maximum=1024)
+    gpus = defaults.int("gpus", 8, minimum=1, maximum=MAX_HOST_GPUS)
+    nics = defaults.int("nics", gpus, minimum=1, maximum=MAX_HOST_GPUS)
     defaults.done()
     links = _links(top.sub("links"))
     spine_f = top.sub("spine")
@@ -107,7 +107,7 @@ def _cluster_from_data(data, source: str) -> Cluster:
                   state=states.get(h.name, "free")) for h in hosts]
     try:
         cluster = Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
-                          switches=switches, block_sizes=block_sizes, slurm_topologies=kept)
+                          switches=switches, block_sizes=block_sizes, slurm_topologies=kept, source=source)
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
     if tiers is None:
@@ -248,8 +248,8 @@ def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
         if isinstance(item, dict):
             sub = Fields(item, f.source, key, lines[j]).only("hosts", "gpus", "nics")
             expr = sub.str("hosts")
-            g = sub.int("gpus", gpus, minimum=1, maximum=1024)
-            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1, maximum=1024)
+            g = sub.int("gpus", gpus, minimum=1, maximum=MAX_HOST_GPUS)
+            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1, maximum=MAX_HOST_GPUS)
             sub.done()
             names = expand_hostlist(expr, source=f.source, line=sub.line_of("hosts"), key=sub.path("hosts"))
         else:

@@ -109,7 +109,7 @@ def test_capacity_and_label_disagree():
     ([node("a", {AWS_LAYER + "1": "t/u"})], "label value 't/u' contains '/'"),
     ([node("Not_A_Host", {AWS_LAYER + "1": "t"})], "nodes.json:9: items[0].metadata.name: bad node name 'Not_A_Host'"),
     ([node("a", {AWS_LAYER + "1": "t", AWS_LAYER + "2": "m"}), node("b", {AWS_LAYER + "1": "t"})],
-     "domain t is the deepest level of some nodes and has domains below it"),
+     f"nodes.json:20: b: node b ends at domain t (it has no {AWS_LAYER}2 label) but node a has domains below it"),
 ])
 def test_errors(items, message):
     with pytest.raises(SpecError) as err:

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
-from rankmap.topology.hostnames import compress_hostlist
 from rankmap.names import host_identity
+from rankmap.topology.hostnames import compress_hostlist
 from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Switch, TorGroup
 from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key

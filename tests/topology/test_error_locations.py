@@ -81,3 +81,20 @@ def test_pin_errors_name_their_line(tmp_path, capsys, pins, message):
     code, err = run(capsys, "plan", "--example", "racks", "--constraints", constraints, "--out", tmp_path / "p",
                     "--no-picture")
     assert code == 4 and err.startswith(f"rankmap: error: {tmp_path}/{message}"), err
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Node"])
+def test_hosts_file_naming_a_node_twice_is_refused_like_a_hostlist(tmp_path, capsys, kind):
+    """Two pods on one node were merged silently, then the plan came out '1 short' (exit 4)."""
+    def item(name, node):
+        return (f'  {{"kind": "Pod", "metadata": {{"name": "{name}"}}, "spec": {{"nodeName": "{node}"}}}}'
+                if kind == "Pod" else f'  {{"kind": "Node", "metadata": {{"name": "{node}"}}}}')
+    listed = tmp_path / "list.json"
+    listed.write_text('{"kind": "List", "items": [\n' + ",\n".join(
+        [item("w-0", "gpu-r2-n01"), item("w-1", "gpu-r2-n02"), item("w-2", "GPU-R2-N01")]) + "\n]}\n")
+    code, err = run(capsys, "plan", "--example", "racks", "--dp", "1", "--hosts", f"@{listed}", "--out",
+                    tmp_path / "p", "--no-picture")
+    who = "pods w-0 and w-2 (one pod" if kind == "Pod" else "node items gpu-r2-n01 and GPU-R2-N01 (one node item"
+    assert (code, err) == (3, f"rankmap: error: {listed}:4: --hosts: host 'GPU-R2-N01' is named twice, by {who} "
+                              "per host; host names ignore case)")
+    assert not (tmp_path / "p").exists()

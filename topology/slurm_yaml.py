@@ -67,7 +67,7 @@ from rankmap.topology.sources import (
 from rankmap.yamlio import Fields, parse_yaml
 
 __all__ = ["parse_slurm_yaml", "export_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE",
-           "slurm_topologies_from_data", "slurm_topology_data"]
+           "slurm_topologies_from_data", "slurm_topology_data", "dropped_topologies"]
 
 TOPOLOGY_YAML_SINCE = (25, 5, 0)
 _KINDS = ("tree", "block", "flat")
@@ -263,6 +263,21 @@ def slurm_topologies_from_data(items, source: str, prefix: str = "slurm_topologi
         raise SpecError(f"two topologies at position {next(p for p in positions if positions.count(p) > 1)}",
                         source=source, line=_line(items, 0), key=prefix)
     return tuple(out)
+
+
+def dropped_topologies(cluster: Cluster, fmt: str) -> str | None:
+    """What an export to ``fmt`` leaves out of the cluster's kept topologies (None: nothing).
+
+    >>> c = Cluster(name="c", tor_groups=(), hosts=(), slurm_topologies=(SlurmTopology(name="nvl", position=1),))
+    >>> print(dropped_topologies(c, "slurm"))
+    --to slurm writes one topology: nvl (flat) of the imported topology.yaml is left out (--to slurm-yaml keeps it)
+    """
+    if fmt == "slurm-yaml" or not cluster.slurm_topologies:
+        return None
+    names = ", ".join(f"{t.name} ({t.kind})" for t in cluster.slurm_topologies)
+    them = "it" if len(cluster.slurm_topologies) == 1 else "them"
+    return (f"--to {fmt} writes one topology: {names} of the imported topology.yaml "
+            f"{'is' if them == 'it' else 'are'} left out (--to slurm-yaml keeps {them})")
 
 
 def slurm_topology_data(t: SlurmTopology) -> dict:

@@ -170,6 +170,11 @@ def test_cli_import_and_export_round_trip(tmp_path):
     assert run.returncode == 0, run.stderr
     assert read(back.read_text(), topology="nvl").cluster.block_sizes == (2, 4)
     assert [e["topology"] for e in parse_yaml(back.read_text())] == ["fabric", "nvl"]   # nothing dropped
+    run = subprocess.run(cli + ["topo", "export", "--to", "slurm-block", str(out), "--out", str(tmp_path / "b.conf")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and run.stderr == (
+        "rankmap: warning: --to slurm-block writes one topology: fabric (tree) of the imported topology.yaml is left "
+        "out (--to slurm-yaml keeps it)\n")                                       # never dropped silently
     bad = subprocess.run(cli + ["topo", "show", str(CASE / "topology.yaml"), "--topology", "x"],
                          capture_output=True, text=True)
     assert bad.returncode == 3 and "no topology named 'x'" in bad.stderr and "Traceback" not in bad.stderr

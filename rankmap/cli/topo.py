@@ -169,7 +169,6 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from rankmap.api import load_cluster, topo_export
-
     from rankmap.topology.slurm_yaml import dropped_topologies
 
     cluster = load_cluster(args.cluster)

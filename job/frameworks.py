@@ -45,10 +45,13 @@ def virtual_stages_rule(framework: str, pp: int, vpp: int) -> str | None:
     Interleaving needs a pipeline: every framework refuses (or would silently drop) vpp > 1
     with pp = 1.
 
-    - Megatron-Core: ``initialize_model_parallel`` in ``megatron/core/parallel_state.py``
-      raises "pipeline-model-parallel size should be greater than 1 with interleaved
-      schedule" when ``virtual_pipeline_model_parallel_size`` is set and
-      ``pipeline_model_parallel_size`` is not > 1.
+    - Megatron-LM: ``validate_args`` in ``megatron/training/arguments.py`` asserts "When
+      interleaved schedule is used, pipeline-model-parallel size should be greater than 1"
+      once virtual stages are given (``--num-virtual-stages-per-pipeline-rank``), and > 2 when
+      ``--no-overlap-p2p-communication`` turns the default P2P overlap off (rankmap's flags
+      keep it on); Megatron-Core's ``initialize_model_parallel``
+      (``megatron/core/parallel_state.py``) raises the same for
+      ``virtual_pipeline_model_parallel_size`` with ``pipeline_model_parallel_size`` < 2.
     - torchtitan and rankmap's engine (torch.distributed.pipelining): with pp = 1 no
       pipeline is built, so the virtual stages would be ignored.
     - DeepSpeed: no interleaved schedule at all (:func:`interleaved_rule`).
@@ -56,14 +59,14 @@ def virtual_stages_rule(framework: str, pp: int, vpp: int) -> str | None:
     Examples
     --------
     >>> print(virtual_stages_rule("megatron", 1, 2))
-    vpp=2 needs pp > 1, got pp=1: Megatron-Core's initialize_model_parallel refuses an interleaved schedule without a pipeline ("pipeline-model-parallel size should be greater than 1 with interleaved schedule")
+    vpp=2 needs pp > 1, got pp=1: Megatron-LM's validate_args refuses an interleaved schedule without a pipeline ("When interleaved schedule is used, pipeline-model-parallel size should be greater than 1")
     >>> virtual_stages_rule("engine", 2, 2) is None
     True
     """
     if vpp <= 1 or pp > 1:
         return None
-    why = {"megatron": "Megatron-Core's initialize_model_parallel refuses an interleaved schedule without a pipeline "
-                       "(\"pipeline-model-parallel size should be greater than 1 with interleaved schedule\")",
+    why = {"megatron": "Megatron-LM's validate_args refuses an interleaved schedule without a pipeline "
+                       "(\"When interleaved schedule is used, pipeline-model-parallel size should be greater than 1\")",
            "deepspeed": "DeepSpeed's pipeline engine has no interleaved schedule"}.get(
         framework, f"torch.distributed.pipelining ({framework}) builds no pipeline for pp=1, so the virtual stages "
                    "would be ignored")

@@ -158,7 +158,7 @@ def test_field_case_engine_runs_10_micro_batches_on_pp4_vpp2(tmp_path):
 
 
 @pytest.mark.parametrize("framework,why", [
-    ("megatron", "Megatron-Core's initialize_model_parallel refuses an interleaved schedule without a pipeline"),
+    ("megatron", "Megatron-LM's validate_args refuses an interleaved schedule without a pipeline"),
     ("torchtitan", "torch.distributed.pipelining (torchtitan) builds no pipeline for pp=1"),
     ("engine", "torch.distributed.pipelining (engine) builds no pipeline for pp=1"),
     ("deepspeed", "DeepSpeed's pipeline engine has no interleaved schedule"),
@@ -170,7 +170,7 @@ def test_virtual_stages_need_a_pipeline(framework, why):
     with pytest.raises(SpecError) as err:
         parse_job(text, "job.yaml")
     assert str(err.value) == f"job.yaml:2: parallel.vpp: vpp=2 needs pp > 1, got pp=1: {why}" + (
-        " (\"pipeline-model-parallel size should be greater than 1 with interleaved schedule\")"
+        " (\"When interleaved schedule is used, pipeline-model-parallel size should be greater than 1\")"
         if framework == "megatron" else ", so the virtual stages would be ignored" if "pipelining" in why else "")
     with pytest.raises(SpecError, match=r"^<inline>: parallel.vpp: vpp=2 needs pp > 1, got pp=1"):
         JobSpec(tp=8, pp=1, virtual_stages=2, num_micro_batches=4, framework=framework).resolved(8)

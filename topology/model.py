@@ -164,7 +164,7 @@ class SlurmTopology:
         ``cluster_default``.
     kind : str
         ``tree``, ``block`` or ``flat``.
-    items : tuple of tuple of (str, str)
+    items : tuple of tuple of (str, str or int)
         The switches (tree) or blocks (block), each as its ``(key, value)`` pairs in file order.
     block_sizes : tuple of int or None
         A block topology's ``block_sizes``.
@@ -174,7 +174,7 @@ class SlurmTopology:
     position: int
     default: bool = False
     kind: str = "flat"
-    items: tuple[tuple[tuple[str, str], ...], ...] = ()
+    items: tuple[tuple[tuple[str, str | int], ...], ...] = ()
     block_sizes: tuple[int, ...] | None = None
 
 

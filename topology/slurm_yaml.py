@@ -237,7 +237,8 @@ def _kept(e: _Entry, position: int, source: str) -> SlurmTopology:
     body = Fields(e.body, source, prefix=e.fields.path(e.kind), line=e.line)
     key, keys = _ITEM_KEYS[e.kind]
     names = {v: k for k, v in keys.items()}
-    items = tuple(tuple((names[t.key], t.value) for t in r.tokens) for r in _records(body, key, source, keys))
+    items = tuple(tuple((names[t.key], int(t.value) if t.key == "LinkSpeed" and t.value.isdigit() else t.value)
+                        for t in r.tokens) for r in _records(body, key, source, keys))
     sizes = tuple(body.seq("block_sizes")) if e.kind == "block" and body.has("block_sizes") else None
     if sizes is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
         raise body.error("block_sizes", f"expected positive integers, got {list(sizes)!r}")

@@ -47,8 +47,9 @@ import numpy as np
 
 from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
 from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
+from rankmap.topology.hostnames import compress_hostlist
 
-__all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z"]
+__all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z", "record_gaps"]
 
 _BLOCKED_S = 1e-3  # a receive blocked longer than this waited for its data
 
@@ -89,7 +90,9 @@ class Diagnosis:
     """``matrix[R, P]``: median seconds per step of each rank (row, ``ranks``) in each phase
     (column, ``phases``; CPU seconds for compute phases when recorded); NaN where a rank
     never ran a phase. ``excess[R, P]``: the rank's own excess seconds per step (see the
-    module docstring). ``offsets``: host -> clock offset removed, seconds."""
+    module docstring). ``offsets``: host -> clock offset removed, seconds, for the hosts
+    with records. ``warnings``: record files skipped or cut short, and the ranks and hosts of
+    the rank map without records (:func:`record_gaps`), one line each."""
 
     ranks: tuple
     phases: tuple
@@ -98,6 +101,37 @@ class Diagnosis:
     hang: HangVerdict | None
     excess: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)))
     offsets: dict = field(default_factory=dict)
+    warnings: tuple = ()
+
+
+def record_gaps(records: RunRecords, host_of: dict) -> list[str]:
+    """What the records lack: the rank map's ranks without records (and hosts with none),
+    and ranks in the records that the map lacks.
+
+    Examples
+    --------
+    >>> recs = RunRecords(events=(), hangs=(), ranks=(0, 1, 3))
+    >>> record_gaps(recs, {r: f"n{r // 4}" for r in range(8)})
+    ['no records from 5 of 8 ranks: 2, 4-7 (hosts without any: n1)']
+    """
+    have = set(records.ranks)
+    missing = sorted(set(host_of) - have)
+    if not missing:
+        return []
+    quiet = sorted({host_of[r] for r in missing} - {host_of[r] for r in have if r in host_of})
+    hosts = f" (hosts without any: {compress_hostlist(quiet)})" if quiet else ""
+    return [f"no records from {len(missing)} of {len(host_of)} ranks: {_ranges(missing)}{hosts}"]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[4, 6, 7]`` -> ``"4, 6-7"`` (sorted input)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
@@ -167,7 +201,8 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
     flags += late_flags
     flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
-    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets)
+    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets,
+                     records.problems + tuple(record_gaps(records, host_of)))
 
 
 def _flag_rows(keys: list, values: np.ndarray, z: float, min_ratio: float, min_excess_s: float):

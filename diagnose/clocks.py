@@ -31,7 +31,8 @@ def collective_instances(events) -> dict:
 
 
 def clock_offsets(events, host_of: dict, rounds: int = 8) -> dict:
-    """``{host: seconds}`` to subtract from that host's wall-clock times (reference host: 0.0).
+    """``{host: seconds}`` to subtract from that host's wall-clock times (reference host: 0.0),
+    for the hosts that have events (a host without records has no clock to correct).
 
     Parameters
     ----------
@@ -47,13 +48,14 @@ def clock_offsets(events, host_of: dict, rounds: int = 8) -> dict:
     >>> {h: round(v, 6) for h, v in clock_offsets(evs, {0: "a", 1: "b"}).items()}
     {'a': 0.0, 'b': 0.3}
     """
-    hosts = sorted({host_of.get(r, "?") for r in host_of})
+    events = list(events)
+    hosts = sorted({host_of.get(e.rank, "?") for e in events})
     offsets = {h: 0.0 for h in hosts}
     instances = [evs for evs in collective_instances(events).values()
                  if len({host_of.get(e.rank, "?") for e in evs}) > 1]
     if not instances:
         return offsets
-    ref = host_of.get(min(e.rank for evs in instances for e in evs), hosts[0])
+    ref = host_of.get(min(e.rank for evs in instances for e in evs), hosts[0])  # hosts: non-empty here
     for _ in range(rounds):
         residuals: dict = defaultdict(list)
         for evs in instances:

@@ -238,6 +238,7 @@ class RunRecords:
     hangs: tuple           # Hang, ranks ascending
     ranks: tuple           # ranks that wrote anything
     run_id: str = ""       # the run folder's name ("" for a flat events/ folder)
+    problems: tuple = ()   # str: record files that could not be read, or were cut short, each named
 
 
 _EVENT_KEYS = {"rank", "host", "local_rank", "step", "phase", "start_s", "dur_s", "group", "peers", "seq"}
@@ -271,11 +272,37 @@ def read_run(run_dir: str | Path, run_id: str | None = None) -> RunRecords:
     return _read_folder(top / run_id if run_id else top, run_id)
 
 
+_NAME = re.compile(r"^(?:hang-)?rank-(\d{5,})\.jsonl?$")
+
+
+def _file_rank(path: Path) -> int:
+    """The rank a record file's name gives (``rank-00017.jsonl``, ``hang-rank-00017.json``)."""
+    m = _NAME.match(path.name)
+    if not m or (path.name.startswith("hang-") != path.name.endswith(".json")):
+        raise RankmapError(f"{path}: not a record file name (expected rank-NNNNN.jsonl or hang-rank-NNNNN.json)")
+    return int(m.group(1))
+
+
+def _check_rank(path: Path, line: int, rec: dict, rank: int) -> None:
+    """Refuse a record whose rank is not the one its file is named for (a renamed or copied
+    file would otherwise add another rank's events to this one, or count a rank twice)."""
+    if rec["rank"] != rank:
+        raise RankmapError(f"{path}:{line}: holds a record of rank {rec['rank']!r} but the file name says rank "
+                           f"{rank}: each rank writes only its own file (renamed or copied by hand?)")
+
+
 def _read_folder(folder: Path, run_id: str) -> RunRecords:
     events: list[Event] = []
     ranks: set[int] = set()
+    problems: list[str] = []
     for path in sorted(folder.glob("rank-*.jsonl")):
-        lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        rank = _file_rank(path)
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
+        except OSError as exc:
+            problems.append(f"{path}: cannot read: {exc.strerror}: rank {rank} left out")
+            continue
+        found = 0
         for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
@@ -284,20 +311,30 @@ def _read_folder(folder: Path, run_id: str) -> RunRecords:
                 if (not isinstance(rec, dict) or not _EVENT_KEYS <= set(rec) <= _EVENT_KEYS | _OPTIONAL_KEYS
                         or not _known_phase(rec["phase"])):
                     raise ValueError("not an event record")
-                events.append(Event(**{**rec, "peers": tuple(rec["peers"])}))
-                ranks.add(rec["rank"])
+                event = Event(**{**rec, "peers": tuple(rec["peers"])})
             except (ValueError, TypeError) as exc:
-                if i >= len(lines) - 1 and not line.endswith("}"):
-                    continue  # the rank died while writing its last line
+                if i >= len(lines) - 1 and not line.endswith("}"):  # the rank died while writing its last line
+                    problems.append(f"{path}:{i}: last line cut short after {len(line)} bytes: skipped"
+                                    + ("" if found else f"; no complete record: rank {rank} left out"))
+                    continue
                 raise RankmapError(f"{path}:{i}: bad event record: {exc}") from None
+            _check_rank(path, i, rec, rank)
+            events.append(event)
+            ranks.add(rank)
+            found += 1
+        if not any(line.strip() for line in lines):
+            problems.append(f"{path}: empty: rank {rank} left out")
     hangs = []
     for path in sorted(folder.glob("hang-rank-*.json")):
+        rank = _file_rank(path)
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
-            hangs.append(Hang(**{**rec, "peers": tuple(rec["peers"])}))
-            ranks.add(rec["rank"])
+            hang = Hang(**{**rec, "peers": tuple(rec["peers"])})
         except OSError as exc:
             raise RankmapError(f"{path}: cannot read hang record: {exc.strerror}") from None
         except (ValueError, TypeError, KeyError) as exc:
             raise RankmapError(f"{path}: bad hang record: {exc}") from None
-    return RunRecords(tuple(events), tuple(hangs), tuple(sorted(ranks)), run_id)
+        _check_rank(path, 1, rec, rank)
+        hangs.append(hang)
+        ranks.add(rank)
+    return RunRecords(tuple(events), tuple(hangs), tuple(sorted(ranks)), run_id, tuple(problems))

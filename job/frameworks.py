@@ -9,7 +9,8 @@ parallel folding (:data:`FOLDING_SINCE`, see :mod:`rankmap.job.generators`).
 
 from __future__ import annotations
 
-__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule"]
+__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule",
+           "virtual_stages_rule"]
 
 FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
 FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
@@ -36,6 +37,40 @@ def interleaved_rounds(micro_batches: int, pp: int) -> int:
     (2, 1)
     """
     return max(1, micro_batches // pp)
+
+
+def virtual_stages_rule(framework: str, pp: int, vpp: int) -> str | None:
+    """Why ``vpp`` model chunks per pipeline rank cannot run with ``pp`` stages (None: they can).
+
+    Interleaving needs a pipeline: every framework refuses (or would silently drop) vpp > 1
+    with pp = 1.
+
+    - Megatron-LM: ``validate_args`` in ``megatron/training/arguments.py`` asserts "When
+      interleaved schedule is used, pipeline-model-parallel size should be greater than 1"
+      once virtual stages are given (``--num-virtual-stages-per-pipeline-rank``), and > 2 when
+      ``--no-overlap-p2p-communication`` turns the default P2P overlap off (rankmap's flags
+      keep it on); Megatron-Core's ``initialize_model_parallel``
+      (``megatron/core/parallel_state.py``) raises the same for
+      ``virtual_pipeline_model_parallel_size`` with ``pipeline_model_parallel_size`` < 2.
+    - torchtitan and rankmap's engine (torch.distributed.pipelining): with pp = 1 no
+      pipeline is built, so the virtual stages would be ignored.
+    - DeepSpeed: no interleaved schedule at all (:func:`interleaved_rule`).
+
+    Examples
+    --------
+    >>> print(virtual_stages_rule("megatron", 1, 2))
+    vpp=2 needs pp > 1, got pp=1: Megatron-LM's validate_args refuses an interleaved schedule without a pipeline ("When interleaved schedule is used, pipeline-model-parallel size should be greater than 1")
+    >>> virtual_stages_rule("engine", 2, 2) is None
+    True
+    """
+    if vpp <= 1 or pp > 1:
+        return None
+    why = {"megatron": "Megatron-LM's validate_args refuses an interleaved schedule without a pipeline "
+                       "(\"When interleaved schedule is used, pipeline-model-parallel size should be greater than 1\")",
+           "deepspeed": "DeepSpeed's pipeline engine has no interleaved schedule"}.get(
+        framework, f"torch.distributed.pipelining ({framework}) builds no pipeline for pp=1, so the virtual stages "
+                   "would be ignored")
+    return f"vpp={vpp} needs pp > 1, got pp={pp}: {why}"
 
 
 def interleaved_rule(framework: str, pp: int, vpp: int, micro_batches: int) -> str | None:

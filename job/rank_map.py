@@ -32,6 +32,7 @@ import numpy as np
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
+from rankmap.job.rank_map_schema import SCHEMA, check_document
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
@@ -41,7 +42,6 @@ from rankmap.topology.model import Cluster
 __all__ = ["RankMap", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
            "hostfile_text"]
 
-SCHEMA = "rankmap/v1"
 _ENTRY_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
 
 
@@ -216,7 +216,7 @@ def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None
 def read_rankmap(path: str | Path) -> RankMap:
     """Read and validate ``rankmap.json``.
 
-    Checks the schema, that every rank 0..W-1 appears once, every (host, local rank) once,
+    Checks the rules of ``docs/rankmap.schema.json`` (:mod:`rankmap.job.rank_map_schema`), that every rank 0..W-1 appears once, every (host, local rank) once,
     node ranks and hosts agree, ``rank = node_rank * G + local_rank``, and that each rank's
     parallel coordinates are those the job's order string gives.
 
@@ -239,8 +239,7 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
     except SpecError as exc:
         raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        raise RankMapFileError(f"expected schema {SCHEMA!r}", source=source, key="schema")
+    check_document(doc, source)  # the rules of docs/rankmap.schema.json
     try:
         job = job_from_data(doc.get("job"), source + " (job)")
         g = doc["nproc_per_node"]
@@ -265,6 +264,9 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
           or sum(nprocs) != job.world_size):
         raise RankMapFileError(f"nprocs must list ranks per node (1..{g}) summing to {job.world_size}",
                            source=source, key="nprocs")
+    if doc["num_nodes"] != len(nprocs):
+        raise RankMapFileError(f"num_nodes {doc['num_nodes']} is not the {len(nprocs)} nodes the ranks use",
+                               source=source, key="num_nodes")
     context = doc.get("context") or {}
     if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
         raise RankMapFileError("context must map names to hostlists", source=source, key="context")

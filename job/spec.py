@@ -17,7 +17,14 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError
-from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FOLDING_SINCE, FRAMEWORKS, interleaved_rule, release
+from rankmap.job.frameworks import (
+    DEFAULT_FRAMEWORK,
+    FOLDING_SINCE,
+    FRAMEWORKS,
+    interleaved_rule,
+    release,
+    virtual_stages_rule,
+)
 from rankmap.job.generators import DIMS, megatron_check
 
 __all__ = ["ModelShape", "JobSpec", "Hardware", "GPU_NAMES", "MODEL_PRESETS", "DIMS", "DEFAULT_ORDER",
@@ -263,6 +270,9 @@ def check_batch(job: JobSpec) -> None:
     if g is not None and g % (b * job.dp):
         raise SpecError(f"global_batch_size {g} is not a multiple of micro_batch_size*dp = {b * job.dp}",
                         key="batch.global_batch_size")
+    why = virtual_stages_rule(job.framework, job.pp, job.virtual_stages)
+    if why:
+        raise SpecError(why, key="parallel.vpp")
     why = interleaved_rule(job.framework, job.pp, job.virtual_stages, job.micro_batches())
     if why:
         raise SpecError(f"{why} (framework: {job.framework}; set framework: to the one that trains the job)",

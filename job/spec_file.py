@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rankmap.errors import SpecError
-from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS
+from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, virtual_stages_rule
 from rankmap.job.generators import DIMS
 from rankmap.job.spec import DEFAULT_ORDER, GPU_NAMES, MODEL_PRESETS, Hardware, JobSpec, ModelShape, check_batch
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
@@ -222,6 +222,9 @@ def _check_model(job: JobSpec, par: Fields) -> None:
     model = job.model
     if model.layers % job.pp:
         raise par.error("pp", f"pp={job.pp} must divide the model's {model.layers} layers")
+    why = virtual_stages_rule(job.framework, job.pp, job.virtual_stages)
+    if why:
+        raise par.error("vpp", why)
     if model.layers % (job.pp * job.virtual_stages):
         raise par.error("vpp", f"pp*vpp = {job.pp * job.virtual_stages} must divide the model's {model.layers} layers")
     if model.heads % job.tp:

@@ -19,12 +19,11 @@ __all__ = ["read_host_names", "select_hosts"]
 
 def read_host_names(expr: str) -> list[str]:
     """Host names from a Slurm hostlist, or ``@FILE``: a hostlist per line (``#`` comments), the
-    JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order; pods
-    sharing a node name it once) or of ``kubectl get nodes -o json`` (each node's
-    ``metadata.name``).
+    JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order) or
+    of ``kubectl get nodes -o json`` (each node's ``metadata.name``).
 
-    A host named twice (host names ignore case, RFC 4343), in one hostlist or on two lines of a
-    file, is refused: a duplicate usually means a wrong list.
+    A host named twice (host names ignore case, RFC 4343), in one hostlist, on two lines of a
+    file, by two pods or two node items, is refused: a duplicate usually means a wrong list.
 
     Raises
     ------
@@ -76,7 +75,9 @@ def _names_from_json(text: str, path: str) -> list[str]:
                             key="--hosts")
     except SpecError as exc:
         raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
+    what = "pod"
     if doc.get("kind") == "NodeList" or (items and all(item.get("kind") == "Node" for item in items)):
+        what = "node item"
         names = [(item.get("metadata") or {}).get("name") for item in items]
         if not all(isinstance(n, str) and n for n in names):
             raise SpecError("a node has no metadata.name", source=path, key="--hosts")
@@ -87,10 +88,16 @@ def _names_from_json(text: str, path: str) -> list[str]:
             raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, key="--hosts")
     for name in names:
         check_host(name, source=path, key="--hosts")
-    unique: dict[str, str] = {}
-    for name in names:  # pods sharing a node name it once
-        unique.setdefault(host_identity(name), name)
-    return list(unique.values())
+    first: dict[str, int] = {}
+    for i, name in enumerate(names):  # the rule of hostlists: a host named twice is refused
+        j = first.setdefault(host_identity(name), i)
+        if j != i:
+            who = [str((items[k].get("metadata") or {}).get("name", f"items[{k}]")) for k in (j, i)]
+            at = text.find(f'"{who[1]}"')  # the second item's line, when its name is written plainly
+            raise SpecError(f"host {name!r} is named twice, by {what}s {who[0]} and {who[1]} (one {what} per host; "
+                            "host names ignore case)", source=path, line=text.count("\n", 0, at) + 1 if at >= 0
+                            else None, key="--hosts")
+    return names
 
 
 def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints | None = None) -> set[str]:

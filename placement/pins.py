@@ -35,16 +35,19 @@ def node_pins(cluster: Cluster, job: JobSpec, gpn: int, usable: tuple[Host, ...]
     for rank, host in sorted(c.rank_pins.items()):
         if rank >= job.world_size:
             raise InfeasibleError(f"rank {rank} is pinned, but the job has {job.world_size} ranks",
-                                  source=c.source, key=f"pins.ranks.{rank}")
+                                  source=c.source, line=c.lines.get(f"pins.ranks.{rank}"),
+                                  key=f"pins.ranks.{rank}")
         if host not in names:
             why = cluster.host(host).state if cluster.host(host).state != "free" else "excluded or reserved"
             raise InfeasibleError(f"rank {rank} is pinned to host {host!r}, which is {why}",
-                                  source=c.source, key=f"pins.ranks.{rank}")
+                                  source=c.source, line=c.lines.get(f"pins.ranks.{rank}"),
+                                  key=f"pins.ranks.{rank}")
         node = rank // gpn
         if fixed.get(node, host) != host or host in [h for n, h in fixed.items() if n != node]:
             raise InfeasibleError(f"rank {rank} is pinned to host {host!r}, which conflicts with another pin "
                                   f"(node rank {node} holds ranks {node * gpn}..{node * gpn + gpn - 1})",
-                                  source=c.source, key=f"pins.ranks.{rank}")
+                                  source=c.source, line=c.lines.get(f"pins.ranks.{rank}"),
+                                  key=f"pins.ranks.{rank}")
         fixed[node] = host
     return fixed
 
@@ -87,7 +90,7 @@ def grid_pins(cluster: Cluster, job: JobSpec, grid: HostGrid, caps: tuple, tor_i
 def _row_of_stage(job: JobSpec, grid: HostGrid, stage: int, c: PlacementConstraints) -> int:
     if stage >= job.pp:
         raise InfeasibleError(f"stage {stage} is pinned, but the job has pp={job.pp}", source=c.source,
-                              key=f"pins.stages.{stage}")
+                              line=c.lines.get(f"pins.stages.{stage}"), key=f"pins.stages.{stage}")
     if grid.rows == 1:
         return 0
     return stage

@@ -82,7 +82,8 @@ class HostPool:
             ``tp`` does not divide the GPUs per host.
         """
         if not self.gpus_per_host:
-            raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", key="availability")
+            raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", source=cluster.source,
+                                  key="availability")
         gpn = self.gpus_per_host
         if self.nproc % job.tp:
             raise PlacementError(f"tp={job.tp} does not fit the hosts: a TP group must sit inside one host, "

@@ -103,7 +103,7 @@ def parse_hostfile(text: str, source: str, options: ImportOptions | None = None)
     diags.note(f"a hostfile says nothing about switches: all {len(hosts)} hosts are in one ToR group "
                f"{FLAT_GROUP!r}")
     cluster = build_cluster([Leaf(name=FLAT_GROUP, hosts=hosts)], options, default_name=file_stem(source),
-                            source=source)
+                            source=source, host_lines={n: seen[0][0] for n, seen in lines.items()})
     return ImportResult(cluster=cluster, format="hostfile", source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
 

@@ -56,7 +56,7 @@ from rankmap.topology.sources import (
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "AWS_LAYER", "GKE_LEVELS"]
+__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "LevelKey", "AWS_LAYER", "GKE_LEVELS"]
 
 AWS_LAYER = "topology.k8s.aws/network-node-layer-"
 GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
@@ -65,6 +65,26 @@ HOST_LEVELS = ("kubernetes.io/hostname", "cloud.google.com/gce-topology-host")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_LABEL = "nvidia.com/gpu.count"
 _LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
+
+
+class LevelKey(str):
+    """A level's label key that remembers where it was given (a Kueue file, line and key
+    path), so that a key no node carries is reported there. A plain ``str`` level counts
+    as given by the ``--levels`` flag.
+
+    >>> k = LevelKey("blk", source="t.yaml", line=4, key="spec.levels[0].nodeLabel")
+    >>> k, k.line
+    ('blk', 4)
+    """
+
+    source: str | None
+    line: int | None
+    key: str
+
+    def __new__(cls, value: str, *, source: str | None = None, line: int | None = None, key: str = "--levels"):
+        self = super().__new__(cls, value)
+        self.source, self.line, self.key = source, line, key
+        return self
 
 
 def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None) -> ImportResult:
@@ -91,7 +111,8 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
     levels = _levels(nodes, options, diags, source)
     leaves, switches = _domains(nodes, levels, options, diags, source)
     warn_odd_names(leaves, diags, source, seen, what="domain")
-    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
+    cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches,
+                            host_lines=seen)
     keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
     cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)
     note_tiers(cluster, diags)
@@ -107,6 +128,7 @@ def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
     named by its whole path of label values (values are unique only under a parent)."""
     leaves: dict[str, Leaf] = {}
     children: dict[str, list[str]] = {}
+    deeper: dict[str, str] = {}   # domain -> the first node under a domain below it
     for name, labels, capacity, line in nodes:
         path = _path(name, labels, levels, source, line)
         if not path:
@@ -117,15 +139,20 @@ def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
             continue
         ids = ["/".join(path[:k + 1]) for k in range(len(path))]
         for parent, child in zip(ids, ids[1:]):
+            deeper.setdefault(parent, name)
             kids = children.setdefault(parent, [])
             if child not in kids:
                 kids.append(child)
         leaves.setdefault(ids[-1], Leaf(name=ids[-1], hosts=[], line=line)).hosts.append((name, gpus))
     for leaf in leaves.values():
         if leaf.name in children:
-            raise SpecError(f"domain {leaf.name} is the deepest level of some nodes and has domains below it "
-                            "for others: a leaf cannot have children", source=source, line=leaf.line,
-                            key=leaf.name)
+            first = leaf.hosts[0][0]
+            depth = leaf.name.count("/") + 1
+            keys = levels or _aws_keys(nodes)
+            missing = f" (it has no {keys[depth]} label)" if depth < len(keys) else ""
+            raise SpecError(f"node {first} ends at domain {leaf.name}{missing} but node {deeper[leaf.name]} has "
+                            "domains below it: a leaf cannot have children; label every node down to the same "
+                            "level", source=source, line=leaf.line, key=first)
     switches = tuple(Switch(name=k, children=tuple(sorted(v, key=name_key))) for k, v in children.items())
     return list(leaves.values()), switches
 
@@ -234,10 +261,25 @@ def _levels(nodes, options: ImportOptions, diags: Diagnostics, source: str) -> t
         else:
             raise SpecError(f"no topology labels found (AWS {AWS_LAYER}N or GKE {GKE_LEVELS[0]}): "
                             "pass --levels with the label keys, top level first", source=source, line=1)
+    else:
+        _check_levels_used(nodes, levels, source)
     dropped = [lv for lv in levels if lv in HOST_LEVELS]
     if dropped:
         diags.note(f"level {', '.join(dropped)} names the host itself, not a switch: not used")
-    return tuple(lv for lv in levels if lv not in HOST_LEVELS)
+    return tuple(str(lv) for lv in levels if lv not in HOST_LEVELS)  # plain str: tier names are written out
+
+
+def _check_levels_used(nodes, levels, source: str) -> None:
+    """Refuse a given level key that no node carries (a typo would silently merge every
+    domain below the level above it), naming where the key was given."""
+    keys = {k for _, labels, _, _ in nodes for k in labels}
+    for level in levels:
+        if level in HOST_LEVELS or level in keys:
+            continue
+        where = getattr(level, "source", None)
+        raise SpecError(f"label key {level!r} is on no node of {source} ({len(nodes)} nodes): check its spelling "
+                        "(kubectl get nodes --show-labels)", source=where,
+                        line=getattr(level, "line", None), key=getattr(level, "key", "--levels"))
 
 
 def _aws_keys(nodes) -> tuple[str, ...]:
@@ -316,7 +358,8 @@ def parse_kueue_levels(text: str, source: str) -> tuple[str, ...]:
     out = []
     for i, entry in enumerate(levels):
         f = Fields(entry, source, f"spec.levels[{i}]", levels.item_lines[i]).only("nodeLabel")
-        out.append(f.str("nodeLabel"))
+        out.append(LevelKey(f.str("nodeLabel"), source=source, line=levels.item_lines[i],
+                            key=f"spec.levels[{i}].nodeLabel"))
     if not out:
         raise spec.error("levels", "needs at least one level")
     return tuple(out)

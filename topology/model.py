@@ -22,9 +22,10 @@ from rankmap.names import host_identity, host_problem, name_problem
 from rankmap.topology.tiers import Tier, TierFigures, check_tiers, derived_tiers, partition, structure, tier_figures
 from rankmap.topology.tree import check_block_sizes, check_switch_tree, name_key
 
-__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "Cluster", "HOST_STATES"]
+__all__ = ["Host", "Links", "Spine", "TorGroup", "Switch", "Tier", "SlurmTopology", "Cluster", "HOST_STATES", "MAX_HOST_GPUS"]
 
 HOST_STATES = ("free", "busy", "failed")
+MAX_HOST_GPUS = 1024   # GPUs (and NICs) one host may have: a cluster spec's and every importer's limit
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,6 +149,36 @@ class Switch:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SlurmTopology:
+    """Another named topology of the Slurm topology.yaml a cluster was imported from, kept
+    so that exporting topology.yaml writes it back (slurmctld serves it to the partitions
+    that name it; topology.yaml(5), https://slurm.schedmd.com/topology.yaml.html).
+
+    Attributes
+    ----------
+    name : str
+        The ``topology:`` name.
+    position : int
+        Its place in the file (0-based); the cluster's own topology takes the first free place.
+    default : bool
+        ``cluster_default``.
+    kind : str
+        ``tree``, ``block`` or ``flat``.
+    items : tuple of tuple of (str, str or int)
+        The switches (tree) or blocks (block), each as its ``(key, value)`` pairs in file order.
+    block_sizes : tuple of int or None
+        A block topology's ``block_sizes``.
+    """
+
+    name: str
+    position: int
+    default: bool = False
+    kind: str = "flat"
+    items: tuple[tuple[tuple[str, str | int], ...], ...] = ()
+    block_sizes: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
 class Cluster:
     """A multi-rail cluster: ToR groups of hosts joined by a spine layer.
 
@@ -176,6 +207,11 @@ class Cluster:
         structure (switch tree levels, block levels, or the one spine); see
         :mod:`rankmap.topology.tiers`. None (the default) derives them: a non-blocking
         fabric sized from ``links`` and ``spine`` (:attr:`fabric_tiers`).
+    slurm_topologies : tuple of SlurmTopology
+        The other topologies of the Slurm topology.yaml this cluster was read from (not
+        used for placement; written back by the topology.yaml exporter).
+    source : str or None
+        The file the cluster was read from, for messages (not compared).
 
     Raises
     ------
@@ -192,6 +228,8 @@ class Cluster:
     switches: tuple[Switch, ...] | None = None
     block_sizes: tuple[int, ...] | None = None
     tiers: tuple[Tier, ...] | None = None
+    slurm_topologies: tuple[SlurmTopology, ...] = ()
+    source: str | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         _check_names(self)

@@ -107,7 +107,8 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     (Switch(name='top', children=('l1', 'l2'), link_speed=None),)
     """
     options = options or ImportOptions()
-    records = parse_records(text, source, TREE_KEYS)
+    hint = "this is a topology/block file: import it with --from slurm-block"
+    records = parse_records(text, source, TREE_KEYS, {"BlockName": hint, "BlockSizes": hint})
     return tree_from_records(records, source, options, last_line=max(1, text.count("\n") + (not text.endswith("\n"))))
 
 

@@ -74,7 +74,9 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     (['b1', 'b2'], (2, 4))
     """
     options = options or ImportOptions()
-    return block_from_records(parse_records(text, source, BLOCK_KEYS), source, options)
+    hint = "this is a topology/tree file: import it with --from slurm"
+    return block_from_records(parse_records(text, source, BLOCK_KEYS, {"SwitchName": hint, "Switches": hint}),
+                              source, options)
 
 
 def block_from_records(records: list[Record], source: str, options: ImportOptions, *,

@@ -22,7 +22,9 @@ topology.conf. The file is a list of named topologies, each ``tree``, ``block`` 
             nodes: gpu-[001-002]
 
 One topology becomes one cluster: the default one, or the one ``ImportOptions.topology``
-names. A tree's switches and a block topology's blocks are read with the same checks
+names. The others are checked as well (slurmctld refuses the whole file for one bad
+topology) and kept in ``Cluster.slurm_topologies``, so that :func:`export_slurm_yaml`
+writes every topology of the file back, in file order. A tree's switches and a block topology's blocks are read with the same checks
 as topology.conf lines (:func:`~rankmap.topology.slurm.tree_from_records`,
 :func:`~rankmap.topology.slurm_block.block_from_records`), located at the YAML line of
 each item. A ``flat`` topology lists no nodes: it needs ``ImportOptions.hosts``.
@@ -50,7 +52,7 @@ import yaml
 
 from rankmap.errors import SpecError
 from rankmap.fileio import iter_lines
-from rankmap.topology.model import Cluster, Switch
+from rankmap.topology.model import Cluster, SlurmTopology, Switch
 from rankmap.topology.slurm import tree_from_records
 from rankmap.topology.slurm_block import block_from_records, block_lines
 from rankmap.topology.slurmconf import Record, Token, check_switch_name, compress_names
@@ -64,7 +66,8 @@ from rankmap.topology.sources import (
 )
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_slurm_yaml", "export_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE"]
+__all__ = ["parse_slurm_yaml", "export_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE",
+           "slurm_topologies_from_data", "slurm_topology_data", "dropped_topologies"]
 
 TOPOLOGY_YAML_SINCE = (25, 5, 0)
 _KINDS = ("tree", "block", "flat")
@@ -132,6 +135,13 @@ def parse_slurm_yaml(text: str, source: str, options: ImportOptions | None = Non
     chosen = _choose(entries, options.topology, source)
     named = dataclasses.replace(options, name=options.name or chosen.name)
     result = _import_one(chosen, source, named)
+    kept = []
+    for i, e in enumerate(entries):
+        if e is not chosen:
+            if e.kind != "flat":  # checked as slurmctld would; a flat one lists no nodes to check
+                _import_one(e, source, dataclasses.replace(options, name=e.name))
+            kept.append(_kept(e, i, source))
+    result = dataclasses.replace(result, cluster=dataclasses.replace(result.cluster, slurm_topologies=tuple(kept)))
     others = ", ".join(f"{e.name} ({e.kind})" for e in entries if e is not chosen)
     why = ("named by --topology" if options.topology else
            "cluster_default" if chosen.default else "the first; none has cluster_default: true")
@@ -155,9 +165,9 @@ def _line(seq, i: int) -> int:
     return lines[i] if lines and i < len(lines) else getattr(seq, "line", 1) or 1
 
 
-def _entry(item, source: str, index: int, line: int) -> _Entry:
-    f = Fields(item, source, prefix=f"[{index}]", line=line)
-    f.only("topology", "cluster_default", *_KINDS)
+def _entry(item, source: str, index: int, line: int, prefix: str = "", extra: tuple = ()) -> _Entry:
+    f = Fields(item, source, prefix=f"{prefix}[{index}]", line=line)
+    f.only("topology", "cluster_default", *_KINDS, *extra)
     if list(item)[0] != "topology":
         raise f.error(list(item)[0], "'topology' must be the first key of a topology")
     name = f.str("topology")
@@ -215,6 +225,72 @@ def _import_one(e: _Entry, source: str, options: ImportOptions) -> ImportResult:
     return block_from_records(records, source, options, fmt="slurm-yaml")
 
 
+_ITEM_KEYS = {"tree": ("switches", {"switch": "SwitchName", "children": "Switches", "nodes": "Nodes",
+                                    "link_speed": "LinkSpeed"}),
+              "block": ("blocks", {"block": "BlockName", "nodes": "Nodes"})}
+
+
+def _kept(e: _Entry, position: int, source: str) -> SlurmTopology:
+    """A topology other than the imported one, as the cluster keeps it for export."""
+    if e.kind == "flat":
+        return SlurmTopology(name=e.name, position=position, default=e.default, kind="flat")
+    body = Fields(e.body, source, prefix=e.fields.path(e.kind), line=e.line)
+    key, keys = _ITEM_KEYS[e.kind]
+    names = {v: k for k, v in keys.items()}
+    items = tuple(tuple((names[t.key], int(t.value) if t.key == "LinkSpeed" and t.value.isdigit() else t.value)
+                        for t in r.tokens) for r in _records(body, key, source, keys))
+    sizes = tuple(body.seq("block_sizes")) if e.kind == "block" and body.has("block_sizes") else None
+    if sizes is not None and not all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in sizes):
+        raise body.error("block_sizes", f"expected positive integers, got {list(sizes)!r}")
+    return SlurmTopology(name=e.name, position=position, default=e.default, kind=e.kind, items=items,
+                         block_sizes=sizes)
+
+
+def slurm_topologies_from_data(items, source: str, prefix: str = "slurm_topologies") -> tuple[SlurmTopology, ...]:
+    """The ``slurm_topologies`` of a cluster spec: topology.yaml items, each with its
+    ``position`` in the file; checked with the same grammar as topology.yaml itself.
+
+    Raises
+    ------
+    SpecError
+        At ``FILE:LINE`` with the key path: an unknown key, a bad kind, item or position.
+    """
+    out = []
+    for i, item in enumerate(items):
+        e = _entry(item, source, i, _line(items, i), prefix=prefix, extra=("position",))
+        out.append(_kept(e, e.fields.int("position", minimum=0, maximum=10**6), source))
+    positions = [t.position for t in out]
+    if len(set(positions)) != len(positions):
+        raise SpecError(f"two topologies at position {next(p for p in positions if positions.count(p) > 1)}",
+                        source=source, line=_line(items, 0), key=prefix)
+    return tuple(out)
+
+
+def dropped_topologies(cluster: Cluster, fmt: str) -> str | None:
+    """What an export to ``fmt`` leaves out of the cluster's kept topologies (None: nothing).
+
+    >>> c = Cluster(name="c", tor_groups=(), hosts=(), slurm_topologies=(SlurmTopology(name="nvl", position=1),))
+    >>> print(dropped_topologies(c, "slurm"))
+    --to slurm writes one topology: nvl (flat) of the imported topology.yaml is left out (--to slurm-yaml keeps it)
+    """
+    if fmt == "slurm-yaml" or not cluster.slurm_topologies:
+        return None
+    names = ", ".join(f"{t.name} ({t.kind})" for t in cluster.slurm_topologies)
+    them = "it" if len(cluster.slurm_topologies) == 1 else "them"
+    return (f"--to {fmt} writes one topology: {names} of the imported topology.yaml "
+            f"{'is' if them == 'it' else 'are'} left out (--to slurm-yaml keeps {them})")
+
+
+def slurm_topology_data(t: SlurmTopology) -> dict:
+    """A kept topology as cluster spec data (the inverse of :func:`slurm_topologies_from_data`)."""
+    doc: dict = {"topology": t.name, "position": t.position, "cluster_default": t.default}
+    if t.kind == "flat":
+        return doc | {"flat": True}
+    key = _ITEM_KEYS[t.kind][0]
+    body: dict = {"block_sizes": list(t.block_sizes)} if t.block_sizes is not None else {}
+    return doc | {t.kind: body | {key: [dict(item) for item in t.items]}}
+
+
 def _records(body: Fields, key: str, source: str, keys: dict[str, str]) -> list[Record]:
     """topology.yaml items as topology.conf records (one per switch or block, at its line)."""
     items = body.seq(key)
@@ -242,7 +318,9 @@ def _token(f: Fields, key: str, conf_key: str) -> Token:
 
 
 def export_slurm_yaml(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> str:
-    """Write a topology.yaml with one topology, named after the cluster and ``cluster_default``.
+    """Write a topology.yaml: the cluster as a topology named after it, and the other
+    topologies of the file it was imported from (``Cluster.slurm_topologies``) at their
+    places. The cluster's topology is ``cluster_default`` unless a kept one is.
 
     A cluster with block sizes is written as a ``block`` topology (groups are blocks, in
     order), else as a ``tree`` (leaves in group order, then the switches above; a cluster
@@ -281,21 +359,45 @@ def export_slurm_yaml(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> s
     why = check_switch_name(cluster.name)
     if why:
         raise SpecError(f"cannot write {cluster.name!r} as a Slurm topology name: {why}")
-    out = [f"# topology.yaml (Slurm 25.05+) for cluster {cluster.name!r}, written by rankmap",
-           f"- topology: {_scalar(cluster.name)}", "  cluster_default: true"]
+    own_default = not any(t.default for t in cluster.slurm_topologies)
+    own = [f"- topology: {_scalar(cluster.name)}", f"  cluster_default: {'true' if own_default else 'false'}"]
     if cluster.block_sizes is not None:
         if len(cluster.islands()) > 1:
             raise SpecError(f"cluster {cluster.name!r} has islands; a block topology cannot keep them apart")
         sizes, rows = block_lines(cluster, slurm_version)
-        out += ["  block:", f"    block_sizes: [{', '.join(map(str, sizes))}]", "    blocks:"]
+        own += ["  block:", f"    block_sizes: [{', '.join(map(str, sizes))}]", "    blocks:"]
         items = [{"block": name, **({"nodes": nodes} if nodes else {})} for name, nodes in rows]
     else:
-        out += ["  tree:", "    switches:"]
+        own += ["  tree:", "    switches:"]
         items = _tree_items(cluster)
+    own += _item_lines(items)
+    kept = {t.position: _kept_lines(t) for t in cluster.slurm_topologies}
+    place = next(i for i in range(len(kept) + 1) if i not in kept)
+    blocks = [lines for _, lines in sorted({**kept, place: own}.items())]
+    header = f"# topology.yaml (Slurm 25.05+) for cluster {cluster.name!r}, written by rankmap"
+    return "\n".join([header] + [line for lines in blocks for line in lines]) + "\n"
+
+
+def _item_lines(items) -> list[str]:
+    out = []
     for item in items:
         for i, (key, value) in enumerate(item.items()):
             out.append(("      - " if i == 0 else "        ") + f"{key}: {_scalar(value)}")
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _kept_lines(t: SlurmTopology) -> list[str]:
+    why = check_switch_name(t.name)
+    if why:
+        raise SpecError(f"cannot write {t.name!r} as a Slurm topology name: {why}")
+    out = [f"- topology: {_scalar(t.name)}", f"  cluster_default: {'true' if t.default else 'false'}"]
+    if t.kind == "flat":
+        return out + ["  flat: true"]
+    out.append(f"  {t.kind}:")
+    if t.block_sizes is not None:
+        out.append(f"    block_sizes: [{', '.join(map(str, t.block_sizes))}]")
+    out.append(f"    {_ITEM_KEYS[t.kind][0]}:")
+    return out + _item_lines([dict(item) for item in t.items])
 
 
 def _scalar(value) -> str:

@@ -46,7 +46,7 @@ class Record:
         return next((t for t in self.tokens if t.key == key), None)
 
 
-def parse_records(text: str, source: str, keys: tuple[str, ...]) -> list[Record]:
+def parse_records(text: str, source: str, keys: tuple[str, ...], hints: dict[str, str] | None = None) -> list[Record]:
     """Split a Slurm config into records of known keys.
 
     Parameters
@@ -57,6 +57,9 @@ def parse_records(text: str, source: str, keys: tuple[str, ...]) -> list[Record]
         File name for messages.
     keys : tuple of str
         Keys allowed anywhere in a line, in canonical spelling (matched case-insensitively).
+    hints : dict of str to str, optional
+        Keys of another file kind -> what to do instead (``{"BlockName": "... --from
+        slurm-block"}``), added to the unknown-key message.
 
     Raises
     ------
@@ -86,8 +89,9 @@ def parse_records(text: str, source: str, keys: tuple[str, ...]) -> list[Record]
             written = match.group(0)
             key = canon.get(match.group(1).lower())
             if key is None:
-                raise SpecError(f"unknown key {match.group(1)!r} (expected one of: {', '.join(keys)})",
-                                source=source, line=line_no, key=written)
+                hint = {k.lower(): v for k, v in (hints or {}).items()}.get(match.group(1).lower())
+                raise SpecError(f"unknown key {match.group(1)!r} (expected one of: {', '.join(keys)})"
+                                + (f": {hint}" if hint else ""), source=source, line=line_no, key=written)
             value = match.group(2) if match.group(2) is not None else match.group(3)
             if not value.strip():
                 raise SpecError(f"{key} has an empty value", source=source, line=line_no, key=written)

@@ -16,8 +16,9 @@ import re
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
+from rankmap.names import host_identity
 from rankmap.topology.hostnames import compress_hostlist
-from rankmap.topology.model import Cluster, Host, Links, Switch, TorGroup
+from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Switch, TorGroup
 from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
@@ -79,6 +80,9 @@ class ImportOptions:
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"must be a positive integer, got {value!r}", key=key)
+        for key in ("gpus",) + (("rails",) if self.rails is not None else ()):
+            if getattr(self, key) > MAX_HOST_GPUS:
+                raise SpecError(f"must be <= {MAX_HOST_GPUS}, got {getattr(self, key)}", key=key)
         if self.nic_gbps is not None and not self.nic_gbps > 0:
             raise SpecError(f"must be positive, got {self.nic_gbps!r}", key="nic_gbps")
 
@@ -194,8 +198,10 @@ class Leaf:
 
 def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: str, source: str,
                   switches: tuple[Switch, ...] | None = None,
-                  block_sizes: tuple[int, ...] | None = None) -> Cluster:
+                  block_sizes: tuple[int, ...] | None = None, host_lines: dict | None = None) -> Cluster:
     """Assemble a Cluster: each leaf becomes a ToR group (hosts in natural name order).
+
+    ``host_lines`` (host -> line) locates errors about one host; without it, the leaf's line.
 
     Host NICs are ``min(rails, gpus)`` with ``rails`` defaulting to ``options.gpus``;
     group capacity is ``max(options.capacity, hosts in the leaf)``. With a switch tree the
@@ -208,10 +214,13 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     Raises
     ------
     SpecError
-        If there are no hosts, or the model rejects the result (naming ``source``).
+        If there are no hosts, a host has more than :data:`~rankmap.topology.model.MAX_HOST_GPUS`
+        GPUs, two host names differ only in case (at the host's line), or the model rejects
+        the result (naming ``source``).
     """
     if not any(leaf.hosts for leaf in leaves):
         raise SpecError("no hosts found", source=source, line=1)
+    _check_hosts(leaves, source, host_lines or {})
     rails = options.rails or options.gpus
     if switches is not None:
         leaves = sorted(leaves, key=lambda leaf: name_key(leaf.name))
@@ -225,12 +234,28 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     links = options.links()
     try:
         cluster = Cluster(name=options.name or default_name, tor_groups=tuple(groups), hosts=tuple(hosts),
-                          links=links, switches=switches, block_sizes=block_sizes)
+                          links=links, switches=switches, block_sizes=block_sizes, source=source)
         if switches is None and block_sizes is None:
             return cluster  # nothing read about switches: today's flat spine (tiers None)
         return dataclasses.replace(cluster, tiers=derived_tiers(cluster))
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
+
+
+def _check_hosts(leaves: list[Leaf], source: str, host_lines: dict) -> None:
+    """The per-host rules of a cluster spec, located at the host's line of the imported file."""
+    seen: dict[str, tuple[str, int | None]] = {}
+    for leaf in leaves:
+        for name, gpus in leaf.hosts:
+            line = host_lines.get(name, leaf.line)
+            if gpus > MAX_HOST_GPUS:
+                raise SpecError(f"host {name} has {gpus} GPUs (slots), more than {MAX_HOST_GPUS}", source=source,
+                                line=line, key=name)
+            first, first_line = seen.setdefault(host_identity(name), (name, line))
+            if first != name:
+                at = f" (line {first_line})" if first_line else ""
+                raise SpecError(f"hosts {first!r}{at} and {name!r} are one host (host names ignore case)",
+                                source=source, line=line, key=name)
 
 
 def name_tiers(cluster: Cluster, names) -> Cluster:

@@ -22,6 +22,11 @@ Format (every key but ``tor_groups`` is optional; defaults shown)::
         children: [tg00, tg01]         # ToR groups or switches
         link_speed: 100                # optional
     block_sizes: [64, 128]             # optional: Slurm topology/block BlockSizes (hosts)
+    slurm_topologies:                  # optional: the other topologies of an imported Slurm
+      - topology: nvl                  # topology.yaml (same grammar, plus position: the place
+        position: 1                    # in the file), written back by topo export --to slurm-yaml
+        cluster_default: false
+        block: {block_sizes: [2], blocks: [{block: b1, nodes: "node[001-002]"}]}
     tiers:                             # optional: switch tiers above the rail ToRs, lowest first,
       - name: spine                    # one per level of the switch tree (or block levels, or
         switches: 32                   # the one spine); switches per domain (per rail plane)
@@ -49,7 +54,7 @@ import yaml
 from rankmap.errors import SpecError, TopologyError
 from rankmap.names import host_budget
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
-from rankmap.topology.model import Cluster, Host, Links, Spine, Switch, TorGroup
+from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Spine, Switch, TorGroup
 from rankmap.topology.tiers import PLANES, Tier
 from rankmap.topology.tree import find_cycle, name_key
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
@@ -81,11 +86,11 @@ def cluster_from_data(data, source: str) -> Cluster:
 
 def _cluster_from_data(data, source: str) -> Cluster:
     top = Fields(data, source).only("name", "hosts", "links", "spine", "tor_groups", "switches",
-                                    "block_sizes", "tiers", "availability")
+                                    "block_sizes", "tiers", "availability", "slurm_topologies")
     name = top.name("name", "cluster name", "cluster")
     defaults = top.sub("hosts")
-    gpus = defaults.int("gpus", 8, minimum=1, maximum=1024)
-    nics = defaults.int("nics", gpus, minimum=1, maximum=1024)
+    gpus = defaults.int("gpus", 8, minimum=1, maximum=MAX_HOST_GPUS)
+    nics = defaults.int("nics", gpus, minimum=1, maximum=MAX_HOST_GPUS)
     defaults.done()
     links = _links(top.sub("links"))
     spine_f = top.sub("spine")
@@ -96,12 +101,13 @@ def _cluster_from_data(data, source: str) -> Cluster:
     block_sizes = _block_sizes(top)
     tiers, tier_lines = _tiers(top, links.tor_uplink_gbps)
     states = _availability(top.sub("availability"), {h.name for h in hosts})
+    kept = _slurm_topologies(top)
     top.done()
     hosts = [Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                   state=states.get(h.name, "free")) for h in hosts]
     try:
         cluster = Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
-                          switches=switches, block_sizes=block_sizes)
+                          switches=switches, block_sizes=block_sizes, slurm_topologies=kept, source=source)
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
     if tiers is None:
@@ -114,6 +120,14 @@ def _cluster_from_data(data, source: str) -> Cluster:
         if i is None:
             raise top.error("tiers", str(exc)) from None
         raise SpecError(str(exc), source=source, line=tier_lines[i], key=f"tiers[{i}]") from None
+
+
+def _slurm_topologies(top: Fields) -> tuple:
+    if not top.has("slurm_topologies"):
+        return ()
+    from rankmap.topology.slurm_yaml import slurm_topologies_from_data  # it reads topology.yaml: import on use
+
+    return slurm_topologies_from_data(top.seq("slurm_topologies"), top.source)
 
 
 def _links(f: Fields) -> Links:
@@ -234,8 +248,8 @@ def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
         if isinstance(item, dict):
             sub = Fields(item, f.source, key, lines[j]).only("hosts", "gpus", "nics")
             expr = sub.str("hosts")
-            g = sub.int("gpus", gpus, minimum=1, maximum=1024)
-            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1, maximum=1024)
+            g = sub.int("gpus", gpus, minimum=1, maximum=MAX_HOST_GPUS)
+            n = sub.int("nics", nics if g == gpus else min(nics, g), minimum=1, maximum=MAX_HOST_GPUS)
             sub.done()
             names = expand_hostlist(expr, source=f.source, line=sub.line_of("hosts"), key=sub.path("hosts"))
         else:
@@ -295,6 +309,10 @@ def cluster_to_yaml(cluster: Cluster) -> str:
         doc["tiers"] = [{"name": t.name, "switches": t.switches, "down_ports": t.down_ports, "up_ports": t.up_ports,
                          "down_gbps": _num(t.down_gbps), "up_gbps": _num(t.up_gbps), "planes": t.planes}
                         for t in cluster.tiers]
+    if cluster.slurm_topologies:
+        from rankmap.topology.slurm_yaml import slurm_topology_data
+
+        doc["slurm_topologies"] = [slurm_topology_data(t) for t in cluster.slurm_topologies]
     avail = {}
     for state in ("busy", "failed"):
         names = [h.name for h in cluster.hosts if h.state == state]

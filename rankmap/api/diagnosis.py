@@ -100,6 +100,7 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
             "blocked_in": [{"phase": ph, "group": g, "members": list(m), "seq": q, "entered": list(e),
                             "never_entered": list(n)} for ph, g, m, q, e, n in d.hang.instances]},
         "exclude_hosts": bad_hosts, "exclude_tor_groups": bad_groups,
+        "warnings": list(d.warnings),
     }
     files = {
         "diagnosis.json": json.dumps(summary, indent=1, sort_keys=True) + "\n",

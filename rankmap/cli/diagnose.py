@@ -15,6 +15,7 @@ not match them); 2 a bad flag.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rankmap.cli.common import add_json_arg, non_negative_float, out_folder, positive_float, report_before_commit
@@ -59,6 +60,8 @@ def _report(args: argparse.Namespace, run, written, code: int) -> None:
     from rankmap.cli.report import print_diagnosis
 
     s = run.summary
+    for warning in s["warnings"]:
+        print(f"rankmap: warning: {warning}", file=sys.stderr)
     if args.json:
         from rankmap.cli.report import print_json
         print_json({**s, "outputs": [str(p) for p in written], "exit_status": code})

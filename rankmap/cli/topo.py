@@ -170,9 +170,13 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from rankmap.api import load_cluster, topo_export
+    from rankmap.topology.slurm_yaml import dropped_topologies
 
     cluster = load_cluster(args.cluster)
     text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
+    dropped = dropped_topologies(cluster, args.target_format)
+    if dropped:
+        print(f"rankmap: warning: {dropped}", file=sys.stderr)
 
     def report():
         if args.json:  # with --out -, the file is stdout: the document goes to stderr

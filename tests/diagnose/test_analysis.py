@@ -189,3 +189,36 @@ def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
     assert d.hang.instances == (("dp-all-gather", "dp", (1, 5), 6, (1,), (5,)), ("pp-p2p", "pp", (0, 4), 9, (0,), (4,)),
                                 ("tp-all-gather", "tp", (4, 5), 40, (4,), (5,)),
                                 ("tp-all-gather", "tp", (6, 7), 40, (6, 7), ()))
+
+
+def test_ranks_without_records_are_named_and_get_no_clock_offset():
+    records = run()
+    part = RunRecords(tuple(e for e in records.events if e.rank < 3), (), (0, 1, 2))
+    d = diagnose(part, HOSTS, TORS)
+    assert d.ranks == (0, 1, 2) and set(d.offsets) == {"h0"}   # h1 wrote nothing: no offset to remove
+    assert d.warnings == ("no records from 5 of 8 ranks: 3-7 (hosts without any: h1)",)
+    assert diagnose(records, HOSTS, TORS).warnings == ()
+
+
+def test_missing_cut_and_renamed_record_files_are_named_by_the_cli(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    folder = events_dir(tmp_path, "r1")
+    write_records(folder, run(slow_rank=6, hosts=hosts))
+    event_path(folder, 5).unlink()                                   # rank 5 wrote nothing
+    cut = event_path(folder, 3)
+    cut.write_text(cut.read_text()[:100])                            # cut inside its first record
+    out = diagnose_cli(tmp_path, rankmap)
+    assert out.returncode == 5, out.stderr                           # rank 6 still found
+    assert out.stderr.splitlines() == [
+        f"rankmap: warning: {cut}:1: last line cut short after 100 bytes: skipped; no complete record: "
+        "rank 3 left out",
+        "rankmap: warning: no records from 2 of 8 ranks: 3, 5"]
+    assert out.stdout.splitlines()[1].startswith("6 ranks, phases: forward")
+    summary = json.loads((tmp_path / "diagnosis" / "diagnosis.json").read_text())
+    assert summary["ranks"] == 6 and len(summary["warnings"]) == 2
+    # rank 2's events copied under rank 9's name would count them twice: refused, naming the file
+    event_path(folder, 9).write_text(event_path(folder, 2).read_text())
+    out = diagnose_cli(tmp_path, rankmap)
+    assert out.returncode == 3 and out.stderr == (
+        f"rankmap: error: {event_path(folder, 9)}:1: holds a record of rank 2 but the file name says rank 9: "
+        "each rank writes only its own file (renamed or copied by hand?)\n")

@@ -61,3 +61,26 @@ def test_event_files_are_never_appended_to_and_hang_records_are_one_sorted_json_
     assert json.loads(text) == {"rank": 7, "host": "n3", "local_rank": 1, "step": 4, "phase": "tp-all-gather",
                                 "group": "tp", "peers": [6, 7], "seq": 9, "since_s": 12.5, "timeout_s": 5.0,
                                 "state": "collective"}
+
+
+def test_unreadable_empty_and_renamed_record_files_are_named(tmp_path):
+    folder = tmp_path / "events"                              # a flat events/ folder is one run
+    log = open_event_log(folder, 0)
+    append_event(log, new_event(rank=0, host="h0", local_rank=0, step=1, phase="forward", start_s=1.0, dur_s=0.5))
+    log.close()
+    event_path(folder, 1).mkdir()                             # cannot be read as a file
+    event_path(folder, 2).write_text("")                      # created, nothing written
+    run = read_run(tmp_path)
+    assert run.ranks == (0,) and len(run.events) == 1
+    assert run.problems == (f"{event_path(folder, 1)}: cannot read: Is a directory: rank 1 left out",
+                            f"{event_path(folder, 2)}: empty: rank 2 left out")
+    write_hang(folder, new_hang(rank=4, host="h0", local_rank=0, step=1, phase="forward", group=None, peers=(),
+                                seq=0, since_s=1.0, timeout_s=5.0, state="compute")).rename(hang_path(folder, 5))
+    with pytest.raises(RankmapError) as err:
+        read_run(tmp_path)
+    assert str(err.value) == (f"{hang_path(folder, 5)}:1: holds a record of rank 4 but the file name says rank 5: "
+                              "each rank writes only its own file (renamed or copied by hand?)")
+    hang_path(folder, 5).unlink()
+    (folder / "rank-7.jsonl").write_text("")
+    with pytest.raises(RankmapError, match=r"rank-7.jsonl: not a record file name \(expected rank-NNNNN.jsonl"):
+        read_run(tmp_path)

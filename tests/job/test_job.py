@@ -155,3 +155,36 @@ def test_field_case_engine_runs_10_micro_batches_on_pp4_vpp2(tmp_path):
     cfg = load_config(None)
     ref = reference_losses(cfg, resolve_run(cfg, read_rankmap(rankmap).job), 2)
     assert len(losses) == 2 and np.allclose(losses, ref, atol=2e-5, rtol=0)
+
+
+@pytest.mark.parametrize("framework,why", [
+    ("megatron", "Megatron-LM's validate_args refuses an interleaved schedule without a pipeline"),
+    ("torchtitan", "torch.distributed.pipelining (torchtitan) builds no pipeline for pp=1"),
+    ("engine", "torch.distributed.pipelining (engine) builds no pipeline for pp=1"),
+    ("deepspeed", "DeepSpeed's pipeline engine has no interleaved schedule"),
+])
+def test_virtual_stages_need_a_pipeline(framework, why):
+    """vpp > 1 with pp = 1 was accepted, then dropped by launch --flags megatron."""
+    text = (f"framework: {framework}\nparallel: {{tp: 8, pp: 1, dp: 1, vpp: 2}}\nmodel: {{preset: gpt3-13b}}\n"
+            "batch: {num_micro_batches: 4}\n")
+    with pytest.raises(SpecError) as err:
+        parse_job(text, "job.yaml")
+    assert str(err.value) == f"job.yaml:2: parallel.vpp: vpp=2 needs pp > 1, got pp=1: {why}" + (
+        " (\"When interleaved schedule is used, pipeline-model-parallel size should be greater than 1\")"
+        if framework == "megatron" else ", so the virtual stages would be ignored" if "pipelining" in why else "")
+    with pytest.raises(SpecError, match=r"^<inline>: parallel.vpp: vpp=2 needs pp > 1, got pp=1"):
+        JobSpec(tp=8, pp=1, virtual_stages=2, num_micro_batches=4, framework=framework).resolved(8)
+    assert parse_job(text.replace("vpp: 2", "vpp: 1"), "job.yaml").virtual_stages == 1
+
+
+def test_cli_refuses_vpp_without_a_pipeline(tmp_path, capsys):
+    from rankmap.cli import main
+
+    job = tmp_path / "job.yaml"
+    job.write_text("name: x\nparallel: {tp: 8, pp: 1, dp: 1, vpp: 2}\nmodel: {preset: gpt3-13b}\n"
+                   "batch: {micro_batch_size: 1, num_micro_batches: 4}\n")
+    cluster = Path(__file__).resolve().parents[2] / "examples" / "racks" / "cluster.yaml"
+    assert main(["plan", "--cluster", str(cluster), "--job", str(job), "--out", str(tmp_path / "p"),
+                 "--no-picture"]) == 3
+    assert capsys.readouterr().err.startswith(f"rankmap: error: {job}:2: parallel.vpp: vpp=2 needs pp > 1, got pp=1")
+    assert not (tmp_path / "p").exists()

@@ -93,7 +93,7 @@ def test_framework_and_expert_tp_survive_the_rank_map_file(tmp_path):
     moe = ModelShape(layers=4, hidden=64, heads=4, seq_len=64, experts=8)
     job = JobSpec(tp=2, cp=2, ep=4, etp=1, dp=2, model=moe, num_micro_batches=1, framework="megatron",
                   framework_version="0.12")
-    rm = RankMap(job=job, cluster_name="c", cluster_hash="x", hosts=("a",), tor_groups=("t",),
+    rm = RankMap(job=job, cluster_name="c", cluster_hash="0" * 64, hosts=("a",), tor_groups=("t",),
                  rails=(tuple(range(8)),), nproc_per_node=8)
     write_plan_files(rm, tmp_path)
     back = read_rankmap(tmp_path / "rankmap.json")

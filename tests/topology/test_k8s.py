@@ -109,7 +109,7 @@ def test_capacity_and_label_disagree():
     ([node("a", {AWS_LAYER + "1": "t/u"})], "label value 't/u' contains '/'"),
     ([node("Not_A_Host", {AWS_LAYER + "1": "t"})], "nodes.json:9: items[0].metadata.name: bad node name 'Not_A_Host'"),
     ([node("a", {AWS_LAYER + "1": "t", AWS_LAYER + "2": "m"}), node("b", {AWS_LAYER + "1": "t"})],
-     "domain t is the deepest level of some nodes and has domains below it"),
+     f"nodes.json:20: b: node b ends at domain t (it has no {AWS_LAYER}2 label) but node a has domains below it"),
 ])
 def test_errors(items, message):
     with pytest.raises(SpecError) as err:
@@ -178,3 +178,28 @@ def test_allocatable_neighbours():
     assert any("node d: GPU counts differ (allocatable nvidia.com/gpu=6, label nvidia.com/gpu.count=8)" in w
                for w in warnings)
     assert any("node e has no GPUs: left out" in w for w in warnings)
+
+
+def test_a_level_key_no_node_carries_is_refused_where_it_was_given(tmp_path, capsys):
+    """A misspelt level (flag or Kueue nodeLabel) once merged both sub-blocks into one ToR group."""
+    from rankmap.cli import main
+
+    text = nodes_json(node("a", {GKE + "block": "b", GKE + "subblock": "s1"}, gpus="8"),
+                      node("b", {GKE + "block": "b", GKE + "subblock": "s2"}, gpus="8"))
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(text)
+    kueue = tmp_path / "kueue.yaml"
+    kueue.write_text("kind: Topology\nspec:\n  levels:\n  - nodeLabel: " + GKE + "block\n"
+                     "  - nodeLabel: " + GKE + "nope\n  - nodeLabel: kubernetes.io/hostname\n")
+    out = tmp_path / "c.yaml"
+    why = f"label key '{GKE}nope' is on no node of {nodes} (2 nodes): check its spelling"
+    assert main(["topo", "import", "--from", "k8s-labels", str(nodes), "--levels", f"{GKE}block,{GKE}nope",
+                 "--out", str(out)]) == 3
+    assert capsys.readouterr().err.startswith(f"rankmap: error: --levels: {why}")
+    assert main(["topo", "import", "--from", "k8s-labels", str(nodes), "--kueue-topology", str(kueue),
+                 "--out", str(out)]) == 3
+    assert capsys.readouterr().err.startswith(f"rankmap: error: {kueue}:5: spec.levels[1].nodeLabel: {why}")
+    assert not out.exists()
+    # spelt right, the two sub-blocks are two ToR groups (the hostname level is not a switch)
+    good = parse(text, levels=(GKE + "block", GKE + "subblock", "kubernetes.io/hostname"))
+    assert [g.name for g in good.cluster.tor_groups] == ["b/s1", "b/s2"]

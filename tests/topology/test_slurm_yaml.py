@@ -18,6 +18,7 @@ from rankmap.topology.importers import detect_format, import_file, import_text
 from rankmap.topology.slurm import parse_slurm_tree
 from rankmap.topology.slurm_yaml import export_slurm_yaml, parse_slurm_yaml
 from rankmap.topology.sources import ImportOptions
+from rankmap.topology.spec import cluster_to_yaml
 from rankmap.yamlio import parse_yaml
 
 CASE = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "turn2" / "slurm-topology-yaml"
@@ -57,20 +58,21 @@ def test_field_case_topology_flag_picks_the_block_topology():
         import_file("slurm", CASE / "topology.yaml", ImportOptions(topology="spine"))
 
 
-def test_field_case_export_writes_the_same_topology_back():
+def test_field_case_export_writes_the_same_topologies_back():
+    """Import then export keeps every topology of the file, in file order, with its cluster_default."""
     text = (CASE / "topology.yaml").read_text()
+    theirs = [_plain(e) for e in parse_yaml(text)]
     for name in ("fabric", "nvl"):
         c = read(text, topology=name).cluster
+        assert [(t.name, t.position, t.default) for t in c.slurm_topologies] == \
+            ([("nvl", 1, False)] if name == "fabric" else [("fabric", 0, True)])
+        assert parse_cluster(cluster_to_yaml(c), "c.yaml") == c          # the cluster spec keeps them too
         out = export_slurm_yaml(c)
-        back = read(out)
-        assert back.cluster == c
-        # The exported entry equals the file's entry of that name (cluster_default set on the export).
-        mine = [dict(e) for e in parse_yaml(out)]
-        theirs = {e["topology"]: dict(e) for e in parse_yaml(text)}[name]
-        assert len(mine) == 1 and mine[0]["topology"] == name and mine[0]["cluster_default"] is True
-        kind = "tree" if "tree" in theirs else "block"
-        assert _plain(mine[0][kind]) == _plain(theirs[kind]) if kind == "block" else \
-            sorted(map(str, _plain(mine[0][kind])["switches"])) == sorted(map(str, _plain(theirs[kind])["switches"]))
+        assert read(out, topology=name).cluster == c
+        mine = [_plain(e) for e in parse_yaml(out)]
+        assert [(e["topology"], e["cluster_default"]) for e in mine] == [("fabric", True), ("nvl", False)]
+        assert mine[1] == theirs[1]                                      # the block topology, as written
+        assert sorted(map(str, mine[0]["tree"]["switches"])) == sorted(map(str, theirs[0]["tree"]["switches"]))
 
 
 def _plain(x):
@@ -79,6 +81,13 @@ def _plain(x):
     if isinstance(x, list):
         return [_plain(v) for v in x]
     return x
+
+
+def test_other_topologies_of_the_file_are_checked_too():
+    text = (CASE / "topology.yaml").read_text().replace("block: b2\n        nodes: gpu-[003-004]",
+                                                         "block: b2\n        nodes: gpu-[002-004]")
+    with pytest.raises(SpecError, match=r"gpu-002"):
+        read(text)                                                       # slurmctld refuses the whole file
 
 
 def test_same_tree_as_topology_conf():
@@ -138,6 +147,8 @@ def test_older_slurm_targets_refuse_topology_yaml():
         export_slurm_yaml(read(text).cluster, slurm_version="24.11")
 
 
+
+
 def test_export_of_a_plain_cluster_quotes_only_what_yaml_would_misread():
     c = parse_cluster("name: '2025'\ntor_groups: [{name: 'true', hosts: 'n[1-2]'}, {name: l2, hosts: n3}]", "c.yaml")
     out = export_slurm_yaml(c)
@@ -157,7 +168,13 @@ def test_cli_import_and_export_round_trip(tmp_path):
     run = subprocess.run(cli + ["topo", "export", "--to", "slurm-yaml", str(out), "--out", str(back)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
-    assert read(back.read_text()).cluster.block_sizes == (2, 4)
+    assert read(back.read_text(), topology="nvl").cluster.block_sizes == (2, 4)
+    assert [e["topology"] for e in parse_yaml(back.read_text())] == ["fabric", "nvl"]   # nothing dropped
+    run = subprocess.run(cli + ["topo", "export", "--to", "slurm-block", str(out), "--out", str(tmp_path / "b.conf")],
+                         capture_output=True, text=True)
+    assert run.returncode == 0 and run.stderr == (
+        "rankmap: warning: --to slurm-block writes one topology: fabric (tree) of the imported topology.yaml is left "
+        "out (--to slurm-yaml keeps it)\n")                                       # never dropped silently
     bad = subprocess.run(cli + ["topo", "show", str(CASE / "topology.yaml"), "--topology", "x"],
                          capture_output=True, text=True)
     assert bad.returncode == 3 and "no topology named 'x'" in bad.stderr and "Traceback" not in bad.stderr
@@ -171,3 +188,16 @@ def test_text_after_a_bracket_is_read_in_topology_yaml_and_written_back_portably
     assert [h.name for h in r.cluster.hosts] == ["ip-10-1-5", "ip-10-2-5"] and r.warnings == ()
     out = export_slurm_yaml(r.cluster)
     assert "        nodes: ip-10-1-5,ip-10-2-5" in out and read(out).cluster == r.cluster
+
+
+@pytest.mark.parametrize("item,message", [
+    ("  - topology: x\n    position: 1\n    flat: true\n    color: red\n",
+     "c.yaml:7: slurm_topologies[0].color: unknown key 'color'"),
+    ("  - topology: x\n    flat: true\n", "c.yaml:4: slurm_topologies[0].position: required key is missing"),
+    ("  - topology: x\n    position: 1\n    block: {blocks: [{block: b, nodez: n1}]}\n",
+     "c.yaml:6: slurm_topologies[0].block.blocks[0].nodez: unknown key 'nodez'"),
+])
+def test_kept_topologies_in_a_cluster_spec_are_checked(item, message):
+    with pytest.raises(SpecError) as err:
+        parse_cluster("name: c\ntor_groups: [{name: l1, hosts: n1}]\nslurm_topologies:\n" + item, "c.yaml")
+    assert str(err.value).startswith(message)

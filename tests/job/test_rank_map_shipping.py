@@ -1,0 +1,58 @@
+"""Shipping a rank map to pods as examples/kubernetes/jobset.yaml says: gzip-compressed it fits a
+ConfigMap (1 MiB) far past the size where the plain file does not, and the container's own script,
+run by bash, unpacks it and hands torchrun this node's flags."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from rankmap.job.rank_map import RankMap, rankmap_to_json
+from rankmap.job.spec import JobSpec
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGMAP_BYTES = 1 << 20   # Kubernetes ConfigMap data limit (1 MiB); binaryData is stored base64
+
+
+def rank_map(tp: int, pp: int, dp: int, gpn: int = 8) -> RankMap:
+    hosts = tuple(f"gpu-{i:05d}" for i in range(tp * pp * dp // gpn))
+    return RankMap(job=JobSpec(tp=tp, pp=pp, dp=dp, num_micro_batches=pp), cluster_name="c", cluster_hash="0" * 64,
+                   hosts=hosts, tor_groups=tuple(f"tg{i // 64:03d}" for i in range(len(hosts))),
+                   rails=(tuple(range(gpn)),) * len(hosts), nproc_per_node=gpn)
+
+
+def test_a_9216_rank_map_fits_a_configmap_only_compressed():
+    text = rankmap_to_json(rank_map(tp=8, pp=8, dp=144)).encode()
+    packed = gzip.compress(text, compresslevel=9, mtime=0)
+    assert len(text) > CONFIGMAP_BYTES                       # the plain file is refused by the API server
+    assert 4 * -(-len(packed) // 3) < CONFIGMAP_BYTES // 10  # base64 of the gzip: under a tenth of the limit
+    assert len(text) / len(packed) > 15
+
+
+def test_the_container_script_unpacks_the_map_and_starts_torchrun(tmp_path):
+    doc = yaml.safe_load((REPO / "examples" / "kubernetes" / "jobset.yaml").read_text())
+    container = doc["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["PLAN_DIR"] == "/plan" and env["RANKMAP_FILE"] == "/tmp/rankmap.json"
+    plan = tmp_path / "plan"
+    plan.mkdir()
+    rm = rank_map(tp=2, pp=1, dp=2, gpn=2)
+    (plan / "rankmap.json.gz").write_bytes(gzip.compress(rankmap_to_json(rm).encode()))
+    bin_dir = tmp_path / "bin"                       # a torchrun that prints what it was given
+    bin_dir.mkdir()
+    (bin_dir / "torchrun").write_text('#!/bin/sh\necho "torchrun $*"\n')
+    (bin_dir / "torchrun").chmod(0o755)
+    run_env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:/usr/bin:/bin", "PLAN_DIR": str(plan),
+               "RANKMAP_FILE": str(tmp_path / "rankmap.json"), "NODE_NAME": rm.hosts[1], "HOME": str(tmp_path)}
+    run = subprocess.run([*container["command"], container["args"][0]], capture_output=True, text=True,
+                         env={**run_env, **{k: v for k, v in os.environ.items() if k == "PYTHONPATH"}}, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[-1] == (
+        "torchrun --nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static --master-addr=gpu-00000 "
+        "--master-port=29500 --max-restarts=0 train.py --lr 3e-4")
+    assert (tmp_path / "rankmap.json").read_text() == rankmap_to_json(rm)

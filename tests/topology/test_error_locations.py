@@ -1,0 +1,100 @@
+"""Errors a fresh user met without a file, line or value (tester report 4, item 19), as the real
+command line prints them: one line, exit 3 (4 for an infeasible request), nothing written."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rankmap.cli import main
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def run(capsys, *argv) -> tuple[int, str]:
+    code = main([str(a) for a in argv])
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return code, err.strip()
+
+
+def test_hostfile_slots_over_the_host_limit_name_the_hostfile_line(tmp_path, capsys):
+    hf = tmp_path / "hf.txt"
+    hf.write_text("# two hosts\nb slots=8\na slots=100000\n")
+    out = tmp_path / "o.yaml"
+    assert run(capsys, "topo", "import", "--from", "hostfile", hf, "--out", out) == (
+        3, f"rankmap: error: {hf}:3: a: host a has 100000 GPUs (slots), more than 1024")
+    hf.write_text("b\n" * 1025)                      # a bare name repeated: 1025 slots, counted at its first line
+    assert run(capsys, "topo", "import", "--from", "hostfile", hf, "--out", out) == (
+        3, f"rankmap: error: {hf}:1: b: host b has 1025 GPUs (slots), more than 1024")
+    assert not out.exists()
+
+
+def test_hostfile_case_twins_name_both_lines(tmp_path, capsys):
+    hf = tmp_path / "hf.txt"
+    hf.write_text("node1 slots=8\nnode2 slots=8\nNODE1 slots=8\n")
+    assert run(capsys, "topo", "import", "--from", "hostfile", hf, "--out", tmp_path / "o.yaml") == (
+        3, f"rankmap: error: {hf}:3: NODE1: hosts 'node1' (line 1) and 'NODE1' are one host (host names ignore case)")
+
+
+def test_k8s_node_missing_a_level_is_named(tmp_path, capsys):
+    gke = "cloud.google.com/gce-topology-"
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text('{"items": [\n'
+                     f' {{"metadata": {{"name": "gpu-node-1", "labels": {{"{gke}block": "a", "{gke}subblock": "s"}}}}}},\n'
+                     f' {{"metadata": {{"name": "gpu-node-2", "labels": {{"{gke}block": "a"}}}}}}\n]}}\n')
+    assert run(capsys, "topo", "import", "--from", "k8s-labels", nodes, "--out", tmp_path / "o.yaml") == (
+        3, f"rankmap: error: {nodes}:3: gpu-node-2: node gpu-node-2 ends at domain a (it has no {gke}subblock "
+           "label) but node gpu-node-1 has domains below it: a leaf cannot have children; label every node down "
+           "to the same level")
+
+
+@pytest.mark.parametrize("fmt,text,hint", [
+    ("slurm", "BlockName=b1 Nodes=n[1-2]\nBlockSizes=2\n", "this is a topology/block file: import it with --from "
+                                                           "slurm-block"),
+    ("slurm-block", "SwitchName=s1 Nodes=n[1-2]\n", "this is a topology/tree file: import it with --from slurm"),
+])
+def test_slurm_tree_and_block_files_point_at_each_other(tmp_path, capsys, fmt, text, hint):
+    conf = tmp_path / "topology.conf"
+    conf.write_text(text)
+    code, err = run(capsys, "topo", "import", "--from", fmt, conf, "--out", tmp_path / "o.yaml")
+    assert code == 3 and err.startswith(f"rankmap: error: {conf}:1: ") and err.endswith(hint)
+
+
+def test_a_cluster_without_free_hosts_is_named(tmp_path, capsys):
+    cluster = tmp_path / "c.yaml"
+    cluster.write_text("name: c\ntor_groups:\n  - {name: a, hosts: 'n[1-4]'}\navailability: {busy: 'n[1-4]'}\n")
+    assert run(capsys, "plan", "--cluster", cluster, "--job", REPO / "examples" / "racks" / "job.yaml",
+               "--out", tmp_path / "p", "--no-picture") == (
+        4, f"rankmap: error: {cluster}: availability: cluster 'c' has no free hosts")
+
+
+@pytest.mark.parametrize("pins,message", [
+    ("pins:\n  stages: {9: rack1}\n", "c.yaml:2: pins.stages.9: stage 9 is pinned, but the job has pp=4"),
+    ("pins:\n  ranks:\n    0: gpu-r1-n01\n    1: gpu-r1-n02\n",
+     "c.yaml:4: pins.ranks.1: rank 1 is pinned to host 'gpu-r1-n02', which conflicts with another pin"),
+])
+def test_pin_errors_name_their_line(tmp_path, capsys, pins, message):
+    constraints = tmp_path / "c.yaml"
+    constraints.write_text(pins)
+    code, err = run(capsys, "plan", "--example", "racks", "--constraints", constraints, "--out", tmp_path / "p",
+                    "--no-picture")
+    assert code == 4 and err.startswith(f"rankmap: error: {tmp_path}/{message}"), err
+
+
+@pytest.mark.parametrize("kind", ["Pod", "Node"])
+def test_hosts_file_naming_a_node_twice_is_refused_like_a_hostlist(tmp_path, capsys, kind):
+    """Two pods on one node were merged silently, then the plan came out '1 short' (exit 4)."""
+    def item(name, node):
+        return (f'  {{"kind": "Pod", "metadata": {{"name": "{name}"}}, "spec": {{"nodeName": "{node}"}}}}'
+                if kind == "Pod" else f'  {{"kind": "Node", "metadata": {{"name": "{node}"}}}}')
+    listed = tmp_path / "list.json"
+    listed.write_text('{"kind": "List", "items": [\n' + ",\n".join(
+        [item("w-0", "gpu-r2-n01"), item("w-1", "gpu-r2-n02"), item("w-2", "GPU-R2-N01")]) + "\n]}\n")
+    code, err = run(capsys, "plan", "--example", "racks", "--dp", "1", "--hosts", f"@{listed}", "--out",
+                    tmp_path / "p", "--no-picture")
+    who = "pods w-0 and w-2 (one pod" if kind == "Pod" else "node items gpu-r2-n01 and GPU-R2-N01 (one node item"
+    assert (code, err) == (3, f"rankmap: error: {listed}:4: --hosts: host 'GPU-R2-N01' is named twice, by {who} "
+                              "per host; host names ignore case)")
+    assert not (tmp_path / "p").exists()

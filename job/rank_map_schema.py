@@ -156,6 +156,8 @@ def _summary(c: _Check, s) -> None:
 def _metrics(c: _Check, row, key: str) -> None:
     c.object(row, key, tuple(_METRICS), tuple(_METRICS))
     for name, (kind, minimum) in _METRICS.items():
+        if name == "gap_to_bound" and row[name] is None:
+            continue  # no lower bound (e.g. hosts of different GPU counts, packed): no gap
         c.value(row[name], f"{key}.{name}", kind, minimum, 1 if name == "gap_to_bound" else None)
 
 

@@ -102,3 +102,13 @@ def test_reader_and_schema_accept_the_same_maps(doc, summary):
     good = doc if summary == "plan" else changed(doc, "summary", summary)
     assert parse_rankmap(json.dumps(good), "m.json").world_size == 32
     validator().validate(good)
+
+
+def test_a_plan_without_a_bound_has_a_null_gap_in_reader_and_schema(doc):
+    good = changed(doc, "summary.plan.gap_to_bound", None)
+    assert parse_rankmap(json.dumps(good), "m.json").world_size == 32
+    validator().validate(good)
+    bad = changed(doc, "summary.plan.gap_to_bound", "none")
+    with pytest.raises(RankMapFileError):
+        parse_rankmap(json.dumps(bad), "m.json")
+    assert not validator().is_valid(bad)

@@ -13,11 +13,13 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   straggler is the rank that keeps arriving last.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
   receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
-  ``end_recv - start_send`` (clocks aligned) is the delivery time; a receive that found
-  its data already there says nothing about the link and is left out. A sender whose
-  lower quartile of delivery times stands out has a slow link (its NIC, rail or host
-  uplink); a sender that is merely late starts its sends late, which does not lengthen
-  them.
+  ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted
+  from when both ends were in the operation, since a send posted before its receiver got
+  there (the receiver still busy, e.g. delayed by a slow link of its own) cannot be
+  delivered earlier, whatever the link. A receive that found its data already there says
+  nothing about the link and is left out. A sender whose lower quartile of delivery times
+  stands out has a slow link (its NIC, rail or host uplink); a sender that is merely late
+  starts its sends late, which does not lengthen them.
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
@@ -287,8 +289,9 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             continue
         if e.wait_s is not None and e.wait_s <= _BLOCKED_S:
             continue  # the data was there before the receiver waited
-        end = corrected_start(e, host_of, offsets) + e.dur_s
-        link[send.rank, send.phase].append(max(0.0, end - corrected_start(send, host_of, offsets)))
+        recv_start = corrected_start(e, host_of, offsets)
+        ready = max(recv_start, corrected_start(send, host_of, offsets))   # both ends in the operation
+        link[send.rank, send.phase].append(max(0.0, recv_start + e.dur_s - ready))
     per_phase: dict = defaultdict(dict)
     for (rank, phase), vals in link.items():
         per_phase[phase][rank] = float(np.percentile(vals, 25))

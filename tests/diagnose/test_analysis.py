@@ -222,3 +222,32 @@ def test_missing_cut_and_renamed_record_files_are_named_by_the_cli(tmp_path):
     assert out.returncode == 3 and out.stderr == (
         f"rankmap: error: {event_path(folder, 9)}:1: holds a record of rank 2 but the file name says rank 9: "
         "each rank writes only its own file (renamed or copied by hand?)\n")
+
+
+def _p2p(slow_sender=None, late_receiver=None, steps=6, seed=1):
+    """Pipeline sends between the hosts (rank r <-> r +- 4), each with its receive; ``slow_sender``'s
+    data arrives 0.15 s late; ``late_receiver`` posts its receives 0.15 s after the send (it was busy),
+    then waits 5 ms for the data."""
+    rng = np.random.default_rng(seed)
+    events = list(run(steps=steps).events)
+    for step in range(steps):
+        t = 100.0 + step * 2.0 + 1.5
+        for src in range(8):
+            dst = (src + 4) % 8
+            wire = 0.002 * (1 + 0.1 * rng.random()) + (0.15 if src == slow_sender else 0.0)
+            recv_at = t + (0.15 if dst == late_receiver else 0.0)
+            end = max(t + wire, recv_at + 0.005)
+            events.append(Event(rank=src, host=HOSTS[src], local_rank=src % 4, step=step, phase="pp-send",
+                                start_s=t, dur_s=end - t, group="pp", peers=(src, dst), seq=step))
+            events.append(Event(rank=dst, host=HOSTS[dst], local_rank=dst % 4, step=step, phase="pp-recv",
+                                start_s=recv_at, dur_s=end - recv_at, group="pp", peers=(src, dst), seq=step,
+                                wait_s=end - recv_at))
+    return RunRecords(tuple(events), (), tuple(range(8)))
+
+
+def test_a_slow_link_is_named_and_a_busy_receiver_does_not_make_its_sender_look_slow():
+    links = lambda d: [f.who for f in d.flags if f.measure == "slow link"]   # noqa: E731
+    assert links(diagnose(_p2p(slow_sender=1), HOSTS, TORS)) == ["1"]
+    # rank 2 posts its receive 0.15 s late: the data of rank 6's send could not arrive earlier
+    assert links(diagnose(_p2p(late_receiver=2), HOSTS, TORS)) == []
+    assert links(diagnose(_p2p(slow_sender=1, late_receiver=2), HOSTS, TORS)) == ["1"]

@@ -5,8 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rankmap.placement.subset_sum import (_classes, _pick_by_items, _pick_by_sizes, distinct_sizes, min_count_subset,
-                                          min_counts, pick_subset)
+from rankmap.placement.subset_sum import (
+    _classes,
+    _pick_by_items,
+    _pick_by_sizes,
+    distinct_sizes,
+    min_count_subset,
+    min_counts,
+    pick_subset,
+)
 
 
 def reference_table(sizes: list[tuple[object, int]], target: int) -> tuple[np.ndarray, np.ndarray]:

@@ -96,3 +96,17 @@ def test_many_equal_groups():
 
 def test_distinct_sizes():
     assert distinct_sizes([("a", 4), ("b", 4), ("c", 2)]) == [("a", 4), ("c", 2)]
+
+
+def test_large_cluster_rows():
+    """The 100,000-host cluster's rows: 1,562 groups of 64 and one of 32. 12,500 hosts have
+    no exact subset (not a multiple of 32); 12,480 = 195 x 64 takes the first 195 groups;
+    12,512 = 195 x 64 + 32 takes them and the 32 (last in the order)."""
+    sizes = [(g, 64) for g in range(1562)] + [(1562, 32)]
+    best = min_counts(sizes, 12_512)
+    assert (best[12_500], best[12_480], best[12_512]) == (1564, 195, 196)
+    assert pick_subset(sizes, 12_500) is None
+    assert pick_subset(sizes, 12_480) == list(range(195))
+    assert pick_subset(sizes, 12_512) == list(range(195)) + [1562]
+    # largest-first order puts the 32 first: it is then the earliest choice for the 32
+    assert pick_subset(sizes[::-1], 12_512) == [1562] + list(range(1561, 1366, -1))

@@ -9,9 +9,10 @@ ch. 35.5), with the item count minimised instead of feasibility.
 Groups of equal size are interchangeable for the sums, so the tables are built over the
 distinct sizes only: a bounded knapsack over ``(size, count)`` pairs, each count split
 into parts 1, 2, 4, ... (binary splitting: Kellerer, Pferschy and Pisinger, *Knapsack
-Problems*, Springer 2004, sec. 7.1.1). The work grows with the number of distinct sizes
-(times the log of their counts), not with the number of groups: a cluster of 1,563 groups
-of two sizes (1,562 of 64 hosts, one of 32) costs 12 array passes per table instead of 1,563.
+Problems*, Springer 2004, ch. 7, the bounded problem turned 0/1). The work grows with
+the number of distinct sizes (times the log of their counts), not with the number of
+groups: a cluster of 1,563 groups of two sizes (1,562 of 64 hosts, one of 32) costs 12
+array passes per table instead of 1,563.
 
 Which subset is returned when several have the fewest items is fixed by the preference
 order (:func:`pick_subset`): the one whose latest item comes earliest, then its second

@@ -179,7 +179,7 @@ def rankmap_to_json(rm: RankMap) -> str:
     for key, value in head.items():
         lines.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
     lines.append('  "ranks": [')
-    entries = [json.dumps({k: rm.entry(r)[k] for k in _ENTRY_KEYS}) for r in range(rm.world_size)]
+    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
     lines.append(",\n".join("    " + e for e in entries))
     lines.append("  ]")
     lines.append("}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankmap.placement.subset_sum import distinct_sizes, subset_table, walk_subset
+from rankmap.placement.subset_sum import distinct_sizes, min_counts, pick_subset
 
 __all__ = ["band_cells"]
 
@@ -67,13 +67,12 @@ def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
     """``[(group, hosts)]`` summing to ``need``: an exact whole-group subset if any, else
     whole groups plus part of one (its rest stays in the pool)."""
     items = list(pool.items())
-    best, took = subset_table(items, need)
-    if best[need] <= len(items):
-        picked = [(g, pool.pop(g)) for g in walk_subset(items, took, need)]
-        return picked
+    exact = pick_subset(items, need)
+    if exact is not None:
+        return [(g, pool.pop(g)) for g in exact]
     for cut_g, cut_f in distinct_sizes(items):  # largest first: the cut group gives the remainder
         others = [(g, f) for g, f in items if g != cut_g]
-        best, took = subset_table(others, need)
+        best = min_counts(others, need)
         lo = max(1, need - sum(f for _, f in others))
         parts = np.arange(lo, min(cut_f, need) + 1)
         if parts.size == 0:
@@ -81,7 +80,7 @@ def _pick(pool: dict[int, int], need: int) -> list[tuple[int, int]] | None:
         part = int(parts[np.argmin(best[need - parts])])
         if best[need - part] > len(others):
             continue
-        picked = [(g, pool.pop(g)) for g in walk_subset(others, took, need - part)]
+        picked = [(g, pool.pop(g)) for g in pick_subset(others, need - part)]
         pool[cut_g] -= part
         if pool[cut_g] == 0:
             del pool[cut_g]

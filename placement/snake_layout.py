@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankmap.placement.subset_sum import distinct_sizes, min_count_subset, subset_table, walk_subset
+from rankmap.placement.subset_sum import distinct_sizes, min_count_subset, min_counts, pick_subset
 
 __all__ = ["snake_cells"]
 
@@ -93,7 +93,7 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
     for split_g, split_f in distinct_sizes(_order(remaining)):
         # The split group supplies `short` (1 .. f-1) hosts of this row; whole groups the rest.
         others = [(g, f) for g, f in _order(remaining) if g != split_g]
-        counts, took = subset_table(others, need)
+        counts = min_counts(others, need)
         lo = max(1, need - sum(f for _, f in others))
         shorts = np.arange(lo, min(split_f, need + 1))
         if shorts.size == 0:
@@ -102,7 +102,7 @@ def _fill(remaining: dict[int, int], need: int) -> list[tuple[int, int]]:
         if counts[need - short] > len(others):
             continue
         if best is None or counts[need - short] + 1 < len(best):
-            best = [(g, remaining[g]) for g in walk_subset(others, took, need - short)] + [(split_g, split_f)]
+            best = [(g, remaining[g]) for g in pick_subset(others, need - short)] + [(split_g, split_f)]
     for g, _ in best:
         remaining.pop(g)
     return best

@@ -1,77 +1,180 @@
-"""Fewest whole ToR groups that fill a number of hosts exactly: 0/1 subset-sum with fewest items.
+"""Fewest whole ToR groups that fill a number of hosts exactly: subset-sum with fewest items.
 
 The constructive layouts (:mod:`rankmap.placement.snake_layout`,
 :mod:`rankmap.placement.band_layout`) fill grid rows with whole ToR groups, since every
 group a row uses costs one ring crossing. Dynamic programming over sums, as in the
 textbook subset-sum algorithm (Cormen et al., *Introduction to Algorithms*, 3rd ed.,
 ch. 35.5), with the item count minimised instead of feasibility.
+
+Groups of equal size are interchangeable for the sums, so the tables are built over the
+distinct sizes only: a bounded knapsack over ``(size, count)`` pairs, each count split
+into parts 1, 2, 4, ... (binary splitting: Kellerer, Pferschy and Pisinger, *Knapsack
+Problems*, Springer 2004, ch. 7, the bounded problem turned 0/1). The work grows with
+the number of distinct sizes (times the log of their counts), not with the number of
+groups: a cluster of 1,563 groups of two sizes (1,562 of 64 hosts, one of 32) costs 12
+array passes per table instead of 1,563.
+
+Which subset is returned when several have the fewest items is fixed by the preference
+order (:func:`pick_subset`): the one whose latest item comes earliest, then its second
+latest, and so on (the colexicographic least), which is what reading the item-by-item
+0/1 table back from its last item gives.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
-__all__ = ["min_count_subset", "subset_table", "walk_subset", "distinct_sizes"]
+__all__ = ["min_counts", "pick_subset", "min_count_subset", "distinct_sizes"]
 
 
-def subset_table(sizes: list[tuple[int, int]], target: int) -> tuple[np.ndarray, np.ndarray]:
-    """The dynamic programme's tables for every sum up to ``target``.
+def _bounded_counts(classes: list[tuple[int, int]], target: int, inf: int) -> np.ndarray:
+    """``best[target + 1]``: fewest items summing to each s, ``classes`` = [(size, count)],
+    ``inf`` where no multiset within the counts does (binary splitting, module docstring)."""
+    best = np.full(target + 1, inf, dtype=np.int64)
+    best[0] = 0
+    for size, count in classes:
+        part = 1
+        while count > 0 and 0 < size:
+            take = min(part, count)
+            weight = size * take
+            if weight > target:
+                break
+            # Each part is one 0/1 item of `take` groups: read the sums before this part.
+            best[weight:] = np.minimum(best[weight:], best[:target + 1 - weight] + take)
+            count -= take
+            part *= 2
+    return best
+
+
+def _classes(sizes: list[int], end: int, target: int) -> list[tuple[int, int]]:
+    """``[(size, count)]`` of the items ``sizes[:end]`` of size 1..target, by size."""
+    return sorted(Counter(v for v in sizes[:end] if 0 < v <= target).items())
+
+
+def min_counts(sizes: list[tuple[object, int]], target: int) -> np.ndarray:
+    """Fewest items summing exactly to each sum up to ``target``.
 
     Parameters
     ----------
     sizes : list of (item, size)
-        Items in preference order (ties go to earlier items).
+        The items (their order does not matter here).
     target : int
         The largest sum of interest.
 
     Returns
     -------
-    best : ndarray
-        ``best[target + 1]``: fewest items summing exactly to each s (``len(sizes) + 1``
-        where no subset does).
-    took : ndarray
-        ``took[len(sizes), target + 1]`` (bool): item i is in the best subset for s among
-        items 0..i.
+    ndarray
+        ``best[target + 1]`` (int64): fewest items summing exactly to each s
+        (``len(sizes) + 1`` where no subset does).
 
     Examples
     --------
-    >>> best, _ = subset_table([("a", 2), ("b", 3)], 5)
-    >>> best.tolist()
+    >>> min_counts([("a", 2), ("b", 3)], 5).tolist()
     [0, 3, 1, 1, 3, 2]
     """
+    values = [v for _, v in sizes]
+    return _bounded_counts(_classes(values, len(values), target), target, len(sizes) + 1)
+
+
+def pick_subset(sizes: list[tuple[object, int]], s: int) -> list | None:
+    """The fewest items summing exactly to ``s``, ties broken by the preference order.
+
+    Among the subsets with fewest items, the one whose latest item (in the order of
+    ``sizes``) is earliest, then the second latest, and so on. Its items of one size are
+    always the earliest of that size (a later one could be swapped for an earlier one
+    left out), so the latest item is found by bisecting on the prefix of ``sizes`` that
+    still reaches ``s`` with that many items; it fixes how many of its size are taken, and
+    the search repeats on the sizes left, at most once per distinct size.
+
+    Parameters
+    ----------
+    sizes : list of (item, size)
+        Candidate items in preference order.
+    s : int
+        The sum to reach.
+
+    Returns
+    -------
+    list of item or None
+        The chosen items in the order of ``sizes``; None if no subset sums to ``s``.
+
+    Examples
+    --------
+    >>> pick_subset([("a", 3), ("b", 2), ("c", 3), ("d", 2)], 5)
+    ['a', 'b']
+    >>> pick_subset([("a", 4)], 3) is None
+    True
+    """
+    values = [v for _, v in sizes]
+    classes = _classes(values, len(values), s)
+    passes = sum(c.bit_length() for _, c in classes)        # array passes per table by sizes
+    if len(classes) * max(1, len(values).bit_length()) * passes >= sum(c for _, c in classes):
+        return _pick_by_items(sizes, values, s)             # few items: one pass each is cheaper
+    return _pick_by_sizes(sizes, values, classes, s)
+
+
+def _pick_by_sizes(sizes: list, values: list[int], classes: list[tuple[int, int]], s: int) -> list | None:
+    """:func:`pick_subset` by bisection over tables of distinct sizes (its docstring)."""
     inf = len(sizes) + 1
-    best = np.full(target + 1, inf, dtype=np.int64)
+    need = int(_bounded_counts(classes, s, inf)[s])
+    if need >= inf:
+        return None
+    picked: list[int] = []
+    end = len(values)  # the items left to choose from are values[:end], sizes not yet fixed
+    while s > 0:
+        def reaches(m: int) -> bool:  # can values[:m + 1] (unfixed sizes) make s with `need` items?
+            return _bounded_counts(_classes(values, m + 1, s), s, inf)[s] <= need
+
+        lo, hi = 0, end - 1  # reaches(end - 1) holds
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if reaches(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        size = values[lo]
+        same = [j for j in range(lo + 1) if values[j] == size]
+        picked.extend(same)
+        s -= size * len(same)
+        need -= len(same)
+        values = [0 if v == size else v for v in values]  # this size is settled: no more of it
+        end = lo
+    return [sizes[j][0] for j in sorted(picked)]
+
+
+def _pick_by_items(sizes: list, values: list[int], s: int) -> list | None:
+    """:func:`pick_subset` by the item-by-item 0/1 table (``took[i, t]``: item i first
+    improves sum t), read back from the last item; the same subset, cheaper for few items."""
+    inf = len(sizes) + 1
+    best = np.full(s + 1, inf, dtype=np.int64)
     best[0] = 0
-    took = np.zeros((len(sizes), target + 1), dtype=bool)
-    for i, (_, size) in enumerate(sizes):
-        if 0 < size <= target:
-            cand = best[:target + 1 - size] + 1  # from items 0..i-1 (computed before the update)
-            better = cand < best[size:]
-            took[i, size:] = better
-            best[size:] = np.where(better, cand, best[size:])
-    return best, took
-
-
-def walk_subset(sizes: list[tuple[int, int]], took: np.ndarray, s: int) -> list:
-    """The items of the best subset for sum ``s``, read back from ``took`` (see
-    :func:`subset_table`), in the order of ``sizes``."""
+    took = np.zeros((len(values), s + 1), dtype=bool)
+    for i, size in enumerate(values):
+        if 0 < size <= s:
+            cand = best[:s + 1 - size] + 1                  # from items 0..i-1
+            took[i, size:] = cand < best[size:]
+            best[size:] = np.minimum(best[size:], cand)
+    if best[s] >= inf:
+        return None
     picked = []
-    for i in range(len(sizes) - 1, -1, -1):
+    for i in range(len(values) - 1, -1, -1):
         if s == 0:
             break
         if took[i, s]:
             picked.append(sizes[i][0])
-            s -= sizes[i][1]
+            s -= values[i]
     return picked[::-1]
 
 
-def min_count_subset(sizes: list[tuple[int, int]], target: int) -> list | None:
+def min_count_subset(sizes: list[tuple[object, int]], target: int) -> list | None:
     """Fewest items whose sizes sum exactly to ``target``.
 
     Parameters
     ----------
     sizes : list of (item, size)
-        Candidate items in preference order (ties go to earlier items).
+        Candidate items in preference order (ties as in :func:`pick_subset`).
     target : int
 
     Returns
@@ -86,10 +189,7 @@ def min_count_subset(sizes: list[tuple[int, int]], target: int) -> list | None:
     >>> min_count_subset([("a", 5)], 3) is None
     True
     """
-    best, took = subset_table(sizes, target)
-    if best[target] > len(sizes):
-        return None
-    return walk_subset(sizes, took, target)
+    return pick_subset(sizes, target)
 
 
 def distinct_sizes(items: list[tuple[int, int]]) -> list[tuple[int, int]]:

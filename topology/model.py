@@ -355,7 +355,7 @@ class Cluster:
         """
         return tier_figures(self, self.fabric_tiers)
 
-    @property
+    @cached_property
     def rails(self) -> int:
         """Rail ToR switches per ToR group (the most NICs any host has)."""
         return max((h.nics for h in self.hosts), default=0)

@@ -44,7 +44,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
     p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
     p.add_argument("--time-limit", type=positive_float, default=20.0,
-                   help="solver budget, deterministic seconds (default 20)")
+                   help="budget of the exact solvers (CP-SAT models and relaxation bound), deterministic "
+                        "seconds (default 20); the constructive layouts and local searches before them are "
+                        "not cut by it (their work grows with the cluster, their result never with time)")
     p.add_argument("--max-wall", type=positive_float,
                    help="wall-clock seconds the solver may take at most (default: no cap). --time-limit is "
                         "deterministic (plans identical from run to run); when this cap binds, the plan depends "

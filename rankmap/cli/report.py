@@ -139,7 +139,8 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
                                 f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription "
                                 f"(down:up bandwidth) {ratios or 'none above the ToR groups'}"))
-    sizes = sorted({h.gpus for h in cluster.hosts if h.name in set(rm.hosts)}, reverse=True)
+    planned = set(rm.hosts)
+    sizes = sorted({h.gpus for h in cluster.hosts if h.name in planned}, reverse=True)
     console.print(Text.assemble(
         ("job", "bold"), f" {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep} "
         f"order {job.order}, {job.world_size} ranks on {len(rm.hosts)} hosts of "

@@ -1,0 +1,92 @@
+"""Planning very large clusters: CPU seconds and peak memory of ``rankmap plan`` per size.
+
+    python benchmarks/placement_scale.py [--hosts 12500,50000,100000]
+
+Clusters shaped like a large three-tier Clos (MegaScale, NSDI 2024): ToR groups of 64
+hosts of 8 GPUs, pods of 16 ToR groups under one core, the last group partial (100,000
+hosts = 800,000 GPUs in 1,563 groups under 98 pods). The topology is written as a Slurm
+topology.conf, imported with ``rankmap topo import --from slurm``, and planned with
+``rankmap plan`` for GPT-3 175B (tp=8, pp=8, dp=auto: every free GPU). Each plan runs in
+a fresh process (``RANKMAP_MAX_HOSTS`` raised to fit); prints its CPU seconds (user +
+system of the child, which other processes sharing the cores do not inflate much), wall
+seconds (inflated on a loaded machine), peak resident memory (``ru_maxrss``) and the sha256
+of rankmap.json (the same on every run: the plan never depends on the machine's speed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HOSTS_PER_GROUP, GROUPS_PER_POD = 64, 16
+
+JOB = """name: gpt3-175b
+parallel: {tp: 8, pp: 8, dp: auto, order: tp-cp-ep-dp-pp}
+model: {preset: gpt3-175b}
+batch: {micro_batch_size: 1, num_micro_batches: 12}
+precision: {activation_bytes: 2, param_bytes: 2, grad_bytes: 4}
+data_parallel: zero
+"""
+
+
+def topology_conf(n_hosts: int) -> str:
+    """Slurm topology.conf text: leaves of 64 hosts (the last partial), pods of 16 leaves, one core."""
+    lines, leaves = [], []
+    for i, first in enumerate(range(1, n_hosts + 1, HOSTS_PER_GROUP), start=1):
+        last = min(n_hosts, first + HOSTS_PER_GROUP - 1)
+        leaves.append(f"leaf{i:05d}")
+        lines.append(f"SwitchName={leaves[-1]} Nodes=n[{first:06d}-{last:06d}]")
+    pods = []
+    for p, start in enumerate(range(0, len(leaves), GROUPS_PER_POD), start=1):
+        pods.append(f"pod{p:04d}")
+        lines.append(f"SwitchName={pods[-1]} Switches={','.join(leaves[start:start + GROUPS_PER_POD])}")
+    lines.append(f"SwitchName=core Switches=pod[0001-{len(pods):04d}]")
+    return "\n".join(lines) + "\n"
+
+
+def plan_figures(n_hosts: int, tmp: Path) -> tuple[float, float, float, str]:
+    """(CPU s, wall s, peak MB, rankmap.json sha256) of planning ``n_hosts`` hosts."""
+    conf, cluster, job = tmp / f"topo{n_hosts}.conf", tmp / f"cluster{n_hosts}.yaml", tmp / "job.yaml"
+    conf.write_text(topology_conf(n_hosts))
+    job.write_text(JOB)
+    env = dict(os.environ, RANKMAP_MAX_HOSTS=str(max(200_000, 2 * n_hosts)))
+    rankmap = [sys.executable, "-m", "rankmap"]
+    subprocess.run(rankmap + ["topo", "import", "--from", "slurm", "--gpus", "8", str(conf), "--out", str(cluster)],
+                   env=env, check=True, capture_output=True)
+    out = tmp / f"plan{n_hosts}"
+    probe = ("import resource, runpy, sys, time\n"
+             "sys.argv = ['rankmap'] + sys.argv[1:]\n"
+             "try:\n    runpy.run_module('rankmap', run_name='__main__')\n"
+             "finally:\n    u = resource.getrusage(resource.RUSAGE_SELF)\n"
+             "    print(f'@@ {u.ru_utime + u.ru_stime:.2f} {u.ru_maxrss / 1024:.0f}', file=sys.stderr)\n")
+    t0 = time.perf_counter()  # the probe reports the plan process's own CPU and ru_maxrss (KiB on Linux)
+    res = subprocess.run([sys.executable, "-c", probe, "plan", "--cluster", str(cluster), "--job", str(job),
+                          "--out", str(out), "--no-picture"], env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if res.returncode:
+        sys.exit(f"plan of {n_hosts} hosts failed:\n{res.stdout}\n{res.stderr}")
+    cpu_s, peak_mb = (float(x) for x in res.stderr.strip().splitlines()[-1].split()[1:])
+    digest = hashlib.sha256((out / "rankmap.json").read_bytes()).hexdigest()[:16]
+    return cpu_s, wall, peak_mb, digest
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", default="12500,50000,100000", help="cluster sizes in hosts, comma-separated")
+    args = ap.parse_args()
+    print(f"{'hosts':>8} {'GPUs':>8} {'groups':>6} {'CPU s':>7} {'wall s':>7} {'peak MB':>8}  rankmap.json sha256")
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (int(x) for x in args.hosts.split(",")):
+            cpu_s, wall, peak_mb, digest = plan_figures(n, Path(tmp))
+            groups = -(-n // HOSTS_PER_GROUP)
+            print(f"{n:>8,} {8 * n:>8,} {groups:>6} {cpu_s:>7.1f} {wall:>7.1f} {peak_mb:>8.0f}  {digest}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -28,13 +28,15 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 
-__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS"]
+__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS", "PAIR_FILLS"]
 
 # Pod placements kept (cheapest first) and refined into ToR-group placements.
 POD_PLACEMENTS = 3
 # Fills of the pods' ToR groups (:func:`_fill_pod`): cell by cell, and by sub-bands.
 CLASSIC_FILLS = ("align", "pieces", "stack2", "stack")
-BAND_FILLS = ("bands2", "bands2s", "halves", "pairs-ab", "pairs-ac", "pairs-ad")
+BAND_FILLS = ("bands2", "bands2s", "halves")
+# Fills by column strips of two stacked groups (:func:`_fill_pairs`).
+PAIR_FILLS = ("pairs-ab", "pairs-ac", "pairs-ad")
 
 
 def _layouts(problem: GridProblem) -> list[np.ndarray]:

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.pods_first import BAND_FILLS, _fill_pod, pods_first_starts, whole_rows_first
+from rankmap.placement.pods_first import PAIR_FILLS, _fill_pod, pods_first_starts, whole_rows_first
 from rankmap.placement.tier_search import level_problem, tier_bound, tier_cost
 
 
@@ -89,4 +89,4 @@ def test_pairs_fill_stacks_two_groups_per_column_strip():
     assert _fill_pod(p, pods, cells, 0, np.arange(4), "pairs-ac")
     assert cells.tolist() == [[0, 0, 1], [0, 0, 1], [0, 0, 1], [2, 2, 3]]
     q = GridProblem(4, 3, (12,), 10, 1)
-    assert any(c.tolist() == cells.tolist() for c in pods_first_starts(p, q, lambda c: 0, BAND_FILLS))
+    assert any(c.tolist() == cells.tolist() for c in pods_first_starts(p, q, lambda c: 0, PAIR_FILLS))

@@ -34,7 +34,7 @@ from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, 
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.objectives import ranking
 from rankmap.placement.pod_strips_layout import pod_strips_starts
-from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, pods_first_starts
+from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
@@ -210,7 +210,9 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         # banded fills and split pairs: one more count search each, never displacing the above
         banded = [c for c in pods_first_starts(problem, pod_problem, key, BAND_FILLS) if feasible(c)]
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
-        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + ([min(split, key=key)] if split else [])
+        # and column strips of stacked group pairs: one more (never displacing the banded ones)
+        stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
@@ -239,7 +241,7 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
-    for name in ("nested blocks", "shared columns"):
+    for name in ("nested blocks", "shared columns", "pod rows"):
         if how.endswith(f"({name})"):
             return f" + band + crossing count per tier; {name} (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"
@@ -248,9 +250,10 @@ def _method_tail(how: str) -> str:
 def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pairs: list, key: Callable,
                    feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start, from the best
-    pods-first starts and from each of ``pairs`` (the best banded pods-first start and the
-    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`; each reaches its
-    own local optimum), then (when the
+    pods-first starts and from each of ``pairs`` (the best banded pods-first starts, the
+    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, and the best start
+    of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`; each reaches
+    its own local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))

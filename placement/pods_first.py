@@ -28,13 +28,15 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 
-__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS"]
+__all__ = ["pods_first_starts", "whole_rows_first", "CLASSIC_FILLS", "BAND_FILLS", "PAIR_FILLS"]
 
 # Pod placements kept (cheapest first) and refined into ToR-group placements.
 POD_PLACEMENTS = 3
 # Fills of the pods' ToR groups (:func:`_fill_pod`): cell by cell, and by sub-bands.
 CLASSIC_FILLS = ("align", "pieces", "stack2", "stack")
 BAND_FILLS = ("bands2", "bands2s", "halves")
+# Fills by column strips of two stacked groups (:func:`_fill_pairs`).
+PAIR_FILLS = ("pairs-ab", "pairs-ac", "pairs-ad")
 
 
 def _layouts(problem: GridProblem) -> list[np.ndarray]:
@@ -60,9 +62,12 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     band of stages keeps its pipeline hops inside groups; "stack2": the same in sub-bands
     of two shared rows, half the ring pieces for half the hops kept; "bands2": sub-bands of
     two shared rows, each with its own groups, :func:`_fill_bands`; "halves": every cell
-    of the pod cut by count into sub-bands of two groups side by side, :func:`_count_bands`)."""
+    of the pod cut by count into sub-bands of two groups side by side, :func:`_count_bands`;
+    "pairs-ab"/"-ac"/"-ad": column strips of two stacked groups, :func:`_fill_pairs`)."""
     mask = pods == pod
     left = np.asarray(problem.free)[groups].astype(np.int64)       # left[G]
+    if fill.startswith("pairs"):  # the whole pod: column strips of two stacked ToR groups
+        return _fill_pairs(cells, mask, groups, left, fill[-2:])
     if fill == "halves":  # the whole pod, by count: two ToR groups side by side per sub-band
         need = int(np.searchsorted(np.cumsum(np.sort(left)[::-1]), mask.sum()) + 1)
         return _fill_bands(cells, groups, left, _count_bands(mask, max(1, -(-need // 2))))
@@ -107,6 +112,32 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
         cells[r, c] = groups[prev]
         left[prev] -= 1
     return True
+
+
+def _fill_pairs(cells: np.ndarray, mask: np.ndarray, groups: np.ndarray, left: np.ndarray, pairing: str) -> bool:
+    """The "pairs" fills: the pod's groups (largest first: a, b, c, d, ...) paired (``pairing``
+    "ab": a with b, c with d; "ac": a with c, b with d; "ad": a with d, b with c; further
+    groups in twos), each pair a column strip of the pod's cells (column by column) as many
+    cells as it holds, in which the first group takes the upper rows and the second the rest
+    (row by row), so that each keeps its pipeline hops inside and cuts each of its rows once."""
+    order = sorted(range(groups.size), key=lambda i: (-left[i], int(groups[i])))
+    head = {"ab": [0, 1, 2, 3], "ac": [0, 2, 1, 3], "ad": [0, 3, 1, 2]}[pairing]
+    if len(order) >= 4:
+        order = [order[i] for i in head] + order[4:]
+    rr, cc = np.nonzero(mask)
+    walk = np.lexsort((rr, cc))                                     # column by column
+    pos = 0
+    for k in range(0, len(order), 2):
+        pair = order[k:k + 2]
+        strip = walk[pos:pos + int(left[pair].sum())]
+        pos += strip.size
+        if strip.size == 0:
+            break
+        strip = strip[np.lexsort((cc[strip], rr[strip]))]           # row by row inside the strip
+        labels = np.repeat(np.asarray(pair), left[pair])[:strip.size]
+        cells[rr[strip], cc[strip]] = groups[labels]
+        np.subtract.at(left, labels, 1)
+    return pos == rr.size
 
 
 def _row_bands(mask: np.ndarray, shared: list, height: int, snake: bool = True) -> list:

@@ -37,6 +37,7 @@ from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
+from rankmap.placement.pod_rows_bound import pod_rows_bound
 from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.snake_layout import snake_cells
 
@@ -95,8 +96,9 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     and so are the ToR groups' and pods' blocks
     (:func:`~rankmap.placement.perimeter_bound.nested_perimeter_bound`, and with the pods'
     columns that no group fills alone,
-    :func:`~rankmap.placement.shared_columns_bound.shared_columns_bound`); the largest sum is
-    returned."""
+    :func:`~rankmap.placement.shared_columns_bound.shared_columns_bound`, and with each pod's
+    row pieces filled by its groups, :func:`~rankmap.placement.pod_rows_bound.pod_rows_bound`);
+    the largest sum is returned."""
     return tier_bound_method(problem, bound0)[0]
 
 
@@ -117,7 +119,8 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
         rest = float(sum(levels[2:]))
         for joint, how in ((pod_profile_bound(problem) + rest, "ToR and pod tiers jointly (pod profiles)"),
                            (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)"),
-                           (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)")):
+                           (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)"),
+                           (pod_rows_bound(problem) + rest, "ToR and pod tiers jointly (pod rows)")):
             if joint > total:
                 total, best = joint, how
         if total > float(sum(levels)):

@@ -14,6 +14,7 @@ from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
+from rankmap.placement.pod_rows_bound import pod_rows_bound
 from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.tier_search import level_problem, tier_bound
 
@@ -144,3 +145,52 @@ def test_nested_blocks_see_a_pods_groups_share_its_stages():
     assert _per_tier_sum(p) == 12.0
     assert nested_perimeter_bound(p) == 18.0 == _brute_two_levels(p)
     assert tier_bound(p, 0) == 18.0
+
+
+def _wide_ring_instances(n: int, seed: int):
+    """Random two-level instances where a ring is wider than every pod (the pod-rows bound applies)."""
+    rng = random.Random(seed)
+    made = 0
+    while made < n:
+        K = rng.choice([3, 4, 5])
+        R, C = rng.choice([(2, 4), (2, 5), (3, 4), (3, 3), (4, 3)])
+        free = tuple(rng.randint(1, C - 1) for _ in range(K))
+        pods = tuple(sorted(rng.randint(0, K // 2) for _ in range(K)))
+        pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())
+        caps = [sum(f for f, d in zip(free, pods) if d == e) for e in set(pods)]
+        if sum(free) < R * C or max(caps) >= C or K ** (R * C) > 400_000:
+            continue
+        made += 1
+        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,),
+                          (1.0, float(rng.choice([1, 2, 3]))))
+
+
+def test_pod_rows_never_exceed_brute_force():
+    tight = 0
+    for problem in _wide_ring_instances(25, seed=8):
+        best = _brute_two_levels(problem)
+        bound = pod_rows_bound(problem)
+        assert 0 < bound <= best + 1e-6, problem
+        assert tier_bound(problem, 0) <= best + 1e-6, problem
+        tight += abs(bound - best) < 1e-9
+    assert tight >= 8, tight
+
+
+@pytest.mark.parametrize("free, pods, w_row, w_col, w1, rows_bound, nested, best", [
+    ((4, 1, 3, 2), (0, 1, 1, 2), 11, 7, 1.0, 141.0, 138.0, 145.0),
+    ((4, 2, 1, 3), (0, 1, 2, 2), 4, 3, 2.0, 76.0, 75.0, 79.0),
+    ((3, 1, 3, 4), (0, 1, 1, 2), 11, 8, 3.0, 271.0, 268.0, 272.0),
+])
+def test_pod_rows_see_a_group_straddle_a_pods_rows(free, pods, w_row, w_col, w1, rows_bound, nested, best):
+    # Two stages of 5 hosts (found by a random search against brute force): the pod of
+    # groups of 1 and 3 hosts either lets the group of 3 straddle both stages or is one
+    # stage of 4 hosts wide; the nested blocks bound sees neither.
+    p = GridProblem(2, 5, free, w_row, w_col, 0, (pods,), (1.0, w1))
+    assert (pod_rows_bound(p), nested_perimeter_bound(p)) == (rows_bound, nested)
+    assert _brute_two_levels(p) == best
+    assert tier_bound(p, 0) == max(rows_bound, _per_tier_sum(p))
+
+
+def test_pod_rows_not_applicable_when_a_pod_holds_a_ring():
+    p = GridProblem(2, 4, (3, 1, 2, 2), 10, 1, 0, ((0, 0, 1, 1),), (1.0, 1.0))
+    assert pod_rows_bound(p) == 0.0

@@ -7,7 +7,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.pods_first import pods_first_starts, whole_rows_first
+from rankmap.placement.pods_first import PAIR_FILLS, _fill_pod, pods_first_starts, whole_rows_first
 from rankmap.placement.tier_search import level_problem, tier_bound, tier_cost
 
 
@@ -77,3 +77,16 @@ def test_bands2_fill_keeps_each_tor_group_in_one_sub_band():
     # column by column: the 9-host group fills columns 0-3 of both rows and one more cell
     assert cells[0:2, :4].tolist() == [[10] * 4, [10] * 4] and (cells == 10).sum() == 9
     assert not _fill_bands(np.full(mask.shape, -1), groups, np.array([5, 5, 5, 5]), _row_bands(mask, [0, 1, 2, 3], 2))
+
+
+def test_pairs_fill_stacks_two_groups_per_column_strip():
+    # One pod of groups of 6, 3, 2 and 1 hosts, 4 stages of 3 hosts. "pairs-ac": the groups
+    # of 6 and 2 share columns 0-1 (6 above, 2 below), those of 3 and 1 column 2: each
+    # group cuts each of its rows once and keeps its pipeline hops inside.
+    p = GridProblem(4, 3, (6, 3, 2, 1), 10, 1, domains=((0, 0, 0, 0),), weights=(1.0, 1.0))
+    pods = np.zeros((4, 3), dtype=np.int64)
+    cells = np.full((4, 3), -1, dtype=np.int64)
+    assert _fill_pod(p, pods, cells, 0, np.arange(4), "pairs-ac")
+    assert cells.tolist() == [[0, 0, 1], [0, 0, 1], [0, 0, 1], [2, 2, 3]]
+    q = GridProblem(4, 3, (12,), 10, 1)
+    assert any(c.tolist() == cells.tolist() for c in pods_first_starts(p, q, lambda c: 0, PAIR_FILLS))

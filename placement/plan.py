@@ -79,7 +79,8 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     Raises
     ------
     SpecError
-        Bad batch sizes, unknown hosts or groups in constraints.
+        Bad batch sizes, unknown hosts or groups in constraints, an unknown objective, "moved"
+        without ``previous``.
     PlacementError
         TP group larger than a host, order string not rail-aligned, CP/EP groups across hosts.
     InfeasibleError
@@ -93,6 +94,9 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     for name, weight in (o for o in objectives if isinstance(o, tuple)):  # a negative weight maximises its cost
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
             raise SpecError(f"objective {name!r} needs a finite weight >= 0, got {weight!r}", key="--objective")
+    if previous is None and "moved" in (o[0] if isinstance(o, tuple) else o for o in objectives):
+        raise SpecError("objective 'moved' counts hosts changed against an earlier plan: give previous "
+                        "(--previous)", key="--objective")
     if not (isinstance(time_limit_s, (int, float)) and math.isfinite(time_limit_s) and time_limit_s > 0):
         raise SpecError(f"time limit must be a finite number > 0, got {time_limit_s!r}", key="--time-limit")
     if not (isinstance(seed, int) and 0 <= seed < 2**31):

@@ -143,3 +143,14 @@ def test_weighted_objectives_trade_bytes_for_uplink():
     cluster = cluster_with_free((8, 8), gpus=8)
     result = plan(cluster, job(pp=1, dp=4), objectives=(("bytes", 1.0), ("uplink", 0.5)))
     assert result.ours.metrics.cross_tor_bytes == 0
+
+
+def test_moved_without_an_earlier_plan_is_refused_by_the_library_too():
+    cluster = cluster_with_free((6, 6), gpus=8)
+    with pytest.raises(SpecError, match="objective 'moved' counts hosts changed against an earlier plan"):
+        plan(cluster, job(pp=1, dp=4), objectives=("bytes", "moved"))
+    with pytest.raises(SpecError, match="give previous"):
+        plan(cluster, job(pp=1, dp=4), objectives=(("bytes", 1.0), ("moved", 2.0)))
+    first = plan(cluster, job(pp=1, dp=4))
+    again = plan(cluster, job(pp=1, dp=4), objectives=("bytes", "moved"), previous=first.rankmap)
+    assert again.rankmap.hosts == first.rankmap.hosts      # nothing forces a move: every host is kept

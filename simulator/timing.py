@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from rankmap.errors import SpecError
 from rankmap.job.spec import JobSpec
 from rankmap.simulator.compute import ComputeConfig, StageTimes, model_flops, stage_times
 from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleResult, run_schedule
@@ -231,5 +232,19 @@ def workload_stage_times(workload, job: JobSpec, time_unit_s: float = 1e-9) -> S
     """
     forward, backward, update = (t * time_unit_s for t in workload.compute_totals)
     passes = workload.ga * workload.vpp
+    _check_physical(workload, job, forward / passes, time_unit_s)
     return StageTimes(forward_s=(forward / passes,) * job.pp, backward_s=(backward / passes,) * job.pp,
                       optimizer_s=update, source="workload")
+
+
+def _check_physical(workload, job: JobSpec, forward_s: float, time_unit_s: float) -> None:
+    """Refuse compute times faster than the job's GPU at its peak (an MFU above 100% would follow):
+    times in another unit than ``time_unit_s``, or placeholders."""
+    compute, _ = configs_of(job)
+    fastest = stage_times(job, dataclasses.replace(compute, efficiency_gemm=1.0, efficiency_elementwise=1.0))
+    floor_s = min(fastest.forward_s)
+    if forward_s < floor_s:
+        raise SpecError(f"the layer lines' forward compute is {forward_s:.3g} s per micro-batch and chunk (read "
+                        f"as {time_unit_s:g} s units), faster than a {compute.gpu.upper()} at its peak needs for "
+                        f"this model ({floor_s:.3g} s): the times are in another unit, or not measured",
+                        source=workload.source, key="fwd_compute")

@@ -64,6 +64,8 @@ class Workload:
     compute_totals : tuple of float
         ``(forward, backward, update)``: the layer lines' compute times summed (file units;
         backward = input gradient + weight gradient).
+    max_compute : float
+        The largest forward, input-gradient or weight-gradient time of one layer line (file units).
     """
 
     source: str
@@ -79,10 +81,17 @@ class Workload:
     ops: tuple
     compute_totals: tuple = (0.0, 0.0, 0.0)
 
+    max_compute: float = 0.0
+
     @property
     def has_compute_times(self) -> bool:
-        """True when the layer lines carry any forward or backward compute time."""
-        return self.compute_totals[0] + self.compute_totals[1] > 0
+        """True when the layer lines carry measured compute times: some forward or backward time
+        above 1. AICB run without ``--aiob_enable`` writes a fixed placeholder of 1 in every
+        compute field (its README: "If we do not set --aiob_enable, only fixed computation times
+        can be applied"), which is no measurement; the iteration model then derives compute from
+        the model's FLOPs, as for a job spec.
+        """
+        return self.max_compute > 1
 
     def check_job(self, job) -> None:
         """Raise SpecError (naming this file and the header key) unless ``job``'s shape matches."""
@@ -189,7 +198,7 @@ def parse_aicb_workload(text: str, source: str = "<string>") -> Workload:
         raise SpecError(f"line 2 announces {n_layers} layer lines, the file has {len(body)}",
                         source=source, line=2, key="layers")
     merged: dict[tuple, int] = {}
-    totals = [0.0, 0.0, 0.0]
+    totals, most = [0.0, 0.0, 0.0], 0.0
     for number, ln in body:
         fields = ln.split()
         if len(fields) not in (12, 13):
@@ -197,6 +206,7 @@ def parse_aicb_workload(text: str, source: str = "<string>") -> Workload:
                             line=number, key=fields[0] if fields else "layer")
         times = [_number(fields[c], source, number, _FIELDS[c]) for c in (2, 5, 8, 11)]
         totals = [totals[0] + times[0], totals[1] + times[1] + times[2], totals[2] + times[3]]
+        most = max(most, *times[:3])
         for stage, col in (("fwd", 3), ("ig", 6), ("wg", 9)):
             got = _collective(fields[col], stage, source, number)
             size = _number(fields[col + 1], source, number, f"{stage}_bytes")
@@ -210,4 +220,4 @@ def parse_aicb_workload(text: str, source: str = "<string>") -> Workload:
     if head["pp"] > 1 and head["pp_comm"] > 0:
         ops.append(CommOp(kind="pp", op="p2p", size_bytes=head["pp_comm"], count=2 * head["ga"], phase="pipeline"))
     return Workload(source, head["policy"], head["tp"], head["ep"], head["pp"], head["vpp"], head["ga"],
-                    head["all_gpus"], float(head["pp_comm"]), n_layers, tuple(ops), tuple(totals))
+                    head["all_gpus"], float(head["pp_comm"]), n_layers, tuple(ops), tuple(totals), most)

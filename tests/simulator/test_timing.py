@@ -2,7 +2,8 @@
 
 import pytest
 
-from rankmap.job.spec import GPU_NAMES, JobSpec
+from rankmap.errors import SpecError
+from rankmap.job.spec import GPU_NAMES, JobSpec, ModelShape
 from rankmap.job.spec_file import parse_job
 from rankmap.simulator.compute import GPUS, ComputeConfig, iteration_flops, model_flops, stage_times
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration
@@ -76,10 +77,29 @@ def test_workload_compute_times():
     w = parse_aicb_workload(
         "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 2 vpp: 1 ga: 4 all_gpus: 32\n2\n"
         "a -1 100 NONE 0 200 NONE 0 300 NONE 0 40\nb -1 100 NONE 0 200 NONE 0 300 NONE 0 40\n")
-    assert w.compute_totals == (200.0, 1000.0, 80.0)
-    t = workload_stage_times(w, JobSpec(tp=8, pp=2, dp=2, num_micro_batches=4))
+    assert w.compute_totals == (200.0, 1000.0, 80.0) and w.has_compute_times
+    t = workload_stage_times(w, JobSpec(tp=8, pp=2, dp=2, num_micro_batches=4, model=TINY))
     assert t.forward_s == pytest.approx((50e-9, 50e-9)) and t.backward_s == pytest.approx((250e-9, 250e-9))
     assert t.optimizer_s == pytest.approx(80e-9)
+
+
+TINY = ModelShape(layers=2, hidden=64, heads=8, seq_len=32, vocab=128)
+AICB_HEAD = "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 2 vpp: 1 ga: 4 all_gpus: 32\n2\n"
+
+
+def test_aicb_placeholder_compute_times_are_not_measurements():
+    """AICB without --aiob_enable writes 1 in every compute field: the FLOPs model is used instead."""
+    w = parse_aicb_workload(AICB_HEAD + "a -1 1 NONE 0 1 NONE 0 1 NONE 0 1\nb -1 1 NONE 0 1 NONE 0 1 NONE 0 1\n")
+    assert w.compute_totals == (2.0, 4.0, 2.0) and not w.has_compute_times
+
+
+def test_compute_times_faster_than_the_gpu_are_refused():
+    """GPT-3 175B at tp 8, pp 2 needs ~0.2 s per micro-batch forward on an A100 at peak, not 50 ns
+    (which gave an MFU of 374% on such a file)."""
+    w = parse_aicb_workload(AICB_HEAD + "a -1 100 NONE 0 200 NONE 0 300 NONE 0 40\nb -1 100 NONE 0 200 NONE 0 300 NONE 0 40\n",
+                            "w.txt")
+    with pytest.raises(SpecError, match=r"w.txt.*fwd_compute.*faster than a A100 at its peak"):
+        workload_stage_times(w, JobSpec(tp=8, pp=2, dp=2, num_micro_batches=4))
 
 
 def test_recomputation_repeats_the_forward_collectives():

@@ -174,12 +174,26 @@ def phase_flows(placement: RankPlacement, layout: ParallelLayout, ops, phase: st
 
 
 def simulate_phase(network: Network, placement: RankPlacement, layout: ParallelLayout, ops, phase: str,
-                   config: CollectiveConfig, routing: EcmpConfig) -> tuple[PhaseResult, FlowSet, FlowResult] | None:
-    """Simulate one phase; None when it carries no traffic. Also returns its flows and raw result."""
+                   config: CollectiveConfig, routing: EcmpConfig, stage_release_s: np.ndarray | None = None
+                   ) -> tuple[PhaseResult, FlowSet, FlowResult] | None:
+    """Simulate one phase; None when it carries no traffic. Also returns its flows and raw result.
+
+    ``stage_release_s[pp]``, optional: when each pipeline stage's groups enter the network
+    (seconds from the earliest; default all at 0). A group's stage is its first rank's,
+    which is every rank's for the DP (and expert DP) groups. Times in the result are then
+    absolute: a group's time is when it finished.
+    """
     flows, tables = phase_flows(placement, layout, ops, phase, config)
     if flows.n_coflows == 0:
         return None
-    result = run_flows(network, flows, routing, config)
+    release = None
+    if stage_release_s is not None:
+        stage_of = [layout.column("pp")[table[:, 0]] for table in tables]          # [parts][n_groups]
+        release = np.zeros(flows.n_coflows)
+        for i, stages in enumerate(stage_of):
+            mine = flows.coflow_part == i
+            release[mine] = np.asarray(stage_release_s, dtype=float)[stages[flows.coflow_group[mine]]]
+    result = run_flows(network, flows, routing, config, release_s=release)
     parts = []
     for i, (label, table) in enumerate(zip(flows.parts, tables)):
         mine = flows.coflow_part == i

@@ -14,6 +14,9 @@ is simulated as one flow set holding every group's traffic:
    where they share links. A phase's volume is the iteration's: all ``m`` micro-batches,
    which in a fluid model just scales the time of one.
 3. ``dp-reduce``: the gradient reduce-scatter (ZeRO) or all-reduce after the last backward.
+   Here every stage's groups start together; the iteration timing simulates it again with
+   each stage's groups released when its backward ends (``simulate_phase``'s
+   ``stage_release_s``, :mod:`rankmap.simulator.staging`).
 
 The phases run one after another; the iteration's communication time is their sum
 (compute is not modelled, so this is the time the network needs for the iteration's

@@ -10,7 +10,9 @@ the same collectives at once):
   interleaved pipeline the same;
 - the TP (and CP, EP) collectives of one pass: each such part's time over ``m * v``
   passes per stage, half forward, half backward (2 of the 4 TP collectives each way);
-- the DP all-gather and reduction: their phases' times.
+- the DP all-gather and reduction: their phases' times; each stage's own reduction, its
+  DP groups entering the network when its backward ends, comes from
+  :func:`rankmap.simulator.staging.staged_comm_times` (``dp_reduce_stage_s``).
 
 These are the rates the traffic got while all of the phase's traffic ran together, an
 approximation: in the schedule they run at the moments it places them. With full

@@ -333,7 +333,8 @@ def rate_constraints(network: Network, flows: FlowSet, route, routing: EcmpConfi
     return sparse.vstack([route.matrix, rows], format="csr"), capacity
 
 
-def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig) -> FlowResult:
+def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig,
+              release_s: np.ndarray | None = None) -> FlowResult:
     """Route a flow set and run it to completion, each queue pair capped below line rate.
 
     As :func:`rankmap.simulator.events.simulate_flows`, plus the per-connection cap: a
@@ -343,6 +344,8 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
     Every flow of a coflow moves at the coflow's rate, so the cap is one extra
     constraint row per coflow: ``rate <= min over its flows between hosts of the cap``.
     The cap rows are routed with the links (:meth:`Network.route`'s ``extra_rows``).
+    ``release_s[C]``, optional: when each coflow enters the network (default: all at 0;
+    :func:`rankmap.simulator.events.complete_coflows`).
 
     Returns
     -------
@@ -353,7 +356,7 @@ def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: Col
     route = network.route(flows, routing, extra_rows=capped)
     fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]),
                      route.column_entries)
-    finish, first, events = complete_coflows(fair, flows.coflow_bytes)
+    finish, first, events = complete_coflows(fair, flows.coflow_bytes, release_s=release_s)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
     return FlowResult(finish, first, route.matrix @ flows.coflow_bytes, route, events, fair.rounds)
 

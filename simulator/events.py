@@ -1,11 +1,13 @@
 """The flow-level event loop: coflows progress at max-min fair rates until each completes.
 
-All coflows of a set start together. Between events the rates are constant (max-min fair
-on the remaining coflows, :mod:`rankmap.simulator.maxmin`); an event is the completion of the
-coflows that finish first, after which the rates are recomputed -- the fluid model of
-flow-level simulators such as m3's flowSim and Parsimon. Events are ordered by time, then
-coflow index, so runs are deterministic; completions within ``merge_rtol`` of each other
-count as one event. A coflow's latency (its steps x alpha) is added after its last byte
+Coflows start at time 0 unless given release times. Between events the rates are constant
+(max-min fair on the coflows in the network, :mod:`rankmap.simulator.maxmin`); an event is
+the completion of the coflows that finish first, or the release of the next ones, after
+which the rates of the components they touch are recomputed -- the fluid model of
+flow-level simulators such as m3's flowSim and Parsimon (Zhao et al., "Scalable Tail
+Latency Estimation for Data Center Networks", NSDI'23, §4: flows arrive and depart, rates
+are max-min fair between events). Events are ordered by time, then coflow index, so runs
+are deterministic; completions within ``merge_rtol`` of each other count as one event. A coflow's latency (its steps x alpha) is added after its last byte
 and does not hold bandwidth.
 """
 
@@ -54,9 +56,9 @@ class FlowResult:
         return float(self.finish_s.max()) if self.finish_s.size else 0.0
 
 
-def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float = 1e-6, warm: bool = True
-                     ) -> tuple[np.ndarray, np.ndarray, int]:
-    """Completion times of coflows that all start at time 0.
+def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float = 1e-6, warm: bool = True,
+                     release_s: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """Completion times of coflows that start at time 0, or at their release times.
 
     Parameters
     ----------
@@ -69,14 +71,22 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
     warm : bool
         After an event, keep the rates of the coflows slower than the slowest finished one
         and fill only the rest (see below); False recomputes every affected coflow.
+    release_s : ndarray, optional
+        ``release_s[C]``: when each coflow enters the network, seconds (>= 0). None, or all
+        zero, runs the loop of coflows that start together (the same floats bit for bit).
 
     Returns
     -------
     finish_s : ndarray
-        ``finish_s[C]`` (0 for empty coflows).
+        ``finish_s[C]``: absolute completion times (0 for empty coflows).
     first_rates : ndarray
-        ``first_rates[C]``: rates at time 0.
+        ``first_rates[C]``: rates at time 0 (with releases: each coflow's rate on entering).
     events : int
+
+    Raises
+    ------
+    ValueError
+        A release time is negative or not finite, or ``release_s`` is not of shape ``[C]``.
 
     Notes
     -----
@@ -97,7 +107,22 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
     >>> fair = FairShare(sparse.csr_array(np.ones((1, 2))), np.array([10.0]))
     >>> complete_coflows(fair, np.array([10.0, 30.0]))[0].tolist()
     [2.0, 4.0]
+
+    The same with the second released at 0.5 s: the first runs alone at 10 B/s (5 bytes
+    left at 0.5 s), then both at 5 B/s, so the first ends at 1.5 s with the second 25 bytes
+    short; alone again at 10 B/s it ends at 4 s.
+
+    >>> complete_coflows(fair, np.array([10.0, 30.0]), release_s=np.array([0.0, 0.5]))[0].tolist()
+    [1.5, 4.0]
     """
+    if release_s is not None:
+        release_s = np.asarray(release_s, dtype=float)
+        if release_s.shape != np.shape(size_bytes):
+            raise ValueError(f"release_s has shape {release_s.shape}, expected {np.shape(size_bytes)}")
+        if not np.all(np.isfinite(release_s)) or (release_s < 0).any():
+            raise ValueError("release times must be finite and >= 0")
+        if (release_s > 0).any():
+            return _complete_released(fair, size_bytes, release_s, merge_rtol, warm)
     remaining = np.asarray(size_bytes, dtype=float).copy()
     finish = np.zeros(remaining.size)
     active = remaining > 0
@@ -128,8 +153,54 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
     return finish, first, events
 
 
+def _complete_released(fair: FairShare, size_bytes: np.ndarray, release_s: np.ndarray, merge_rtol: float,
+                       warm: bool) -> tuple[np.ndarray, np.ndarray, int]:
+    """:func:`complete_coflows` with release times: a release is an event like a completion.
+
+    On a release the components the new coflows join are refilled from scratch (a coflow
+    that arrives lowers rates, so the warm start of a departure does not apply); on a
+    completion, as without releases.
+    """
+    remaining = np.asarray(size_bytes, dtype=float).copy()
+    finish = np.zeros(remaining.size)
+    pending = remaining > 0
+    active = np.zeros(remaining.size, dtype=bool)
+    rate, first = np.zeros(remaining.size), np.zeros(remaining.size)
+    component = fair.components()
+    now, events = 0.0, 0
+    while pending.any() or active.any():
+        idx = np.flatnonzero(active)
+        with np.errstate(divide="ignore"):
+            left = remaining[idx] / rate[idx]          # (A,) seconds to finish at current rates
+        step = float(left.min()) if idx.size else np.inf
+        arrival = float(release_s[pending].min()) if pending.any() else np.inf
+        if now + step <= arrival:                      # completions first when they tie with a release
+            done = idx[left <= step * (1 + merge_rtol)]
+            now += step
+            remaining[idx] -= rate[idx] * step
+            finish[done] = now
+            remaining[done] = 0.0
+            active[done] = False
+            redo = active & np.isin(component, np.unique(component[done]))
+            if redo.any():
+                kept = redo & (rate < rate[done].min()) if warm else None
+                rate[redo] = fair.rates(redo, kept, rate)[redo]
+                events += 1
+            continue
+        remaining[idx] -= rate[idx] * (arrival - now)
+        now = arrival
+        new = pending & (release_s <= now)
+        pending &= ~new
+        active |= new
+        redo = active & np.isin(component, np.unique(component[new]))
+        rate[redo] = fair.rates(redo)[redo]
+        first[new] = rate[new]
+        events += 1
+    return finish, first, events
+
+
 def simulate_flows(network: Network, flows: FlowSet, routing: EcmpConfig, efficiency: float = 1.0,
-                   route: Routing | None = None) -> FlowResult:
+                   route: Routing | None = None, release_s: np.ndarray | None = None) -> FlowResult:
     """Route a flow set and run it to completion.
 
     Parameters
@@ -141,6 +212,8 @@ def simulate_flows(network: Network, flows: FlowSet, routing: EcmpConfig, effici
         Fraction of every link's line rate a transfer attains (0 < e <= 1).
     route : Routing, optional
         A routing of ``flows`` computed earlier (skips :meth:`Network.route`).
+    release_s : ndarray, optional
+        ``release_s[C]``: when each coflow enters the network (default: all at 0).
 
     Returns
     -------
@@ -148,7 +221,7 @@ def simulate_flows(network: Network, flows: FlowSet, routing: EcmpConfig, effici
     """
     route = route if route is not None else network.route(flows, routing)
     fair = FairShare(route.matrix, network.capacity_bps * efficiency)
-    finish, first, events = complete_coflows(fair, flows.coflow_bytes)
+    finish, first, events = complete_coflows(fair, flows.coflow_bytes, release_s=release_s)
     finish = np.where(flows.coflow_bytes > 0, finish + flows.coflow_latency_s, 0.0)
     link_bytes = route.matrix @ flows.coflow_bytes
     return FlowResult(finish, first, link_bytes, route, events, fair.rounds)

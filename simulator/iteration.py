@@ -14,6 +14,9 @@ is simulated as one flow set holding every group's traffic:
    where they share links. A phase's volume is the iteration's: all ``m`` micro-batches,
    which in a fluid model just scales the time of one.
 3. ``dp-reduce``: the gradient reduce-scatter (ZeRO) or all-reduce after the last backward.
+   Here every stage's groups start together; the iteration timing simulates it again with
+   each stage's groups released when its backward ends (``simulate_phase``'s
+   ``stage_release_s``, :mod:`rankmap.simulator.staging`).
 
 The phases run one after another; the iteration's communication time is their sum
 (compute is not modelled, so this is the time the network needs for the iteration's
@@ -174,12 +177,26 @@ def phase_flows(placement: RankPlacement, layout: ParallelLayout, ops, phase: st
 
 
 def simulate_phase(network: Network, placement: RankPlacement, layout: ParallelLayout, ops, phase: str,
-                   config: CollectiveConfig, routing: EcmpConfig) -> tuple[PhaseResult, FlowSet, FlowResult] | None:
-    """Simulate one phase; None when it carries no traffic. Also returns its flows and raw result."""
+                   config: CollectiveConfig, routing: EcmpConfig, stage_release_s: np.ndarray | None = None
+                   ) -> tuple[PhaseResult, FlowSet, FlowResult] | None:
+    """Simulate one phase; None when it carries no traffic. Also returns its flows and raw result.
+
+    ``stage_release_s[pp]``, optional: when each pipeline stage's groups enter the network
+    (seconds from the earliest; default all at 0). A group's stage is its first rank's,
+    which is every rank's for the DP (and expert DP) groups. Times in the result are then
+    absolute: a group's time is when it finished.
+    """
     flows, tables = phase_flows(placement, layout, ops, phase, config)
     if flows.n_coflows == 0:
         return None
-    result = run_flows(network, flows, routing, config)
+    release = None
+    if stage_release_s is not None:
+        stage_of = [layout.column("pp")[table[:, 0]] for table in tables]          # [parts][n_groups]
+        release = np.zeros(flows.n_coflows)
+        for i, stages in enumerate(stage_of):
+            mine = flows.coflow_part == i
+            release[mine] = np.asarray(stage_release_s, dtype=float)[stages[flows.coflow_group[mine]]]
+    result = run_flows(network, flows, routing, config, release_s=release)
     parts = []
     for i, (label, table) in enumerate(zip(flows.parts, tables)):
         mine = flows.coflow_part == i

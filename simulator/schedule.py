@@ -60,8 +60,12 @@ class PipelineCosts:
         ``[p]`` TP/CP/EP collectives of that pass.
     p2p_s, wrap_s : float
         One pipeline message between neighbouring stages; last stage to first (interleaved).
-    dp_gather_s, dp_reduce_s : float
-        The iteration's parameter all-gather and gradient reduction of one stage.
+    dp_gather_s : float
+        The iteration's parameter all-gather.
+    dp_reduce_s : float or sequence of float
+        The gradient reduction of one stage: the same for every stage, or ``[p]`` each
+        stage's own (its DP groups in the network from when its backward ends,
+        :mod:`rankmap.simulator.staging`).
     optimizer_s : float
     m, v : int
         Micro-batches per iteration and model chunks per stage.
@@ -74,7 +78,7 @@ class PipelineCosts:
     p2p_s: float = 0.0
     wrap_s: float = 0.0
     dp_gather_s: float = 0.0
-    dp_reduce_s: float = 0.0
+    dp_reduce_s: float | tuple = 0.0
     optimizer_s: float = 0.0
     m: int = 1
     v: int = 1
@@ -269,11 +273,12 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
 def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> np.ndarray:
     """``[p]``: when each stage's gradient reduction ends."""
     last = bend.max(axis=1)                                  # (p, v) last backward of each chunk
+    reduce_s = np.asarray(c.dp_reduce_s, dtype=float)        # () or (p,)
     if not overlap.dp_reduce or c.v == 1:
-        return last.max(axis=1) + c.dp_reduce_s
+        return last.max(axis=1) + reduce_s
     t = np.zeros(c.p)
     for ch in range(c.v - 1, -1, -1):                        # chunks finish their backwards last-to-first
-        t = np.maximum(t, last[:, ch]) + c.dp_reduce_s / c.v
+        t = np.maximum(t, last[:, ch]) + reduce_s / c.v
     return t
 
 

@@ -7,6 +7,7 @@ PNG figure that ``rankmap simulate`` writes. It reads and writes no files.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rankmap.job.spec import JobSpec
@@ -17,6 +18,7 @@ from rankmap.simulator.iteration import job_comm_ops
 from rankmap.simulator.network import Network
 from rankmap.simulator.plot import render_png
 from rankmap.simulator.report import document_json, placement_summary, round_floats, simulation_document
+from rankmap.simulator.staging import staged_comm_times
 from rankmap.simulator.stats import IterationSweep, sweep_iteration
 from rankmap.simulator.timing import comm_times, configs_of, iteration_timing, timing_summary
 from rankmap.topology.model import Cluster
@@ -80,8 +82,10 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         Measured compute per stage (a workload's); default: from FLOPs and ``job.hardware``.
 
     Each placement's entry gets ``"iteration"``: predicted iteration time, MFU, tokens/s,
-    bubble and exposed communication (:func:`rankmap.simulator.timing.timing_summary`), and
-    the document a ``"compute"`` entry with the settings used.
+    bubble and exposed communication (:func:`rankmap.simulator.timing.timing_summary`), each
+    stage's gradient reduction simulated from when its backward ends
+    (:func:`rankmap.simulator.staging.staged_comm_times`), and the document a ``"compute"``
+    entry with the settings used.
 
     Returns
     -------
@@ -105,9 +109,12 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         sweep: IterationSweep = sweep_iteration(network, placement, rm.layout, ops, seeds, config, routing)
         sweeps.append((name, sweep))
         summary = placement_summary(network, name, placement, sweep)
-        summary["iteration"] = timing_summary(job, sweep.runs, stages)
+        comms = [staged_comm_times(network, placement, rm.layout, ops, job, comm_times(run, job), config,
+                                   dataclasses.replace(routing, seed=seed), stages)
+                 for seed, run in zip(sweep.seeds, sweep.runs)]
+        summary["iteration"] = timing_summary(job, sweep.runs, stages, comms)
         summaries.append(summary)
-        timing = iteration_timing(job, comm_times(sweep.first, job), compute, overlap, stages)
+        timing = iteration_timing(job, comms[0], compute, overlap, stages)
         timelines.append(timing.schedule.timeline)
     doc = simulation_document(network, job, traffic_source, ops, config, routing, summaries)
     doc["compute"] = round_floats(_compute_entry(job))

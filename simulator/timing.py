@@ -10,7 +10,9 @@ the same collectives at once):
   interleaved pipeline the same;
 - the TP (and CP, EP) collectives of one pass: each such part's time over ``m * v``
   passes per stage, half forward, half backward (2 of the 4 TP collectives each way);
-- the DP all-gather and reduction: their phases' times.
+- the DP all-gather and reduction: their phases' times; each stage's own reduction, its
+  DP groups entering the network when its backward ends, comes from
+  :func:`rankmap.simulator.staging.staged_comm_times` (``dp_reduce_stage_s``).
 
 These are the rates the traffic got while all of the phase's traffic ran together, an
 approximation: in the schedule they run at the moments it places them. With full
@@ -57,6 +59,10 @@ class CommTimes:
         and backward together.
     dp_gather_s, dp_reduce_s : float
         The iteration's DP all-gather and gradient reduction (slowest group).
+    dp_reduce_stage_s : tuple of float
+        ``[p]``: each stage's own gradient reduction, its DP groups entering the network
+        when its backward ends (:func:`rankmap.simulator.staging.staged_comm_times`); empty:
+        every stage takes ``dp_reduce_s``.
     """
 
     p2p_s: float = 0.0
@@ -64,20 +70,23 @@ class CommTimes:
     pass_s: dict = field(default_factory=dict)
     dp_gather_s: float = 0.0
     dp_reduce_s: float = 0.0
+    dp_reduce_stage_s: tuple = ()
 
     def without(self, kind: str) -> "CommTimes":
         """These times with ``kind``'s (``"pp"``, ``"dp"`` or a pass kind) set to zero."""
         if kind == "pp":
             return dataclasses.replace(self, p2p_s=0.0, wrap_s=0.0)
         if kind == "dp":
-            return dataclasses.replace(self, dp_gather_s=0.0, dp_reduce_s=0.0)
+            return dataclasses.replace(self, dp_gather_s=0.0, dp_reduce_s=0.0,
+                                       dp_reduce_stage_s=(0.0,) * len(self.dp_reduce_stage_s))
         return dataclasses.replace(self, pass_s={k: (0.0 if k == kind else t) for k, t in self.pass_s.items()})
 
     def kinds(self) -> list[str]:
         """Kinds that take time, in a fixed order."""
         out = [k for k, t in self.pass_s.items() if t > 0]
         out += ["pp"] if self.p2p_s > 0 or self.wrap_s > 0 else []
-        return out + (["dp"] if self.dp_gather_s > 0 or self.dp_reduce_s > 0 else [])
+        dp = self.dp_gather_s > 0 or self.dp_reduce_s > 0 or any(t > 0 for t in self.dp_reduce_stage_s)
+        return out + (["dp"] if dp else [])
 
 
 def comm_times(result, job: JobSpec) -> CommTimes:
@@ -117,7 +126,7 @@ def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute:
     return PipelineCosts(forward_s=tuple(stages.forward_s), backward_s=tuple(stages.backward_s),
                          comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(backward,) * p,
                          p2p_s=comm.p2p_s, wrap_s=comm.wrap_s, dp_gather_s=comm.dp_gather_s,
-                         dp_reduce_s=comm.dp_reduce_s, optimizer_s=stages.optimizer_s,
+                         dp_reduce_s=comm.dp_reduce_stage_s or comm.dp_reduce_s, optimizer_s=stages.optimizer_s,
                          m=job.micro_batches(), v=job.virtual_stages)
 
 
@@ -204,14 +213,16 @@ def configs_of(job: JobSpec) -> tuple[ComputeConfig, OverlapConfig]:
             OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce))
 
 
-def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None) -> dict:
+def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None, comms=None) -> dict:
     """``simulation.json``'s ``"iteration"`` entry of one placement: the prediction under each seed's run.
 
     ``time_s`` and ``mfu`` are summaries over seeds (mean, min, p50, p95, max); the other
-    figures are the mean over seeds. ``runs`` are ``IterationResult`` s, one per seed.
+    figures are the mean over seeds. ``runs`` are ``IterationResult`` s, one per seed;
+    ``comms``, optional, their :class:`CommTimes` (default :func:`comm_times` of each run).
     """
     compute, overlap = configs_of(job)
-    got = [iteration_timing(job, comm_times(r, job), compute, overlap, stages) for r in runs]
+    comms = comms if comms is not None else [comm_times(r, job) for r in runs]
+    got = [iteration_timing(job, c, compute, overlap, stages) for c in comms]
     kinds = list(dict.fromkeys(k for g in got for k in g.exposed_comm_s))
     out = {"time_s": summarize([g.time_s for g in got]), "mfu": summarize([g.mfu for g in got])}
     for name in ("tokens_per_s", "tflops_per_gpu", "bubble_fraction", "compute_s"):

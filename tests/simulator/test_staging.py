@@ -1,0 +1,129 @@
+"""Release times in the event loop, and each stage's gradient reduction from when its backward ends."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import sparse
+
+from rankmap.job.rank_map import RankMap
+from rankmap.job.spec import JobSpec, ModelShape
+from rankmap.simulator.collectives import CollectiveConfig, simulate_collective
+from rankmap.simulator.ecmp import EcmpConfig
+from rankmap.simulator.events import complete_coflows
+from rankmap.simulator.flows import RankPlacement
+from rankmap.simulator.iteration import job_comm_ops, simulate_iteration, simulate_phase
+from rankmap.simulator.maxmin import FairShare
+from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, run_schedule
+from rankmap.simulator.staging import reduce_release_s, stage_reduce_s, staged_comm_times
+from rankmap.simulator.timing import comm_times, iteration_timing
+
+
+def fair_of(rows: list[list[float]], capacity: list[float]) -> FairShare:
+    return FairShare(sparse.csr_array(np.array(rows, dtype=float)), np.array(capacity))
+
+
+def test_second_coflow_released_later_on_one_link_by_hand():
+    # 10 B/s link. A: 10 B from 0 s; B: 30 B from 0.5 s. A alone until 0.5 s (5 B left), then
+    # 5 B/s each: A ends at 1.5 s, B has 25 B left, alone at 10 B/s ends at 4.0 s.
+    finish, first, _ = complete_coflows(fair_of([[1, 1]], [10.0]), np.array([10.0, 30.0]),
+                                        release_s=np.array([0.0, 0.5]))
+    assert finish.tolist() == [1.5, 4.0]
+    assert first.tolist() == [10.0, 5.0]           # each coflow's rate on entering
+
+
+def test_release_after_an_idle_link_and_in_another_component_by_hand():
+    # Link 0 (10 B/s): A (20 B, at 0) and C (10 B, at 1 s); link 1 (10 B/s): B (10 B, at 1 s).
+    # A alone to 1 s (10 B left); then A and C at 5 B/s end at 3 s; B alone ends at 2 s.
+    fair = fair_of([[1, 0, 1], [0, 1, 0]], [10.0, 10.0])
+    finish, first, _ = complete_coflows(fair, np.array([20.0, 10.0, 10.0]), release_s=np.array([0.0, 1.0, 1.0]))
+    assert finish.tolist() == [3.0, 2.0, 3.0]
+    assert first.tolist() == [10.0, 10.0, 5.0]
+    # idle gap: the second 10 B coflow arrives at 3 s, after the first ended at 1 s
+    finish, _, _ = complete_coflows(fair_of([[1, 1]], [10.0]), np.array([10.0, 10.0]), release_s=np.array([0.0, 3.0]))
+    assert finish.tolist() == [1.0, 4.0]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_zero_releases_are_bit_identical_and_late_ones_shift(seed):
+    rng = np.random.default_rng(seed)
+    rows = (rng.random((12, 30)) < 0.2).astype(float)
+    rows[rng.integers(0, 12, 30), np.arange(30)] = 1.0                 # every coflow on some link
+    fair = fair_of(rows.tolist(), (rng.random(12) * 9 + 1).tolist())
+    size = rng.random(30) * 100
+    old = complete_coflows(fair, size)
+    new = complete_coflows(fair_of(rows.tolist(), fair.capacity.tolist()), size, release_s=np.zeros(30))
+    assert old[0].tobytes() == new[0].tobytes() and old[1].tobytes() == new[1].tobytes() and old[2] == new[2]
+    late = complete_coflows(fair_of(rows.tolist(), fair.capacity.tolist()), size, release_s=np.full(30, 7.0))
+    assert late[0] == pytest.approx(old[0] + 7.0, rel=1e-9)
+
+
+def test_bad_release_times_are_refused():
+    with pytest.raises(ValueError, match=">= 0"):
+        complete_coflows(fair_of([[1]], [1.0]), np.array([1.0]), release_s=np.array([-1.0]))
+    with pytest.raises(ValueError, match="shape"):
+        complete_coflows(fair_of([[1]], [1.0]), np.array([1.0]), release_s=np.zeros(2))
+
+
+def test_per_stage_reduction_in_the_schedule_by_hand():
+    # p = 2, m = 2, forward 1 s, backward 2 s: stage 0's last backward ends at 9 s, stage 1's at 7 s
+    c = dict(forward_s=(1.0, 1.0), backward_s=(2.0, 2.0), comm_forward_s=(0.0, 0.0), comm_backward_s=(0.0, 0.0), m=2)
+    own = run_schedule(PipelineCosts(**c, dp_reduce_s=(5.0, 1.0)))
+    assert own.timeline.reduce_end_s.tolist() == [14.0, 8.0] and own.time_s == 14.0
+    same = run_schedule(PipelineCosts(**c, dp_reduce_s=5.0))
+    assert same.timeline.reduce_end_s.tolist() == [14.0, 12.0]
+    assert reduce_release_s(own, OverlapConfig()).tolist() == [2.0, 0.0]
+
+
+@pytest.fixture(scope="module")
+def crossing(synth):
+    """pp 2 x dp 4 on single-GPU hosts in 2 ToR groups with one uplink each: every DP ring
+    crosses the uplink (hosts alternate between the groups), so the two stages' rings contend."""
+    net = synth.network(2, 4, uplinks=1, uplink_gbps=200, nic_gbps=200)
+    job = JobSpec(tp=1, pp=2, dp=4, num_micro_batches=4, global_batch_size=16,
+                  model=ModelShape(layers=4, hidden=1024, heads=8, seq_len=512))
+    hosts = [f"g{g:02d}n{i:03d}" for i in range(1, 5) for g in range(2)]
+    rm = RankMap.from_hosts(job, net.cluster, hosts, 1)
+    return net, job, rm, RankPlacement.from_rankmap(rm, net)
+
+
+def test_stages_apart_take_their_time_alone_together_the_contended_time(crossing):
+    net, job, rm, placement = crossing
+    ops, config, routing = job_comm_ops(job), CollectiveConfig(), EcmpConfig(mode="spray")
+    (op,) = [o for o in ops if o.phase == "dp-reduce"]
+    table = rm.layout.groups("dp")
+    stage = rm.layout.column("pp")[table[:, 0]]
+    alone = [simulate_collective(net, placement, op.op, op.size_bytes, groups=table[stage == s], config=config,
+                                 routing=routing).time_s for s in range(2)]
+    apart = stage_reduce_s(net, placement, rm.layout, ops, np.array([0.0, 100.0]), config, routing)
+    assert apart == pytest.approx(alone, rel=1e-9)
+    together = stage_reduce_s(net, placement, rm.layout, ops, np.zeros(2), config, routing)
+    whole = simulate_phase(net, placement, rm.layout, ops, "dp-reduce", config, routing)[0]
+    assert together.max() == pytest.approx(whole.time_s, rel=1e-12)
+    # two rings on one 25 GB/s uplink each way: together 2x the bandwidth term of alone
+    assert together.max() > 1.5 * max(alone)
+
+
+def test_zero_releases_give_the_old_phase_bit_for_bit(crossing):
+    net, job, rm, placement = crossing
+    ops, config = job_comm_ops(job), CollectiveConfig()
+    old = simulate_phase(net, placement, rm.layout, ops, "dp-reduce", config, EcmpConfig(seed=1))
+    new = simulate_phase(net, placement, rm.layout, ops, "dp-reduce", config, EcmpConfig(seed=1),
+                         stage_release_s=np.zeros(2))
+    assert old[2].finish_s.tobytes() == new[2].finish_s.tobytes()
+    assert [p.group_times_s.tobytes() for p in old[0].parts] == [p.group_times_s.tobytes() for p in new[0].parts]
+
+
+def test_staged_comm_times_feed_each_stage_its_own_reduction(crossing):
+    net, job, rm, placement = crossing
+    ops, config, routing = job_comm_ops(job), CollectiveConfig(), EcmpConfig(mode="spray")
+    run = simulate_iteration(net, placement, rm.layout, ops, config, routing)
+    comm = comm_times(run, job)
+    staged = staged_comm_times(net, placement, rm.layout, ops, job, comm, config, routing)
+    assert len(staged.dp_reduce_stage_s) == 2
+    assert max(staged.dp_reduce_stage_s) <= comm.dp_reduce_s * (1 + 1e-12)
+    timing = iteration_timing(job, staged)
+    tl = timing.schedule.timeline
+    last = tl.backward_end_s.max(axis=(1, 2))
+    assert tl.reduce_end_s == pytest.approx(last + np.array(staged.dp_reduce_stage_s), rel=1e-12)
+    assert staged.without("dp").dp_reduce_stage_s == (0.0, 0.0)

@@ -103,8 +103,9 @@ def test_aicb_workload_as_traffic(racks_map, tmp_path):
 ])
 def test_bad_input_exits_non_zero_and_writes_nothing(racks_map, tmp_path, make_args, code, message):
     (tmp_path / "w.txt").write_text(WORKLOAD)
-    (tmp_path / "bad.txt").write_text(WORKLOAD.replace("attention_row -1 1750840 REDUCESCATTER",
-                                                       "attention_row -1 1750840 BROADCAST"))
+    assert "attention_row -1 70033600 REDUCESCATTER" in WORKLOAD
+    (tmp_path / "bad.txt").write_text(WORKLOAD.replace("attention_row -1 70033600 REDUCESCATTER",
+                                                       "attention_row -1 70033600 BROADCAST"))
     (tmp_path / "job.yaml").write_text("parallel: {tp: 8, pp: 2}\nmodel: {preset: gpt3-13b}\n"
                                        "batch: {num_micro_batches: 8}\n")
     run = simulate(*make_args(tmp_path, racks_map), "--out", tmp_path / "out")

@@ -16,6 +16,7 @@ import fcntl
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Callable, Mapping
 
 from rankmap.errors import RankmapError
+from rankmap.fileio.reading import file_kind
 
 __all__ = ["atomic_write_files", "atomic_write_text", "keep_signal_handlers", "LOCK_TIMEOUT_S"]
 
@@ -79,8 +81,10 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
     for name in (*files, *remove):
         if "/" in name or name in ("", ".", ".."):
             raise RankmapError(f"bad output file name {name!r}")
-        if (out / name).is_dir():
-            raise RankmapError(f"{out / name}: cannot write output: a folder is in the way")
+        in_the_way = _not_a_regular_file(out / name)
+        if in_the_way:
+            raise RankmapError(f"{out / name}: cannot write output: {in_the_way} is in the way (outputs replace "
+                               "regular files only)")
     created = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -126,6 +130,19 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
                 except OSError:
                     pass
     return [final for _, final in staged]
+
+
+def _not_a_regular_file(path: Path) -> str | None:
+    """What sits at ``path`` if it is not a regular file (a folder, a symbolic link, a device, a
+    FIFO, a socket), else None. A commit renames over its targets: renaming over ``/dev/null`` or a
+    FIFO would replace it with a plain file, and over a symbolic link would replace the link."""
+    try:
+        mode = os.lstat(path).st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    return "a symbolic link" if stat.S_ISLNK(mode) else file_kind(mode)
 
 
 def _umask() -> int:

@@ -54,7 +54,7 @@ def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise SpecError(f"not a regular file ({_file_kind(info.st_mode)})", source=source)
+            raise SpecError(f"not a regular file ({file_kind(info.st_mode)})", source=source)
         if info.st_size > limit:
             raise SpecError(f"file is {info.st_size} bytes, over the limit of {limit} (RANKMAP_MAX_INPUT_BYTES)",
                             source=source)
@@ -104,7 +104,8 @@ def check_numbers(text: str, source: str) -> None:
                             line=text.count("\n", 0, run.start()) + 1)
 
 
-def _file_kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words (``st_mode`` of ``os.stat``), for error messages."""
     kinds = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
              (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"))
     return next((what for test, what in kinds if test(mode)), "a special file")

@@ -434,3 +434,21 @@ def test_ctrl_c_while_modules_load_is_one_line_and_exit_130(tmp_path):
     assert proc.wait(timeout=120) == 130
     assert "Traceback" not in rest and rest.splitlines()[-1] == "rankmap: interrupted"
     assert not (tmp_path / "sig").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "folder"])
+def test_an_output_path_that_is_not_a_regular_file_is_never_replaced(tmp_path, kind):
+    """A commit renames over its target: over a FIFO or a device (``--out /dev/null``) that would put
+    a plain file in its place, over a symbolic link it would replace the link."""
+    target = tmp_path / "topology.conf"
+    real = tmp_path / "real.conf"
+    real.write_text("# the user's file\n")
+    {"fifo": lambda: os.mkfifo(target), "symlink": lambda: target.symlink_to(real),
+     "folder": lambda: target.mkdir()}[kind]()
+    done = rankmap("topo", "export", "--to", "slurm", "examples/racks/cluster.yaml", "--out", str(target))
+    what = {"fifo": "a FIFO", "symlink": "a symbolic link", "folder": "a folder"}[kind]
+    assert done.returncode == 3
+    assert done.stderr == (f"rankmap: error: {target}: cannot write output: {what} is in the way (outputs replace "
+                           "regular files only)\n")
+    assert {"fifo": target.is_fifo, "symlink": target.is_symlink, "folder": target.is_dir}[kind]()
+    assert real.read_text() == "# the user's file\n"

@@ -168,7 +168,7 @@ def _line(seq, i: int) -> int:
 def _entry(item, source: str, index: int, line: int, prefix: str = "", extra: tuple = ()) -> _Entry:
     f = Fields(item, source, prefix=f"{prefix}[{index}]", line=line)
     f.only("topology", "cluster_default", *_KINDS, *extra)
-    if list(item)[0] != "topology":
+    if not extra and list(item)[0] != "topology":  # a kept topology in a cluster spec may list its keys in any order
         raise f.error(list(item)[0], "'topology' must be the first key of a topology")
     name = f.str("topology")
     why = check_switch_name(name)

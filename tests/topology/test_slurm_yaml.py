@@ -201,3 +201,23 @@ def test_kept_topologies_in_a_cluster_spec_are_checked(item, message):
     with pytest.raises(SpecError) as err:
         parse_cluster("name: c\ntor_groups: [{name: l1, hosts: n1}]\nslurm_topologies:\n" + item, "c.yaml")
     assert str(err.value).startswith(message)
+
+
+@pytest.mark.parametrize("fmt", ["slurm-yaml", "slurm", "slurm-block"])
+def test_an_export_of_a_cluster_keeping_several_topologies_imports_back_as_the_same_cluster(tmp_path, fmt):
+    """The embedded spec comment stores the kept topologies with sorted keys; reading it back must not
+    demand the file's key order ('topology' first), which only a topology.yaml itself must follow."""
+    cli = [sys.executable, "-m", "rankmap"]
+    first = tmp_path / "a.yaml"
+    run = subprocess.run(cli + ["topo", "import", "--from", "slurm-yaml", str(CASE / "topology.yaml"), "--out",
+                                str(first)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    exported, again = tmp_path / "exported", tmp_path / "b.yaml"
+    run = subprocess.run(cli + ["topo", "export", "--to", fmt, str(first), "--out", str(exported)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    run = subprocess.run(cli + ["topo", "import", "--from", fmt, str(exported), "--out", str(again)],
+                         capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    body = lambda p: [ln for ln in p.read_text().splitlines() if not ln.startswith("#")]   # noqa: E731
+    assert body(again) == body(first)

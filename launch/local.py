@@ -57,6 +57,7 @@ from pathlib import Path
 from rankmap.errors import LaunchError
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import ENGINE_ENTRY, RANKMAP_FILE_VAR
+from rankmap.launch.local_agent import failure_order
 from rankmap.launch.torchrun import torchrun_args
 
 __all__ = ["Agent", "local_agents", "free_port", "run_agents", "default_max_procs", "check_local_size",
@@ -320,7 +321,7 @@ def _failure_message(agents: list[Agent], procs: dict, node: int) -> str:
         agent = agents[node]
         hint = f"; no worker failure report in {agent.report}" if agent.report is not None else ""
         return f"the agent for host {agent.host} (node rank {node}) exited with code {procs[node].poll()}{hint}"
-    rows.sort(key=lambda r: (r["time_s"], r["rank"]))
+    rows.sort(key=failure_order)
     return describe_failure(rows[0], [r["rank"] for r in rows[1:]])
 
 

@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
 from rankmap.fileio import atomic_write_text
 
-__all__ = ["failure_report", "main"]
+__all__ = ["failure_report", "failure_order", "main"]
 
 
 def _log_dir(argv: list[str]) -> Path | None:
@@ -67,9 +68,8 @@ def failure_report(failures: dict, run_dirs: list[Path]) -> list[dict]:
         ``rank, local_rank, pid, exitcode, signal, error_file, stderr, message, time_s``.
         ``time_s`` (seconds since the epoch) is when the failure left its last trace: the error
         file's modification time when the worker recorded an exception, else its stderr file's
-        (a worker killed by a signal: faulthandler's dump, or its last line). A peer that fails
-        because another worker died records its error after that death, so the earliest row is
-        the root cause.
+        (a worker killed by a signal: faulthandler's dump, or its last line). Rows come in
+        :func:`failure_order`: the root cause first.
     """
     attempt = None
     if run_dirs:
@@ -86,7 +86,16 @@ def failure_report(failures: dict, run_dirs: list[Path]) -> list[dict]:
                      "exitcode": int(f.exitcode), "signal": f.signal_name() if f.exitcode < 0 else None,
                      "error_file": error_file, "stderr": str(stderr) if stderr is not None and stderr.is_file() else None,
                      "message": _message(f), "time_s": time_s})
-    return sorted(rows, key=lambda r: (r["time_s"], r["rank"]))
+    return sorted(rows, key=failure_order)
+
+
+def failure_order(row: dict) -> tuple:
+    """Sort key of report rows, root cause first: workers that ended by SIGTERM go last, since
+    torch's agent stops every remaining worker with SIGTERM once one has failed
+    (``torch/distributed/elastic/agent/server/api.py``, ``_stop_workers`` after a failed
+    ``_monitor_workers``); then by ``time_s`` and rank. A worker that was quiet since it started
+    has an old stderr file, so time alone would put such a bystander before the culprit."""
+    return (row["exitcode"] == -signal.SIGTERM, row["time_s"], row["rank"])
 
 
 def main(argv: list[str] | None = None) -> int:

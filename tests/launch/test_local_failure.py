@@ -64,3 +64,18 @@ def test_describe_failure_quotes_a_recorded_exception():
            "error_file": "e.json", "stderr": None, "message": "ValueError: boom"}
     assert describe_failure(row) == ("rank 5 (host b, local rank 1, pid 9) failed: exited with code 1: "
                                      "ValueError: boom; its output: e.json")
+
+
+def test_workers_stopped_by_the_agent_come_after_the_one_that_failed():
+    """torchrun's agent stops the other workers of a host with SIGTERM once one has failed: a quiet
+    bystander's stderr file is older than the culprit's, but it is not the root cause."""
+    from rankmap.launch.local_agent import failure_order
+
+    def row(rank, exitcode, time_s):
+        return {"rank": rank, "exitcode": exitcode, "time_s": time_s}
+
+    culprit, bystander = row(2, 3, 50.0), row(3, -15, 10.0)
+    assert sorted([bystander, culprit], key=failure_order) == [culprit, bystander]
+    # among real failures the earlier one leads; SIGTERM only when every worker ended by it
+    assert sorted([row(1, -9, 20.0), row(0, 1, 30.0)], key=failure_order)[0]["rank"] == 1
+    assert sorted([row(1, -15, 20.0), row(0, -15, 10.0)], key=failure_order)[0]["rank"] == 0

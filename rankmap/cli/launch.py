@@ -182,6 +182,10 @@ def _local(args: argparse.Namespace, rm) -> int:
     from rankmap.fileio import read_text
     from rankmap.launch.local import check_local_size
 
+    if args.workdir is not None and not Path(args.workdir).is_dir():
+        from rankmap.errors import SpecError
+        what = "does not exist" if not Path(args.workdir).exists() else "is not a folder"
+        raise SpecError(f"{args.workdir} {what}: the workers start in it", key="--workdir")
     check_local_size(rm, args.max_procs)
     run_dir = (args.out or args.rankmap.resolve().parent / "run").resolve()
     where = f"running {' '.join(args.command)}" if args.command else f"logs in {run_dir}"

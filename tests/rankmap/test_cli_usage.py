@@ -96,6 +96,15 @@ def test_launch_refuses_flags_of_another_mode(capsys, racks_map, argv, message):
     assert message in usage(capsys, "launch", "--rankmap", racks_map, *argv)
 
 
+@pytest.mark.parametrize("workdir, what", [("missing", "does not exist"), ("file", "is not a folder")])
+def test_launch_local_with_a_bad_workdir_names_it(capsys, tmp_path, racks_map, workdir, what):
+    (tmp_path / "file").write_text("x")
+    path = tmp_path / workdir
+    assert main(["launch", "--rankmap", str(racks_map), "--local", "--workdir", str(path), "--steps", "0"]) == 3
+    err = capsys.readouterr().err
+    assert err == f"rankmap: error: --workdir: {path} {what}: the workers start in it\n"
+
+
 def test_launch_flags_engine_prints_the_flag_the_engine_takes(capsys, racks_map):
     assert main(["launch", "--rankmap", str(racks_map), "--flags", "engine"]) == 0
     out, err = capsys.readouterr()

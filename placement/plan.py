@@ -300,7 +300,10 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     rm = RankMap.from_hosts(problem.job, cluster, list(ours.hosts), problem.gpn)
     notes += _tradeoffs(ours, baselines, problem.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
-    result = PlanResult(problem.job, rm, ours, baselines, bound * problem.unit_bytes, method, status,
+    bound_bytes = bound * problem.unit_bytes
+    if ours.metrics.cost < bound_bytes <= ours.metrics.cost * (1 + 1e-9):
+        bound_bytes = ours.metrics.cost  # units x bytes per unit in floating point: 1677721600.0000002 for 1677721600
+    result = PlanResult(problem.job, rm, ours, baselines, bound_bytes, method, status,
                         tuple(notes), n_moved, tuple(weights))
     return with_summary(dataclasses.replace(result, solver_status=final_status(status, result.gap)))
 

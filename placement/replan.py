@@ -65,7 +65,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     previous.verify_cluster(cluster)
     if not previous.uniform:
         raise InfeasibleError("the map runs different numbers of ranks per host; re-plan it with `rankmap plan`",
-                              key="rankmap")
+                              key="--rankmap")
     cluster = cluster.with_states({h: "failed" for h in failed})
     constraints.check_names(cluster)
     gpn = previous.nproc_per_node

@@ -68,6 +68,14 @@ def test_a_plan_that_meets_its_bound_is_optimal_to_the_byte():
     assert result.gap == 0.0 and result.solver_status == "OPTIMAL"
 
 
+def test_a_bound_never_reads_above_the_plan_it_proves():
+    """Units times bytes per unit gave 1677721600.0000002 against a plan of 1677721600 bytes."""
+    cluster = load_cluster("examples/racks/cluster.yaml")
+    result = plan(cluster, load_job("examples/racks/job.yaml", {"dp": 5, "pp": 4}))
+    assert result.lower_bound_bytes == result.ours.metrics.cost == 1_677_721_600
+    assert result.solver_status == "OPTIMAL"
+
+
 def test_the_smaller_grid_weight_is_exactly_a_million_units():
     from rankmap.job.traffic import GroupTraffic
     from rankmap.placement.grid_problem import scaled_problem

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rankmap.errors import InfeasibleError
+from rankmap.errors import InfeasibleError, SpecError
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.rank_map import RankMap
 from rankmap.job.traffic import job_traffic
@@ -58,6 +58,8 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     ------
     RankMapFileError
         The map was made for another cluster.
+    SpecError
+        No host of the map is failed (nothing to replace).
     InfeasibleError
         Fewer usable spare hosts than failed ones (names the shortfall).
     """
@@ -73,6 +75,9 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     # only failed hosts are replaced: a busy host of the map is this job's own (the scheduler marks
     # a running job's hosts allocated), not another job's
     down = [n for n, h in enumerate(previous.hosts) if cluster.host(h).state == "failed"]
+    if not down:  # rewriting the map would only drop its plan summary (and its launch files)
+        raise SpecError("no host of the map is failed: nothing to replace (name them with --failed, or mark them "
+                        "failed in the cluster spec)", key="--failed")
     island = next(set(i) for i in cluster.islands() if previous.tor_groups[0] in i)  # a job never leaves its island
     spares = [h for h in constraints.usable(list(cluster.free_hosts()))
               if h.name not in in_map and h.gpus >= gpn and h.tor_group in island]

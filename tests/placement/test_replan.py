@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from helpers import cluster_with_free, job
 
-from rankmap.errors import InfeasibleError
+from rankmap.errors import InfeasibleError, SpecError
 from rankmap.placement.plan import plan
 from rankmap.placement.replan import replan
 
@@ -36,3 +36,10 @@ def test_too_few_spares():
     first = plan(cluster, job(pp=1, dp=4))
     with pytest.raises(InfeasibleError, match="1 hosts of the plan are down, only 0 usable spare hosts"):
         replan(cluster, first.rankmap, [first.rankmap.hosts[1]])
+
+
+def test_a_replan_with_nothing_failed_is_refused_and_names_the_flag():
+    cluster = cluster_with_free((4, 4), gpus=8)
+    first = plan(cluster, job(pp=1, dp=3))
+    with pytest.raises(SpecError, match="--failed: no host of the map is failed: nothing to replace"):
+        replan(cluster, first.rankmap, [])

@@ -24,9 +24,15 @@ from rankmap.launch.mpi import RankfileEntry, check_rankfile, mpi_files
 from rankmap.launch.slurm import check_slurm_hosts, slurm_files
 from rankmap.launch.torchrun import torchrun_files
 
-__all__ = ["FORMATS", "launch_files", "check_against_map"]
+__all__ = ["FORMATS", "FILES", "launch_files", "check_against_map"]
 
 FORMATS = ("torchrun", "slurm", "mpi", "deepspeed")
+#: The files :func:`launch_files` writes per format: a folder ``launch-FORMAT`` holding others holds
+#: the user's own files, which a new plan in the same folder must not delete.
+FILES = {"torchrun": ("torchrun.sh", "torchrun-commands.txt"),
+         "slurm": ("slurm.sbatch", "slurm-hostfile", "torchrun.sh", "torchrun-commands.txt",
+                   "slurm-plan.sbatch", "job.yaml"),   # the last two: launch --plan-in-allocation
+         "mpi": ("mpirun.sh", "rankfile"), "deepspeed": ("deepspeed.sh", "hostfile")}
 
 
 def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | Path) -> dict[str, str]:

@@ -184,17 +184,19 @@ def stale_launch_folders(out: Path) -> list[Path]:
     """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
     that ``out`` holds: launch files made for the map a new one in ``out`` replaces.
 
-    Raises RankmapError (exit 3) for such a folder holding anything but files (``launch
-    --plan-in-allocation`` keeps each allocation's plan in a subfolder there): records of runs
-    are not deleted, so the new map is refused until the folder is moved away.
+    Raises RankmapError (exit 3) for such a folder holding anything but the files launch writes
+    there (:data:`rankmap.launch.formats.FILES`): a subfolder (``launch --plan-in-allocation``
+    keeps each allocation's plan in one), or a file of the user's (notes, an edited script).
+    Those are not deleted, so the new map is refused until the folder is moved away.
     """
     from rankmap.errors import RankmapError
-    from rankmap.launch.formats import FORMATS
+    from rankmap.launch.formats import FILES, FORMATS
 
     stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
              and not (out / f"launch-{f}").is_symlink()]
     for folder in stale:
-        other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file())
+        own = FILES[folder.name.removeprefix("launch-")]
+        other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)
         if other:
             raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "
                                f"beside {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}, which launch "

@@ -150,6 +150,27 @@ def test_a_launch_folder_holding_runs_plans_is_refused_not_removed(tmp_path, rac
     assert sorted(p.name for p in out.iterdir()) == ["launch-slurm"]
 
 
+def test_a_launch_folder_holding_the_users_own_files_is_refused_not_removed(tmp_path, racks_map):
+    out = tmp_path / "p"
+    assert rankmap("launch", "--rankmap", racks_map, "--format", "slurm", "--no-resolve", "--out",
+                   out / "launch-slurm", "--", "train.py").returncode == 0
+    (out / "launch-slurm" / "NOTES.md").write_text("why we changed the sbatch\n")
+    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture")
+    assert run.returncode == 3 and "beside NOTES.md, which launch does not write" in run.stderr
+    assert (out / "launch-slurm" / "NOTES.md").read_text() == "why we changed the sbatch\n"
+
+
+def test_every_file_launch_writes_is_known_as_its_own(racks_map):
+    from rankmap.job.rank_map import read_rankmap
+    from rankmap.launch.common import LaunchOptions
+    from rankmap.launch.formats import FILES, FORMATS, launch_files
+
+    rm = read_rankmap(racks_map)
+    for fmt in FORMATS:
+        names = set(launch_files(rm, fmt, LaunchOptions(rankmap_path=str(racks_map), resolve=False), "l"))
+        assert names <= set(FILES[fmt]), fmt
+
+
 def test_replan_removes_the_older_maps_launch_files(tmp_path, racks_map):
     out = tmp_path / "r"
     out.mkdir()

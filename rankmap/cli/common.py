@@ -104,6 +104,14 @@ def port(text: str) -> int:
     return value
 
 
+def path_arg(text: str) -> Path:
+    """A file or folder flag's value: an empty or blank one (``--reserve=``, ``--rankmap "$MAP"`` with
+    ``MAP`` unset) names nothing, and is a usage error rather than the current folder."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"no file given (got {text!r})")
+    return Path(text)
+
+
 def hostlist_arg(text: str) -> str:
     """A hostlist flag's value (``n[1-4]``, or ``@FILE`` where the flag takes one), checked only
     for being there: an empty or blank value names no host, and a flag given with no host is a
@@ -192,8 +200,8 @@ def add_json_arg(p: argparse.ArgumentParser) -> None:
 
 def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: str) -> None:
     """``--cluster``, ``--job`` and ``--example`` (the embedded example for whichever is missing)."""
-    p.add_argument("--cluster", type=Path, help=cluster_help)
-    p.add_argument("--job", type=Path, help=job_help)
+    p.add_argument("--cluster", type=path_arg, help=cluster_help)
+    p.add_argument("--job", type=path_arg, help=job_help)
     from rankmap.examples import DEFAULT_EXAMPLE, example_names
 
     names = example_names()
@@ -222,9 +230,9 @@ def example_inputs(args: argparse.Namespace, job_from: str | None = None) -> tup
 def add_constraint_args(p: argparse.ArgumentParser) -> None:
     """``--exclude``, ``--reserve`` (repeatable) and ``--constraints``."""
     p.add_argument("--exclude", type=hostlist_arg, help="hostlist of hosts not to use")
-    p.add_argument("--reserve", type=Path, action="append", default=[],
+    p.add_argument("--reserve", type=path_arg, action="append", default=[],
                    help="rankmap.json of a running job whose hosts are taken (repeatable)")
-    p.add_argument("--constraints", type=Path, help="constraints YAML: exclude, reserve, quotas, pins")
+    p.add_argument("--constraints", type=path_arg, help="constraints YAML: exclude, reserve, quotas, pins")
 
 
 def constraints_from_args(args: argparse.Namespace, cluster):

@@ -16,9 +16,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, non_negative_float, out_folder, positive_float, report_before_commit
+from rankmap.cli.common import (
+    add_json_arg,
+    non_negative_float,
+    out_folder,
+    path_arg,
+    positive_float,
+    report_before_commit,
+)
 from rankmap.errors import EXIT_HANG, EXIT_OK, EXIT_STRAGGLERS
 
 __all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
@@ -29,8 +35,8 @@ def add_parser(sub) -> None:
     p = sub.add_parser("diagnose", help="find stragglers and hung ranks in a run's timing records",
                        description=__doc__.splitlines()[0],
                        epilog="exit status: 0 nothing found, 5 stragglers or slow links, 6 a hang, 3 bad input")
-    p.add_argument("run_dir", type=Path, help="run folder holding events/ (written by the engine)")
-    p.add_argument("--rankmap", type=Path, required=True, help="the run's rankmap.json")
+    p.add_argument("run_dir", type=path_arg, help="run folder holding events/ (written by the engine)")
+    p.add_argument("--rankmap", type=path_arg, required=True, help="the run's rankmap.json")
     p.add_argument("--run-id", help="which run under RUN_DIR/events/ (default: the newest)")
     p.add_argument("--out", type=out_folder, help="output folder (default RUN_DIR/diagnosis)")
     p.add_argument("--z", type=positive_float, default=5.0, help="robust z-score to flag (default 5)")

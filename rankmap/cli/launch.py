@@ -27,6 +27,7 @@ from rankmap.cli.common import (
     hostname_arg,
     non_negative_int,
     out_folder,
+    path_arg,
     port,
     positive_float,
     positive_int,
@@ -47,7 +48,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Start a planned job so that global rank r runs on the host and GPU the rank map names. "
                     "--format writes launch files; --local trains on this machine, one torchrun agent per host. "
                     "Everything after -- is your own training command (default: the bundled engine).")
-    p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json written by `rankmap plan`")
+    p.add_argument("--rankmap", type=path_arg, required=True, help="rankmap.json written by `rankmap plan`")
     mode = p.add_mutually_exclusive_group(required=True)
     mode.add_argument("--format", choices=FORMATS, help="launch files to write")
     mode.add_argument("--local", action="store_true", help="run the job here, each host emulated on 127.0.0.1")
@@ -56,7 +57,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workdir", help="directory the generated scripts change to; relative paths in them are "
                                      "relative to it (default: where the job is started, e.g. the sbatch "
                                      "submission directory)")
-    p.add_argument("--config", type=Path, help="engine.yaml for the bundled training engine")
+    p.add_argument("--config", type=path_arg, help="engine.yaml for the bundled training engine")
     p.add_argument("--steps", type=non_negative_int, help="bundled engine: training steps (0: start-up checks only)")
     p.add_argument("--run-dir", help="with --format: the engine's log folder on the hosts (default: rankmap-run)")
     p.add_argument("--master-addr", type=hostname_arg, help="rendezvous address (default: the map's node 0 host)")
@@ -65,7 +66,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--no-resolve", action="store_true", help="do not check that hosts resolve on this machine")
     p.add_argument("--plan-in-allocation", action="store_true",
                    help="--format slurm: plan inside the allocation on $SLURM_JOB_NODELIST (needs --cluster)")
-    p.add_argument("--cluster", type=Path, help="--plan-in-allocation: cluster spec YAML naming the nodes")
+    p.add_argument("--cluster", type=path_arg, help="--plan-in-allocation: cluster spec YAML naming the nodes")
     p.add_argument("--timeout", type=positive_float, help="--local: stop the run after this many seconds")
     p.add_argument("--max-procs", type=positive_int,
                    help="--local: most worker processes to start on this machine (default: "

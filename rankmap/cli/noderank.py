@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import socket
-from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, hostname_arg, port
+from rankmap.cli.common import add_json_arg, hostname_arg, path_arg, port
 from rankmap.errors import EXIT_OK
 
 __all__ = ["add_parser", "run_node_rank"]
@@ -20,7 +19,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Print the node rank of a host (default: this machine's name) in a rank map, then the "
                     "torchrun flags that start its agent (static rendezvous). Exact name first; a short name or "
                     "FQDN only when exactly one host of the map matches. For pods of a JobSet or PyTorchJob.")
-    p.add_argument("--rankmap", type=Path, required=True, help="rankmap.json written by `rankmap plan`")
+    p.add_argument("--rankmap", type=path_arg, required=True, help="rankmap.json written by `rankmap plan`")
     p.add_argument("--host", type=hostname_arg,
                    help="host name (default: this machine's hostname); in a pod, the node's name")
     p.add_argument("--master-port", type=port, default=29500, help="rendezvous port (default 29500)")

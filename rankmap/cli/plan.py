@@ -18,6 +18,7 @@ from rankmap.cli.common import (
     objectives,
     out_folder,
     out_png,
+    path_arg,
     positive_float,
     positive_int,
     report_before_commit,
@@ -65,15 +66,15 @@ def add_parsers(sub) -> None:
     p.add_argument("--hosts", type=hostlist_arg,
                    help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
                         "`kubectl get pods -o json` output (the pods' node names)")
-    p.add_argument("--previous", type=Path, help="an earlier rankmap.json of this job: keep its hosts where possible")
+    p.add_argument("--previous", type=path_arg, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.add_argument("--no-picture", action="store_true",
                    help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")
     add_json_arg(p)
     p.set_defaults(func=run_plan)
 
     r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
-    r.add_argument("--rankmap", type=Path, required=True, help="the current rankmap.json")
-    r.add_argument("--cluster", type=Path,
+    r.add_argument("--rankmap", type=path_arg, required=True, help="the current rankmap.json")
+    r.add_argument("--cluster", type=path_arg,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
     r.add_argument("--failed", type=hostlist_arg, help="hostlist of hosts that failed (besides those the spec marks)")
     r.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
@@ -87,8 +88,8 @@ def add_show_parser(sub) -> None:
     s = sub.add_parser("show", help="draw a rank map on its cluster (PNG)",
                        description="Draw a rank map on its cluster: ToR groups and pods, hosts coloured by pipeline "
                                    "stage, DP rings and pipeline hops between ToR groups, busy and failed hosts.")
-    s.add_argument("rankmap", type=Path, help="rankmap.json")
-    s.add_argument("--cluster", type=Path,
+    s.add_argument("rankmap", type=path_arg, help="rankmap.json")
+    s.add_argument("--cluster", type=path_arg,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
     s.add_argument("--out", type=out_png, help="PNG to write (default: plan.png beside the rank map)")
     add_json_arg(s)
@@ -98,8 +99,8 @@ def add_show_parser(sub) -> None:
 def add_verify_parser(sub) -> None:
     """Add ``verify`` to the subparsers."""
     v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
-    v.add_argument("rankmap", type=Path, help="rankmap.json")
-    v.add_argument("--cluster", type=Path, help="cluster spec YAML the map must belong to")
+    v.add_argument("rankmap", type=path_arg, help="rankmap.json")
+    v.add_argument("--cluster", type=path_arg, help="cluster spec YAML the map must belong to")
     add_json_arg(v)
     v.set_defaults(func=run_verify)
 

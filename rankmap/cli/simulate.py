@@ -23,6 +23,7 @@ from rankmap.cli.common import (
     int_in,
     non_negative_float,
     out_folder,
+    path_arg,
     positive_float,
     report_before_commit,
     seed_int,
@@ -41,7 +42,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                           "fair rates. With no inputs, plans and simulates the embedded default.")
     add_example_args(p, cluster_help="cluster spec YAML (default: the embedded example's)",
                      job_help="job spec YAML, or a SimAI/AICB workload .txt (needs --rankmap)")
-    p.add_argument("--rankmap", type=Path, help="rankmap.json to simulate (default: plan the job first)")
+    p.add_argument("--rankmap", type=path_arg, help="rankmap.json to simulate (default: plan the job first)")
     p.add_argument("--compare", action="store_true", help="simulate the plan and the three baselines side by side")
     p.add_argument("--seeds", type=int_in(1, 4096, "a seed count"), default=4, help="ECMP hash seeds to simulate (default 4)")
     p.add_argument("--seed", type=seed_int, default=0, help="first seed; also seeds planning (default 0)")

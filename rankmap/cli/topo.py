@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, hostlist_arg, out_file, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, hostlist_arg, out_file, path_arg, positive_float, positive_int
 from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
@@ -38,14 +38,14 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                        "if the import fails.")
     imp.add_argument("--from", dest="source_format", choices=IMPORT_FORMATS, required=True,
                      help="format of FILE")
-    imp.add_argument("file", type=Path, metavar="FILE")
+    imp.add_argument("file", type=path_arg, metavar="FILE")
     _import_options(imp)
     imp.add_argument("--out", type=out_file, required=True, help="cluster spec YAML to write ('-': stdout)")
     add_json_arg(imp)
 
     show = verbs.add_parser("show", help="summarize a cluster spec or topology file",
                             description="Hosts, ToR groups and sizes, islands, depth, and warnings.")
-    show.add_argument("file", type=Path, metavar="CLUSTER_OR_FILE")
+    show.add_argument("file", type=path_arg, metavar="CLUSTER_OR_FILE")
     add_json_arg(show)
     show.add_argument("--from", dest="source_format", choices=IMPORT_FORMATS + ("cluster",),
                       help="format of the file (default: guessed)")
@@ -57,7 +57,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                        "group names and spec hash: the spec rides along in # comments or a node "
                                        "annotation, so rank maps still verify).")
     exp.add_argument("--to", dest="target_format", choices=EXPORT_FORMATS, required=True)
-    exp.add_argument("cluster", type=Path, metavar="CLUSTER.yaml")
+    exp.add_argument("cluster", type=path_arg, metavar="CLUSTER.yaml")
     exp.add_argument("--out", type=out_file, required=True, help="file to write ('-': stdout)")
     add_json_arg(exp)
     exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
@@ -77,7 +77,7 @@ def _import_options(p: argparse.ArgumentParser) -> None:
                    help="every host the scheduler knows: a hostlist, or @FILE of hostlists; reports hosts under no "
                         "leaf, and Volcano regex members match these")
     p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
-    p.add_argument("--kueue-topology", type=Path, help="k8s-labels: take --levels from a Kueue Topology YAML")
+    p.add_argument("--kueue-topology", type=path_arg, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("--topology", metavar="NAME", help="slurm topology.yaml: the topology to read "
                                                        "(default: the cluster_default one)")

@@ -105,6 +105,17 @@ def test_launch_local_with_a_bad_workdir_names_it(capsys, tmp_path, racks_map, w
     assert err == f"rankmap: error: --workdir: {path} {what}: the workers start in it\n"
 
 
+@pytest.mark.parametrize("argv", [
+    ("plan", "--example", "racks", "--reserve="), ("plan", "--example", "racks", "--constraints", ""),
+    ("plan", "--example", "racks", "--previous", " "), ("verify", ""), ("topo", "show", ""),
+    ("launch", "--rankmap=", "--format", "slurm"), ("diagnose", "run", "--rankmap", ""),
+])
+def test_an_empty_file_flag_is_a_usage_error_not_the_current_folder(capsys, argv):
+    """``--reserve=`` (or a path from an unset shell variable) read the current folder and said
+    "not a regular file (a folder)" with exit 3."""
+    assert "no file given (got " in usage(capsys, *argv)
+
+
 def test_launch_flags_engine_prints_the_flag_the_engine_takes(capsys, racks_map):
     assert main(["launch", "--rankmap", str(racks_map), "--flags", "engine"]) == 0
     out, err = capsys.readouterr()

@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "PERIMETER_MAX_WORK"]
+__all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "pod_free_hosts", "nested_blocks",
+           "PERIMETER_MAX_WORK"]
 
 # Skip the bound (return 0) when the knapsack would take more than this many steps
 # (domains x hosts x largest domain).
@@ -125,6 +126,25 @@ def _min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarr
     return (take[:, ::-1] + g[None, :cap + 1]).min(axis=1)
 
 
+def pod_free_hosts(problem) -> list[list[int]]:
+    """Free hosts of each pod's ToR groups (groups with none left out), pods in domain order;
+    pods without a free host are left out. ``problem.domains[0]`` names each group's pod."""
+    free = np.asarray(problem.free)
+    dom = np.asarray(problem.domains[0])
+    pods = [[int(f) for f in free[dom == d] if f > 0] for d in range(int(dom.max()) + 1)]
+    return [p for p in pods if p]
+
+
+def nested_blocks(groups, cap: int, g0: np.ndarray) -> np.ndarray:
+    """``inner[A]`` for ``A <= cap``: the least sum of the groups' block costs ``g0`` over every
+    way of splitting ``A`` cells between groups of these sizes (inf where they cannot hold it)."""
+    inner = np.full(cap + 1, np.inf)
+    inner[0] = 0.0
+    for f in sorted(groups):
+        inner = _min_plus(inner, g0, f, cap)
+    return inner
+
+
 def nested_perimeter_bound(problem) -> float:
     """Lower bound (units) on ``w0 cost_0 + w1 cost_1`` (the ToR and pod levels' costs of
     :func:`rankmap.placement.tier_search.tier_costs`) of every placement: the perimeter
@@ -157,10 +177,8 @@ def nested_perimeter_bound(problem) -> float:
     if not problem.domains or R * C == 0:
         return 0.0
     free = np.asarray(problem.free)
-    dom = np.asarray(problem.domains[0])
     n = R * C
-    pods = [[int(f) for f in free[dom == d] if f > 0] for d in range(int(dom.max()) + 1)]
-    pods = [p for p in pods if p]
+    pods = pod_free_hosts(problem)
     caps = [sum(p) for p in pods]
     if sum(caps) < n or len(pods) * n * max(caps) + sum(len(p) * max(p) * c for p, c in zip(pods, caps)) > PERIMETER_MAX_WORK:
         return 0.0
@@ -171,11 +189,7 @@ def nested_perimeter_bound(problem) -> float:
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        inner = np.full(cap + 1, np.inf)                                        # inner[A]: groups' least sum
-        inner[0] = 0.0
-        for f in sorted(groups):
-            inner = _min_plus(inner, g0, f, cap)
-        pod = w0 * inner + w1 * g1[:cap + 1]                                   # H_d[A]
+        pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]                # H_d[A]
         pod[0] = 0.0
         best = _min_plus(best, pod, cap, n)
     if not np.isfinite(best[n]):

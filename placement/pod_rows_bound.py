@@ -39,7 +39,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, _min_plus, block_cost
+from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, _min_plus, block_cost, nested_blocks, pod_free_hosts
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 
@@ -160,10 +160,8 @@ def pod_rows_bound(problem: GridProblem) -> float:
     if not problem.domains or R * C == 0:
         return 0.0
     free = np.asarray(problem.free)
-    dom = np.asarray(problem.domains[0])
     n = R * C
-    pods = [[int(f) for f in free[dom == d] if f > 0] for d in range(int(dom.max()) + 1)]
-    pods = [sorted(p, reverse=True) for p in pods if p]
+    pods = [sorted(p, reverse=True) for p in pod_free_hosts(problem)]
     caps = [sum(p) for p in pods]
     if sum(caps) < n or max(caps) >= C or len(pods) * n * max(caps) > PERIMETER_MAX_WORK:
         return 0.0
@@ -175,11 +173,7 @@ def pod_rows_bound(problem: GridProblem) -> float:
     best[0] = 0.0
     memo: dict = {}
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        inner = np.full(cap + 1, np.inf)                                        # nested blocks, as there
-        inner[0] = 0.0
-        for f in sorted(groups):
-            inner = _min_plus(inner, g0, f, cap)
-        pod = w0 * inner + w1 * g1[:cap + 1]
+        pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]          # nested blocks, as there
         if len(groups) <= MAX_GROUPS:
             pod = np.maximum(pod, _joint_table(groups, cap, R, problem.w_row, w_col, w0, w1, memo))
         pod[0] = 0.0

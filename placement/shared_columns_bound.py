@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import _min_plus, block_cost
+from rankmap.placement.perimeter_bound import _min_plus, block_cost, nested_blocks, pod_free_hosts
 
 __all__ = ["shared_columns_bound", "MUS", "MAX_WORK"]
 
@@ -103,12 +103,8 @@ def _pod_costs(groups: list, problem: GridProblem) -> np.ndarray:
     g1 = np.full(cap + 2, np.inf)
     np.minimum.at(g1, np.minimum(cap + 1, r * c).ravel(), narrow)
     g1 = np.minimum.accumulate(g1[::-1])[::-1][:cap + 1]                 # a box of r x c holding A
-    plain = np.full(cap + 1, np.inf)
-    plain[0] = 0.0
     g0 = block_cost(R, C, max(groups), problem.w_row, int(w_col)).astype(float)
-    for f in sorted(groups):
-        plain = _min_plus(plain, g0, f, cap)
-    best = np.minimum(best, w1 * g1[:cap + 1] + w0 * plain)
+    best = np.minimum(best, w1 * g1[:cap + 1] + w0 * nested_blocks(groups, cap, g0))
     best[0] = 0.0
     return best
 
@@ -144,9 +140,7 @@ def shared_columns_bound(problem: GridProblem) -> float:
     if not problem.domains or R < 2 or C < 2:
         return 0.0
     free = np.asarray(problem.free)
-    dom = np.asarray(problem.domains[0])
-    pods = sorted(tuple(sorted(int(f) for f in free[dom == d] if f > 0)) for d in range(int(dom.max()) + 1))
-    pods = [p for p in pods if p]
+    pods = sorted(tuple(sorted(p)) for p in pod_free_hosts(problem))
     n = R * C
     caps = [sum(p) for p in pods]
     kinds = sorted(set(pods))

@@ -134,23 +134,37 @@ def complete_coflows(fair: FairShare, size_bytes: np.ndarray, merge_rtol: float 
         with np.errstate(divide="ignore"):
             left = remaining[idx] / rate[idx]          # (A,) seconds to finish at current rates
         step = float(left.min())
-        done = idx[left <= step * (1 + merge_rtol)]
-        now += step
-        remaining[idx] -= rate[idx] * step
-        finish[done] = now
-        remaining[done] = 0.0
-        active[done] = False
-        # Only the components that lost a coflow change rates (max-min on a disjoint union
-        # is the union of max-min on the parts).
+        now, done = _retire(idx, left, step, now, remaining, finish, active, rate, merge_rtol)
         if not active.any():
             break
         component = fair.components()                  # labelled once, on the first event with survivors
-        redo = active & np.isin(component, np.unique(component[done]))
-        if redo.any():
-            kept = redo & (rate < rate[done].min()) if warm else None
-            rate[redo] = fair.rates(redo, kept, rate)[redo]
-            events += 1
+        events += _refill(fair, component, done, active, rate, warm)
     return finish, first, events
+
+
+def _retire(idx: np.ndarray, left: np.ndarray, step: float, now: float, remaining: np.ndarray, finish: np.ndarray,
+            active: np.ndarray, rate: np.ndarray, merge_rtol: float) -> tuple[float, np.ndarray]:
+    """Advance every active coflow ``idx`` by ``step`` seconds at its rate and retire those whose
+    ``left`` (seconds to finish) is within ``merge_rtol`` of it; returns the new time and them."""
+    done = idx[left <= step * (1 + merge_rtol)]
+    now += step
+    remaining[idx] -= rate[idx] * step
+    finish[done] = now
+    remaining[done] = 0.0
+    active[done] = False
+    return now, done
+
+
+def _refill(fair: FairShare, component: np.ndarray, done: np.ndarray, active: np.ndarray, rate: np.ndarray,
+            warm: bool) -> int:
+    """Recompute the rates of the components that lost a coflow (max-min on a disjoint union is
+    the union of max-min on the parts); 1 if any did (an event), else 0."""
+    redo = active & np.isin(component, np.unique(component[done]))
+    if not redo.any():
+        return 0
+    kept = redo & (rate < rate[done].min()) if warm else None
+    rate[redo] = fair.rates(redo, kept, rate)[redo]
+    return 1
 
 
 def _complete_released(fair: FairShare, size_bytes: np.ndarray, release_s: np.ndarray, merge_rtol: float,
@@ -175,17 +189,8 @@ def _complete_released(fair: FairShare, size_bytes: np.ndarray, release_s: np.nd
         step = float(left.min()) if idx.size else np.inf
         arrival = float(release_s[pending].min()) if pending.any() else np.inf
         if now + step <= arrival:                      # completions first when they tie with a release
-            done = idx[left <= step * (1 + merge_rtol)]
-            now += step
-            remaining[idx] -= rate[idx] * step
-            finish[done] = now
-            remaining[done] = 0.0
-            active[done] = False
-            redo = active & np.isin(component, np.unique(component[done]))
-            if redo.any():
-                kept = redo & (rate < rate[done].min()) if warm else None
-                rate[redo] = fair.rates(redo, kept, rate)[redo]
-                events += 1
+            now, done = _retire(idx, left, step, now, remaining, finish, active, rate, merge_rtol)
+            events += _refill(fair, component, done, active, rate, warm)
             continue
         remaining[idx] -= rate[idx] * (arrival - now)
         now = arrival

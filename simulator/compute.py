@@ -12,7 +12,8 @@ adds one more forward, Korthikanti et al., "Reducing Activation Recomputation in
 Transformer Models", MLSys'23, §2). Model FLOPs utilisation (MFU) counts the first only.
 Per layer and micro-batch of ``b`` sequences the forward GEMM/attention work is
 ``24 b s h^2 (1 + s/(6h))``; the logit layer's share of the formula,
-``24 b s h^2 l * V/(16 l h) = 1.5 b s h V`` forward, runs on the last pipeline stage.
+``24 b s h^2 l * V/(16 l h) = 1.5 b s h V`` forward, runs in the model's last chunk (on the
+last pipeline stage; with interleaving, only that stage's last chunk).
 A rank of a tensor-parallel group of ``tp`` does ``1/tp`` of it.
 
 Elementwise kernels (layer norms, GeLU, dropout, residual adds, softmax) are memory bound:
@@ -89,6 +90,10 @@ class ComputeConfig:
         Time of the optimizer step; None derives it from HBM bandwidth (see module).
     optimizer_bytes_per_param : float
         HBM bytes the optimizer moves per parameter it updates (assumed 32).
+    data_loading_s : float
+        Seconds to load an iteration's batch, beside which the first model chunk's parameter
+        all-gather runs (MegaScale, NSDI'24, §3.2); 0 (default, no published figure): that
+        all-gather is exposed.
     """
 
     gpu: str = Hardware.gpu                    # the job spec's defaults: one place for the fitted 0.65
@@ -97,6 +102,7 @@ class ComputeConfig:
     recompute: bool = Hardware.recompute
     optimizer_step_s: float | None = Hardware.optimizer_step_s
     optimizer_bytes_per_param: float = 32.0
+    data_loading_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.gpu not in GPUS:
@@ -106,6 +112,8 @@ class ComputeConfig:
                 raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)!r}")
         if self.optimizer_step_s is not None and not self.optimizer_step_s >= 0:
             raise ValueError(f"optimizer_step_s must be >= 0, got {self.optimizer_step_s!r}")
+        if not 0 <= self.data_loading_s < float("inf"):
+            raise ValueError(f"data_loading_s must be >= 0, got {self.data_loading_s!r}")
 
     @property
     def spec(self) -> GpuSpec:
@@ -120,17 +128,22 @@ class StageTimes:
     ----------
     forward_s, backward_s : tuple of float
         ``[pp]``: one micro-batch's pass through one chunk of stage ``i`` (backward includes
-        recomputation when on).
+        recomputation when on), the logit layer left out.
     optimizer_s : float
         The optimizer step after the last gradient reduction.
     source : str
         ``"flops"`` or ``"workload"`` (measured times imported from AICB/SimAI).
+    logit_forward_s, logit_backward_s : float
+        The logit layer of one micro-batch, which only the model's last chunk runs (0 for a
+        workload's measured times, which include it in every pass).
     """
 
     forward_s: tuple
     backward_s: tuple
     optimizer_s: float
     source: str = field(default="flops")
+    logit_forward_s: float = 0.0
+    logit_backward_s: float = 0.0
 
 
 def _layer_shape(job: JobSpec) -> tuple[int, int, int, int, int]:
@@ -196,7 +209,8 @@ def stage_times(job: JobSpec, config: ComputeConfig | None = None) -> StageTimes
     Parameters
     ----------
     job : JobSpec
-        Resolved; ``l / (pp * vpp)`` layers per chunk, the logit layer on the last stage.
+        Resolved; ``l / (pp * vpp)`` layers per chunk, the logit layer in the last stage's
+        last chunk (``logit_forward_s``, ``logit_backward_s``).
     config : ComputeConfig, optional
 
     Returns
@@ -209,6 +223,8 @@ def stage_times(job: JobSpec, config: ComputeConfig | None = None) -> StageTimes
     >>> t = stage_times(JobSpec(tp=8, pp=8, dp=16, global_batch_size=1536), ComputeConfig(efficiency_gemm=0.5))
     >>> round(t.forward_s[0] * 1e3, 1), round(t.backward_s[0] / t.forward_s[0], 2)
     (76.4, 2.0)
+    >>> round(t.logit_forward_s * 1e3, 2), t.forward_s[-1] == t.forward_s[0]   # 1.5 b s h V / tp / (0.5 peak)
+    (1.52, True)
     """
     config = config or ComputeConfig()
     gpu = config.spec
@@ -218,9 +234,6 @@ def stage_times(job: JobSpec, config: ComputeConfig | None = None) -> StageTimes
     chunk_layers = l // (job.pp * job.virtual_stages)
     fwd_layer = layer_forward_flops(job) / job.tp / flops_s + _elementwise_bytes(job) / bytes_s
     bwd_layer = 2 * fwd_layer + (fwd_layer if config.recompute else 0.0)
-    logit = 1.5 * b * s * h * v / job.tp / flops_s / job.virtual_stages   # spread over the last stage's chunks
-    fwd = [chunk_layers * fwd_layer] * job.pp
-    bwd = [chunk_layers * bwd_layer] * job.pp
-    fwd[-1] += logit
-    bwd[-1] += 2 * logit
-    return StageTimes(forward_s=tuple(fwd), backward_s=tuple(bwd), optimizer_s=_optimizer_s(job, config))
+    logit = 1.5 * b * s * h * v / job.tp / flops_s                        # the model's last chunk only
+    return StageTimes(forward_s=(chunk_layers * fwd_layer,) * job.pp, backward_s=(chunk_layers * bwd_layer,) * job.pp,
+                      optimizer_s=_optimizer_s(job, config), logit_forward_s=logit, logit_backward_s=2 * logit)

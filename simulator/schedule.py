@@ -18,14 +18,34 @@ With equal stages and free sends the pipeline takes ``(m + (p - 1)/v) (t_f + t_b
 the bubble is ``(p - 1)/(m + p - 1)`` of it without interleaving and ``(p - 1)/v`` passes
 of ``m + (p - 1)/v`` with it (Narayanan et al. SC'21, §2.2.1-2.2.2); tests check both.
 
-Around the pipeline (MegaScale, Jiang et al., NSDI'24, §3.2), each a switch in
-:class:`OverlapConfig`: ZeRO's parameter all-gather before the first forward
-(``dp_gather``: hidden behind data loading, else every stage waits for it); TP/SP (and
-CP, EP) collectives of a pass (``tp``: overlapped with the transformer block, so a pass
-takes ``max(compute, comm)``, else ``compute + comm``); the gradient reduction of a stage
-(starts when that stage's last backward ends; ``dp_reduce``: per chunk, each chunk's
-share starting after that chunk's last backward, overlapping the backwards left).
-The optimizer step follows the slowest stage's reduction.
+Around the pipeline, each a switch in :class:`OverlapConfig`:
+
+- ``dp_gather``, ZeRO's parameter all-gather, one share per model chunk (MegaScale, Jiang et
+  al., NSDI'24, §3.2): the first chunk's share runs beside data loading, so the first
+  forward starts ``max(0, gather/v - data_loading_s)`` into the iteration; chunk ``c + 1``'s
+  share is prefetched from when chunk ``c``'s first forward starts (after chunk ``c``'s
+  share), and chunk ``c + 1``'s first forward waits for it: what the forwards in between do
+  not cover is exposed. Off: the whole gather runs before the first forward.
+- ``tp``, the TP/SP (and CP, EP) collectives of a pass, overlapped with the transformer
+  block: a pass takes ``max(compute, comm)``, else ``compute + comm``.
+- ``dp_reduce``, the gradient reduction of each chunk in buckets as its last backward
+  produces them, Megatron-LM's ``--overlap-grad-reduce`` (megatron/core/distributed/
+  distributed_data_parallel.py ``_make_backward_post_hook``; param_and_grad_buffer.py
+  ``register_grad_ready`` starts a bucket's collective once every gradient in it is ready
+  in the last micro-batch). With ``n`` buckets, reduce time ``r`` and last backward ``d``
+  ending at ``E``, bucket ``k`` is ready at ``E - d + k d/n`` and the buckets reduce one
+  after another, so the chunk's reduction ends at
+  ``max(t0 + r, E - d (1 - 1/n) + r, E + r/n)`` (``t0``: when the previous chunk's ended;
+  the first term for a queue, the others for the first and last bucket). Chunks reduce in
+  the order their last backwards end (last chunk first). Off (or ``n = 1`` and ``v = 1``):
+  the stage's whole reduction starts after its last backward. Megatron-Core buckets only
+  the first chunk of the first pipeline stage (``disable_bucketing`` for later chunks and
+  ``pp_rank > 0``: one bucket, started when the chunk's backward ends) because that chunk
+  finishes last; here every chunk buckets, which changes only stages that are not the
+  slowest to finish.
+
+The optimizer step follows the slowest stage's reduction. The logit layer runs in the last
+chunk of the last stage only (``logit_forward_s``, ``logit_backward_s``).
 """
 
 from __future__ import annotations
@@ -41,7 +61,7 @@ __all__ = ["OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", 
 
 @dataclass(frozen=True, kw_only=True)
 class OverlapConfig:
-    """Which communication runs under compute (MegaScale, NSDI'24, §3.2); all on by default."""
+    """Which communication runs under compute (MegaScale, NSDI'24, §3.2; see the module); all on by default."""
 
     tp: bool = True
     dp_gather: bool = True
@@ -61,11 +81,18 @@ class PipelineCosts:
     p2p_s, wrap_s : float
         One pipeline message between neighbouring stages; last stage to first (interleaved).
     dp_gather_s : float
-        The iteration's parameter all-gather.
+        The iteration's parameter all-gather, all chunks (``dp_gather_s / v`` each).
+    data_loading_s : float
+        Loading the iteration's batch, which the first chunk's all-gather runs beside
+        (MegaScale §3.2); 0: the first chunk's all-gather is exposed.
     dp_reduce_s : float or sequence of float
         The gradient reduction of one stage: the same for every stage, or ``[p]`` each
         stage's own (its DP groups in the network from when its backward ends,
         :mod:`rankmap.simulator.staging`).
+    reduce_buckets : int
+        Gradient buckets per chunk (Megatron-LM: ``max(4e7, 1e6 * dp)`` parameters each).
+    logit_forward_s, logit_backward_s : float
+        The logit layer's compute, in the last chunk of the last stage only.
     optimizer_s : float
     m, v : int
         Micro-batches per iteration and model chunks per stage.
@@ -78,7 +105,11 @@ class PipelineCosts:
     p2p_s: float = 0.0
     wrap_s: float = 0.0
     dp_gather_s: float = 0.0
+    data_loading_s: float = 0.0
     dp_reduce_s: float | tuple = 0.0
+    reduce_buckets: int = 1
+    logit_forward_s: float = 0.0
+    logit_backward_s: float = 0.0
     optimizer_s: float = 0.0
     m: int = 1
     v: int = 1
@@ -95,14 +126,16 @@ class StageTimeline:
     Attributes
     ----------
     start_s : float
-        When the first forward may start (after the all-gather unless it is hidden).
+        When the first forward may start (after the all-gather, or the first chunk's share
+        of it past data loading).
     forward_end_s, backward_end_s : ndarray
         ``[p, m, v]``: end of each pass (stage, micro-batch, chunk).
     pass_s : ndarray
-        ``pass_s[p, 2]``: duration of a forward (column 0) and a backward pass (1),
-        exposed TP/CP/EP communication included.
+        ``pass_s[p, 2]``: mean duration of a forward (column 0) and a backward pass (1) over
+        the stage's chunks, exposed TP/CP/EP communication included (the last stage's last
+        chunk also runs the logit layer).
     compute_s : ndarray
-        ``compute_s[p, 2]``: the compute in them.
+        ``compute_s[p, 2]``: the compute in them (mean over chunks).
     reduce_end_s : ndarray
         ``reduce_end_s[p]``: when each stage's gradient reduction ends.
     time_s : float
@@ -235,20 +268,37 @@ def _ready(c: PipelineCosts, fend: np.ndarray, bend: np.ndarray, forward: bool, 
     return bend[0, mb, ch + 1] + c.wrap_s if ch < v - 1 else fend[s, mb, ch]
 
 
-def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool) -> float:
+def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool, chunk: int = 0) -> float:
+    """Duration of one pass of stage ``s`` through ``chunk``; the logit layer in the model's last chunk."""
     compute = c.forward_s[s] if forward else c.backward_s[s]
+    if s == c.p - 1 and chunk == c.v - 1:
+        compute += c.logit_forward_s if forward else c.logit_backward_s
     comm = c.comm_forward_s[s] if forward else c.comm_backward_s[s]
     return max(compute, comm) if overlap.tp else compute + comm
 
 
+def _first_start_s(c: PipelineCosts, overlap: OverlapConfig) -> float:
+    """When the first forward may start: after the whole gather, or the first chunk's share past data loading."""
+    if not overlap.dp_gather:
+        return c.dp_gather_s
+    return max(0.0, c.dp_gather_s / c.v - c.data_loading_s)
+
+
 def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
-    """Place every pass; returns ``(fend[p, m, v], bend[p, m, v], busy[p], first_start)``."""
+    """Place every pass; returns ``(fend[p, m, v], bend[p, m, v], busy[p])``.
+
+    ``gathered[s, ch]``: when stage ``s`` holds chunk ``ch``'s parameters (NaN until the
+    chunk before it starts its first forward, which issues the prefetch; see the module).
+    """
     p, m, v = c.p, c.m, c.v
     fend, bend = np.full((p, m, v), np.nan), np.full((p, m, v), np.nan)
     orders = [stage_order(s, p, m, v) for s in range(p)]
     nxt, free = [0] * p, [start_s] * p
     busy = np.zeros(p)
-    dur = [(_pass_s(c, overlap, s, True), _pass_s(c, overlap, s, False)) for s in range(p)]
+    dur = {(s, f, ch): _pass_s(c, overlap, s, f, ch) for s in range(p) for f in (True, False) for ch in range(v)}
+    gathered = np.full((p, v), start_s if not overlap.dp_gather else np.nan)
+    gathered[:, 0] = start_s
+    share = c.dp_gather_s / v
     left = sum(len(o) for o in orders)
     while left:
         moved = 0
@@ -256,10 +306,15 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
             while nxt[s] < len(orders[s]):
                 forward, mb, ch = orders[s][nxt[s]]
                 ready = _ready(c, fend, bend, forward, s, mb, ch)
+                if forward:                                          # and its parameters are gathered
+                    ready = np.nan if np.isnan(gathered[s, ch]) else max(ready, gathered[s, ch])
                 if np.isnan(ready):
                     break
-                d = dur[s][0 if forward else 1]
-                free[s] = max(free[s], ready + (start_s if forward and s == 0 and ch == 0 else 0.0)) + d
+                begin = max(free[s], ready)
+                if forward and mb == 0 and ch + 1 < v and np.isnan(gathered[s, ch + 1]):
+                    gathered[s, ch + 1] = max(gathered[s, ch], begin) + share      # prefetch under chunk ch
+                d = dur[s, forward, ch]
+                free[s] = begin + d
                 (fend if forward else bend)[s, mb, ch] = free[s]
                 busy[s] += d
                 nxt[s] += 1
@@ -271,14 +326,17 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
 
 
 def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> np.ndarray:
-    """``[p]``: when each stage's gradient reduction ends."""
+    """``[p]``: when each stage's gradient reduction ends (bucketed per chunk; see the module)."""
     last = bend.max(axis=1)                                  # (p, v) last backward of each chunk
     reduce_s = np.asarray(c.dp_reduce_s, dtype=float)        # () or (p,)
-    if not overlap.dp_reduce or c.v == 1:
+    if not overlap.dp_reduce:
         return last.max(axis=1) + reduce_s
-    t = np.zeros(c.p)
+    n, r = c.reduce_buckets, reduce_s / c.v                  # buckets and reduce time of one chunk
+    t = np.full(c.p, -np.inf)
     for ch in range(c.v - 1, -1, -1):                        # chunks finish their backwards last-to-first
-        t = np.maximum(t, last[:, ch]) + reduce_s / c.v
+        d = np.array([_pass_s(c, overlap, s, False, ch) for s in range(c.p)])
+        end = last[:, ch]
+        t = np.maximum.reduce([t + r, end - d * (1 - 1 / n) + r, end + r / n])
     return t
 
 
@@ -304,15 +362,20 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     (33.0, 0.2727, 0.2727)
     """
     overlap = overlap or OverlapConfig()
-    start = 0.0 if overlap.dp_gather else costs.dp_gather_s
+    if costs.reduce_buckets < 1:
+        raise ValueError(f"reduce_buckets must be >= 1, got {costs.reduce_buckets!r}")
+    start = _first_start_s(costs, overlap)
     fend, bend, busy = _run_passes(costs, overlap, start)
     pipeline = float(bend.max()) - start
     reduce_end = _reduce_end(costs, overlap, bend)
     bubble = 1.0 - float(busy.max()) / pipeline if pipeline > 0 else 0.0
     time_s = float(reduce_end.max()) + costs.optimizer_s
-    timeline = StageTimeline(
-        start_s=start, forward_end_s=fend, backward_end_s=bend, reduce_end_s=reduce_end, time_s=time_s,
-        pass_s=np.array([[_pass_s(costs, overlap, s, f) for f in (True, False)] for s in range(costs.p)]),
-        compute_s=np.array([[costs.forward_s[s], costs.backward_s[s]] for s in range(costs.p)], dtype=float))
+    p, v = costs.p, costs.v
+    pass_s = np.array([[np.mean([_pass_s(costs, overlap, s, f, ch) for ch in range(v)]) for f in (True, False)]
+                       for s in range(p)])
+    compute_s = np.array([[costs.forward_s[s], costs.backward_s[s]] for s in range(p)], dtype=float)
+    compute_s[-1] += np.array([costs.logit_forward_s, costs.logit_backward_s]) / v
+    timeline = StageTimeline(start_s=start, forward_end_s=fend, backward_end_s=bend, reduce_end_s=reduce_end,
+                             time_s=time_s, pass_s=pass_s, compute_s=compute_s)
     return ScheduleResult(time_s=time_s, pipeline_s=pipeline, bubble_fraction=bubble, busy_s=busy,
                           backward_end_s=bend.max(axis=(1, 2)), timeline=timeline)

@@ -32,6 +32,7 @@ how much longer the iteration is than with that kind's communication taking no t
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,8 +43,8 @@ from rankmap.simulator.compute import ComputeConfig, StageTimes, model_flops, st
 from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleResult, run_schedule
 from rankmap.simulator.stats import summarize
 
-__all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "iteration_timing",
-           "timing_summary", "workload_stage_times"]
+__all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "reduce_buckets",
+           "iteration_timing", "timing_summary", "workload_stage_times"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,11 +107,29 @@ def comm_times(result, job: JobSpec) -> CommTimes:
                      dp_gather_s=gather.time_s if gather else 0.0, dp_reduce_s=reduce.time_s if reduce else 0.0)
 
 
-def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute: bool = False) -> PipelineCosts:
+def reduce_buckets(job: JobSpec) -> int:
+    """Gradient buckets per model chunk: Megatron-Core's default bucket of ``max(4e7, 1e6 * dp)``
+    parameters (megatron/core/distributed/distributed_data_parallel.py, ``DistributedDataParallel``;
+    distributed_data_parallel_config.py, ``bucket_size``) over the chunk's ``params / (tp pp v)``.
+
+    Examples
+    --------
+    >>> reduce_buckets(JobSpec(tp=8, pp=8, dp=192, global_batch_size=6144, virtual_stages=3))   # 175B: 192M each
+    5
+    """
+    dp = job.sizes()["dp"]
+    chunk_params = job.model.params / (job.tp * job.pp * job.virtual_stages)
+    return max(1, math.ceil(chunk_params / max(40_000_000, 1_000_000 * dp)))
+
+
+def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute: bool = False,
+                   data_loading_s: float = 0.0) -> PipelineCosts:
     """The schedule's inputs from compute per stage and communication per pass.
 
     A pass's TP/CP/EP communication is split evenly between its forward and backward;
     ``recompute`` adds the recomputed forward's share to the backward (see the module).
+    Gradients reduce in :func:`reduce_buckets` buckets per chunk; ``data_loading_s`` is the
+    window the first chunk's all-gather runs under (:class:`~rankmap.simulator.compute.ComputeConfig`).
 
     Examples
     --------
@@ -126,7 +145,9 @@ def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute:
     return PipelineCosts(forward_s=tuple(stages.forward_s), backward_s=tuple(stages.backward_s),
                          comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(backward,) * p,
                          p2p_s=comm.p2p_s, wrap_s=comm.wrap_s, dp_gather_s=comm.dp_gather_s,
-                         dp_reduce_s=comm.dp_reduce_stage_s or comm.dp_reduce_s, optimizer_s=stages.optimizer_s,
+                         data_loading_s=data_loading_s, dp_reduce_s=comm.dp_reduce_stage_s or comm.dp_reduce_s,
+                         reduce_buckets=reduce_buckets(job), logit_forward_s=stages.logit_forward_s,
+                         logit_backward_s=stages.logit_backward_s, optimizer_s=stages.optimizer_s,
                          m=job.micro_batches(), v=job.virtual_stages)
 
 
@@ -189,9 +210,9 @@ def iteration_timing(job: JobSpec, comm: CommTimes, compute: ComputeConfig | Non
     compute = compute or ComputeConfig()
     overlap = overlap or OverlapConfig()
     stages = stages or stage_times(job, compute)
-    sched = run_schedule(pipeline_costs(job, stages, comm, compute.recompute), overlap)
-    exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k), compute.recompute),
-                                              overlap).time_s
+    sched = run_schedule(pipeline_costs(job, stages, comm, compute.recompute, compute.data_loading_s), overlap)
+    exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k), compute.recompute,
+                                                             compute.data_loading_s), overlap).time_s
                for k in comm.kinds()}
     gpus = job.world_size
     peak = compute.spec.peak_tflops * 1e12

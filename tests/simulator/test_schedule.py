@@ -41,10 +41,11 @@ def test_p2p_sits_on_the_critical_path():
 
 def test_overlap_switches():
     c = PipelineCosts(forward_s=(1.0,) * 2, backward_s=(2.0,) * 2, comm_forward_s=(0.5,) * 2,
-                      comm_backward_s=(0.5,) * 2, m=4, dp_gather_s=3.0, dp_reduce_s=4.0, optimizer_s=0.25)
+                      comm_backward_s=(0.5,) * 2, m=4, dp_gather_s=3.0, data_loading_s=3.0, dp_reduce_s=4.0,
+                      optimizer_s=0.25)
     on = run_schedule(c)
     off = run_schedule(c, OverlapConfig(tp=False, dp_gather=False, dp_reduce=False))
-    assert on.time_s == pytest.approx(3.0 * 5 + 4.0 + 0.25)         # TP hidden, gather hidden
+    assert on.time_s == pytest.approx(3.0 * 5 + 4.0 + 0.25)         # TP hidden, gather under data loading
     assert off.time_s == pytest.approx(3.0 + 4.0 * 5 + 4.0 + 0.25)   # passes 1.5 + 2.5, gather first
 
 
@@ -62,3 +63,61 @@ def test_per_chunk_reduction_overlaps_the_backwards_left():
     chunks = run_schedule(c)
     assert chunks.time_s < whole.time_s
     assert chunks.time_s >= whole.backward_end_s.max() + 1.0 - 1e-12     # the last chunk's half remains
+
+
+# One stage, 1F1B, two micro-batches: F0 [0, 1], B0 [1, 3], F1 [3, 4], B1 [4, 6]; the last
+# backward runs [4, 6] (d = 2) and the stage's gradients reduce in r seconds.
+def _one_stage(**kw):
+    return PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                         m=2, **kw)
+
+
+@pytest.mark.parametrize("r,buckets,on_s", [
+    (3.0, 4, 7.5),      # reduce slower than the backward: 6 - 2 * 3/4 + 3, the first bucket at 4.5
+    (1.0, 4, 6.25),     # faster: only the last bucket's 1/4 is left after 6
+    (3.0, 1, 9.0),      # one bucket: it is ready when the backward ends
+])
+def test_bucketed_reduce_at_v1(r, buckets, on_s):
+    c = _one_stage(dp_reduce_s=r, reduce_buckets=buckets)
+    assert run_schedule(c).time_s == pytest.approx(on_s, rel=1e-12)
+    assert run_schedule(c, OverlapConfig(dp_reduce=False)).time_s == pytest.approx(6.0 + r, rel=1e-12)
+
+
+def test_bucketed_reduce_per_chunk_waits_for_the_chunk_before():
+    # one stage, two chunks, one micro-batch: F.0 [0, 1], F.1 [1, 2], B.1 [2, 4], B.0 [4, 6].
+    # Chunk 1 reduces 2 s in 2 buckets: ready at 3 and 4, done at 5; chunk 0's buckets are
+    # ready at 5 and 6 and end at 6 and 7 (1 s exposed; off: 6 + 4).
+    c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                      m=1, v=2, dp_reduce_s=4.0, reduce_buckets=2)
+    assert run_schedule(c).time_s == pytest.approx(7.0, rel=1e-12)
+    assert run_schedule(c, OverlapConfig(dp_reduce=False)).time_s == pytest.approx(10.0, rel=1e-12)
+
+
+@pytest.mark.parametrize("loading_s,on_s", [(0.5, 7.5), (0.0, 8.0), (2.0, 6.5)])
+def test_gather_first_chunk_under_data_loading_next_under_forward(loading_s, on_s):
+    # one stage, two chunks, one micro-batch, 1.5 s of gather per chunk. Loading 0.5 s: the
+    # first forward starts at 1; chunk 1's share runs [1, 2.5] under F.0 [1, 2], so F.1 waits
+    # to 2.5: F.1 [2.5, 3.5], B.1 [3.5, 5.5], B.0 [5.5, 7.5]. Loading 2 s hides chunk 0's
+    # share: F.0 [0, 1], chunk 1's share [0, 1.5], 0.5 s exposed.
+    c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                      m=1, v=2, dp_gather_s=3.0, data_loading_s=loading_s)
+    assert run_schedule(c).time_s == pytest.approx(on_s, rel=1e-12)
+    assert run_schedule(c, OverlapConfig(dp_gather=False)).time_s == pytest.approx(3.0 + 6.0, rel=1e-12)
+
+
+def test_gather_prefetch_hidden_when_the_forwards_cover_it():
+    # pp=2, m=2, v=2: stage 0 runs F0.0, F1.0 before chunk 1; 1 s of share fits under them
+    c = _costs(2, 2, 2, dp_gather_s=1.0)                 # 0.5 s per chunk, passes of 0.5 s forward
+    free = run_schedule(_costs(2, 2, 2))
+    got = run_schedule(c)
+    assert got.time_s == pytest.approx(free.time_s + 0.5, rel=1e-12)     # only chunk 0's share, before F0.0
+
+
+def test_logit_layer_in_the_last_chunk_of_the_last_stage_only():
+    # one stage, two chunks, one micro-batch: F.0 [0, 1], F.1 [1, 2.5], B.1 [2.5, 5.5], B.0 [5.5, 7.5]
+    c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                      m=1, v=2, logit_forward_s=0.5, logit_backward_s=1.0)
+    r = run_schedule(c)
+    assert r.timeline.forward_end_s[0, 0].tolist() == [1.0, 2.5]
+    assert r.timeline.backward_end_s[0, 0].tolist() == [7.5, 5.5]
+    assert r.timeline.pass_s[0].tolist() == [1.25, 2.5]                 # mean over the two chunks

@@ -7,17 +7,36 @@ Sources:
   pp=64, 3,072 A100s, batch 3,072: 163 TFLOP/s per GPU. Vocabulary 51,200, sequence 2,048
   (Megatron-LM README). FLOPs counted with the 96 formula (full recomputation), end to end.
 - Jiang et al., "MegaScale: Scaling Large Language Model Training to More Than 10,000 GPUs",
-  NSDI'24: 175B on 12,288 GPUs at 55.2% MFU, batch 6,144.
+  NSDI'24 (abstract, §1 and §6): a 175B model on 12,288 A100s at 55.2% MFU, batch 6,144,
+  1.34x the MFU of Megatron-LM on the same job; 3D parallelism with ZeRO-style data
+  parallelism and the interleaved 1F1B schedule (§3.2), the all-gather of the first model
+  chunk beside data loading and later ones prefetched under the previous chunk's forward,
+  TP/SP communication overlapped with the parallel transformer block.
 
-Assumptions (not in the papers' tables): micro-batch 1 and the plain 1F1B schedule for
-Megatron-LM; Megatron-LM SC'21 overlaps neither TP nor DP communication, recomputes every
-layer (so 6 TP all-reduces per layer and micro-batch: forward, recomputed forward,
-backward; the timing model adds the recomputed 2 to the 4 given here) and all-reduces fp32
-gradients; NVLink all-reduce busbw 230 GB/s (DGX A100,
-nccl-tests), 25 GB/s per GPU to the network (Selene: 8 x 200 Gb/s HDR per node). For
-MegaScale: tp=8, pp=8, dp=192 (so 32 micro-batches of 1 per pipeline), interleaved with
-v=3 chunks, no recomputation, every overlap on (its §3.2), ZeRO-style reduce-scatter +
-all-gather of bf16 / fp32 bytes on 200 Gb/s NICs.
+Assumptions for Megatron-LM SC'21 (not in its Table 1): micro-batch 1 and the plain 1F1B
+schedule; it overlaps neither TP nor DP communication, recomputes every layer (so 6 TP
+all-reduces per layer and micro-batch: forward, recomputed forward, backward; the timing
+model adds the recomputed 2 to the 4 given here) and all-reduces fp32 gradients.
+
+Assumptions for MegaScale (its tp, pp, micro-batch and number of model chunks are not
+taken from the paper): tp=8 (one host) and pp=8, so dp=192 and 32 sequences per pipeline,
+micro-batch 1 (m=32); every interleaving that divides the 12 layers of a stage, v in
+{2, 3, 4, 6}, is checked, because the paper says "interleaved" without the count (v=1,
+plain 1F1B, predicts 46.4%, -16%). No recomputation, bf16 parameters gathered and fp32
+gradients reduce-scattered, every overlap of §3.2 on; no data-loading time is published, so
+the first chunk's all-gather is counted exposed (``data_loading_s`` 0; 0.07 s of ~6.4 s).
+The Megatron-LM baseline runs the same job without MegaScale's overlaps (TP collectives
+after the block, the all-gather before the first forward, the reduction after the last
+backward); MegaScale's other gains (parallel transformer block, sliding-window attention,
+fused operators, data pipeline; its §3.1, §3.3, §3.4) change kernel efficiency, which this
+model holds at one fitted factor, so the predicted ratio falls short of 1.34 (see the test).
+
+Communication is analytic (ring all-reduce / all-gather / reduce-scatter at nccl-tests
+busbw), not the network simulator: the calibration checks the compute and schedule model,
+and a 12,288-GPU network simulation per case is too slow for a unit test; the fabric's share
+is what ``rankmap simulate --compare`` adds for a placement. NVLink all-reduce busbw
+230 GB/s (DGX A100, nccl-tests), 25 GB/s per GPU to the network (8 x 200 Gb/s HDR per node,
+Selene; MegaScale's 200G NICs), line rate.
 
 The honest test: ``efficiency_gemm`` is fitted once, on the 175B point (0.65, the
 default), and the 1T and MegaScale figures are predictions.
@@ -72,11 +91,23 @@ def test_megatron_1t_predicted():
     assert got.bubble_fraction == pytest.approx(63 / 575, rel=0.05)
 
 
-def test_megascale_175b_mfu():
-    model = ModelShape(layers=96, hidden=12288, heads=96, seq_len=2048, vocab=51200)
-    job = JobSpec(tp=8, pp=8, dp=192, global_batch_size=6144, model=model, virtual_stages=3)
-    got = iteration_timing(job, _analytic_comm(job, tp_per_layer=4), ComputeConfig(gpu="a100"), OverlapConfig())
-    assert got.mfu == pytest.approx(0.552, rel=0.10)                 # predicted: 55.3%
-    # MegaScale's overlaps are what it gains over Megatron-LM's way of running the same job (1.34x)
-    plain = iteration_timing(job, _analytic_comm(job, tp_per_layer=4), ComputeConfig(gpu="a100"), MEGATRON_OVERLAP)
-    assert plain.mfu < got.mfu
+def _megascale(v: int, overlap: OverlapConfig):
+    job = JobSpec(tp=8, pp=8, dp=192, global_batch_size=6144, model=GPT_175B, virtual_stages=v)
+    return iteration_timing(job, _analytic_comm(job, tp_per_layer=4), ComputeConfig(gpu="a100"), overlap)
+
+
+@pytest.mark.parametrize("v,predicted", [(2, 0.525), (3, 0.549), (4, 0.561), (6, 0.574)])
+def test_megascale_175b_mfu(v, predicted):
+    got = _megascale(v, OverlapConfig())
+    assert got.mfu == pytest.approx(0.552, rel=0.10)
+    assert got.mfu == pytest.approx(predicted, abs=5e-4)            # the model's figure, for the record
+
+
+def test_megascale_over_megatron_falls_short_of_134():
+    """MegaScale's overlaps explain about half of its 1.34x over Megatron-LM (1.15x-1.19x for
+    v = 2..6; 1.17x at v = 3, 13% short): the rest is kernel-level work this model does not
+    represent (see the module), so the ratio is checked to be a real gain and short of 1.34,
+    not fitted to it."""
+    ratios = [_megascale(v, OverlapConfig()).mfu / _megascale(v, MEGATRON_OVERLAP).mfu for v in (2, 3, 4, 6)]
+    assert ratios == pytest.approx([1.153, 1.171, 1.180, 1.190], abs=2e-3)
+    assert max(ratios) < 1.34 / 1.10

@@ -30,7 +30,8 @@ def test_flops_formula_and_stage_split():
     t = stage_times(JOB, cfg)
     hbm = 34 * s * h + 5 * 96 * s * s                       # elementwise bytes per layer (Korthikanti eq. 1)
     elementwise = 3 * l * hbm / 8 / 2.039e12 * JOB.micro_batches() * 8
-    gemm_s = (sum(t.forward_s) + sum(t.backward_s)) * JOB.micro_batches() * 8 - elementwise
+    logit_s = t.logit_forward_s + t.logit_backward_s                 # once per micro-batch, last chunk
+    gemm_s = (sum(t.forward_s) + sum(t.backward_s) + logit_s) * JOB.micro_batches() * 8 - elementwise
     assert gemm_s * 16 * 312e12 == pytest.approx(model_flops(JOB), rel=1e-9)
     recompute = stage_times(JOB, ComputeConfig(recompute=True))
     assert recompute.backward_s[0] == pytest.approx(3 * recompute.forward_s[0])
@@ -61,7 +62,11 @@ def test_mfu_and_exposed_comm():
     comm = CommTimes(p2p_s=1e-3, pass_s={"tp": 1.0}, dp_reduce_s=0.5)
     hidden, exposed = iteration_timing(job, comm), iteration_timing(job, comm, overlap=OverlapConfig(tp=False))
     assert exposed.exposed_comm_s["tp"] > hidden.exposed_comm_s["tp"] >= 0
-    assert hidden.exposed_comm_s["dp"] == pytest.approx(0.5)          # one chunk: all after the last backward
+    # one chunk of 0.4e9 parameters per rank: 11 Megatron buckets of 4e7, released during the
+    # last backward (longer than the reduction), so only the last bucket's 0.5/11 is left
+    assert hidden.exposed_comm_s["dp"] == pytest.approx(0.5 / 11)
+    whole = iteration_timing(job, comm, overlap=OverlapConfig(dp_reduce=False))
+    assert whole.exposed_comm_s["dp"] == pytest.approx(0.5)           # all after the last backward
     assert hidden.tokens_per_s == pytest.approx(8 * 2 * 2048 / hidden.time_s)
 
 
@@ -117,3 +122,19 @@ def test_recomputation_repeats_the_forward_collectives():
     again = iteration_timing(job, comm, ComputeConfig(recompute=True), no_overlap, stages)
     assert plain.time_s == pytest.approx(4 * (1 + 3 + 4)) and again.time_s == pytest.approx(plain.time_s + 8)
     assert again.exposed_comm_s["tp"] == pytest.approx(4 * 6)
+
+
+def test_logit_layer_runs_in_the_last_chunk_only():
+    """Interleaved (v = 2): the logit layer's 1.5 b s h V forward FLOPs per micro-batch and TP rank
+    (Narayanan et al. SC'21, §5.1) are not spread over the last stage's chunks; one pass of its
+    last chunk carries all of it, and the iteration's compute still adds up to the FLOPs formula."""
+    job = JobSpec(tp=8, pp=4, dp=2, num_micro_batches=8, virtual_stages=2)
+    cfg = ComputeConfig(efficiency_gemm=1.0)
+    t = stage_times(job, cfg)
+    m = job.model
+    assert t.logit_forward_s == pytest.approx(1.5 * m.seq_len * m.hidden * m.vocab / 8 / 312e12)
+    assert t.logit_backward_s == pytest.approx(2 * t.logit_forward_s)
+    assert t.forward_s[-1] == t.forward_s[0]
+    sched = iteration_timing(job, CommTimes(), cfg).schedule
+    # the last stage is busier than stage 0 by exactly m logit forwards and backwards
+    assert sched.busy_s[-1] - sched.busy_s[0] == pytest.approx(8 * 3 * t.logit_forward_s, rel=1e-9)

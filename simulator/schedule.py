@@ -41,8 +41,9 @@ Around the pipeline, each a switch in :class:`OverlapConfig`:
   the stage's whole reduction starts after its last backward. Megatron-Core buckets only
   the first chunk of the first pipeline stage (``disable_bucketing`` for later chunks and
   ``pp_rank > 0``: one bucket, started when the chunk's backward ends) because that chunk
-  finishes last; here every chunk buckets, which changes only stages that are not the
-  slowest to finish.
+  finishes last; here every chunk buckets. The two differ only where a stage's head start
+  over stage 0 (about ``i`` backwards for stage ``i``) is shorter than its reduction, which
+  then ends up to ``d (1 - 1/n)`` later in Megatron-Core than here.
 
 The optimizer step follows the slowest stage's reduction. The logit layer runs in the last
 chunk of the last stage only (``logit_forward_s``, ``logit_backward_s``).
@@ -156,8 +157,8 @@ class StageTimeline:
         With ``P`` the end of the last backward of any stage: exposed communication is the
         all-gather before the first forward, the TP/CP/EP collectives not hidden in the
         passes and the stage's gradient reduction past ``P``; the bubble is the stage's
-        idle time from the first forward's start to ``P`` (``(p - 1)/(m + p - 1)`` of it
-        for equal stages); the rest is waiting for slower stages' reductions and the
+        idle time from the first forward's start to ``P`` (waits for a later chunk's all-gather
+        included; ``(p - 1)/(m + p - 1)`` of it for equal stages); the rest is waiting for slower stages' reductions and the
         optimizer step. Each row sums to ``time_s``.
 
         Examples

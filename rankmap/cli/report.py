@@ -258,13 +258,13 @@ def _tier_text(t: dict) -> str:
 def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds: int,
                      console: Console | None = None) -> None:
     """Print the simulated communication time of every placement, its phases and ECMP losses."""
-    console = console or console_for(112)
+    console = console or console_for(100)
     console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts in "
                                 f"{len(cluster.tor_groups)} ToR groups; ", ("job", "bold"),
                                 f" {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
                                 f"{job.world_size} ranks; traffic from {doc['traffic']['source']}"))
-    console.print(f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence, "
-                  "every group of a phase released at t = 0)", markup=False)
+    console.print(f"communication time of one iteration in seconds ({n_seeds} ECMP seed(s), mean; phases in "
+                  "sequence, every group of a phase released at t = 0)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     staged = any("staged_time_s" in q for p in doc["placements"] for q in p["phases"])
     cols = ["placement", "comm", "seeds\n+/-", "vs\nspray"] + _phase_heads(doc, staged) + ["ECMP\nloss*",
@@ -273,7 +273,7 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
     for p in doc["placements"]:
         t = p["comm_time_s"]
         worst = max(p["phases"], key=lambda q: q["time_s"]["mean"]) if p["phases"] else None
-        rows.append([p["name"], f"{t['mean']:.3f} s", f"{(t['max'] - t['min']) / 2:.3f}", f"{p['slowdown_vs_ideal']:.2f}x",
+        rows.append([p["name"], f"{t['mean']:.3f}", f"{(t['max'] - t['min']) / 2:.3f}", f"{p['slowdown_vs_ideal']:.2f}x",
                      *_phase_cells(p, staged),
                      f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
                      short_bytes(p["max_uplink_bytes"])])
@@ -306,19 +306,21 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
 
 
 def _phase_heads(doc: dict, staged: bool) -> list[str]:
-    """Phase columns; with staged reductions, dp-reduce twice: at t = 0 and staged."""
+    """Phase columns, names broken after their hyphens (the table fits 100 columns); with staged
+    reductions, dp-reduce twice: at t = 0 and staged."""
     heads = []
     for q in doc["placements"][0]["phases"]:
-        heads += ["dp-reduce\nat t=0", "dp-reduce\nstaged"] if staged and q["name"] == "dp-reduce" else [q["name"]]
+        head = q["name"].replace("-", "-\n")
+        heads += [f"{head}\nat t=0", f"{head}\nstaged"] if staged and q["name"] == "dp-reduce" else [head]
     return heads
 
 
 def _phase_cells(p: dict, staged: bool) -> list[str]:
     cells = []
     for q in p["phases"]:
-        cells.append(f"{q['time_s']['mean']:.3f} s")
+        cells.append(f"{q['time_s']['mean']:.3f}")
         if staged and q["name"] == "dp-reduce":
-            cells.append(f"{q['staged_time_s']['mean']:.3f} s" if "staged_time_s" in q else "-")
+            cells.append(f"{q['staged_time_s']['mean']:.3f}" if "staged_time_s" in q else "-")
     return cells
 
 

@@ -236,8 +236,9 @@ def _timeline_panel(ax, name: str, timelines, it: dict | None, seeds) -> None:
     handles = [Patch(color=_COLORS[k], label=label) for k, label in
                (("forward", "forward"), ("backward", "backward"), ("comm", "exposed comm"),
                 ("reduce", "DP reduction"), ("optimizer", "optimizer"), ("bubble", "bubble (idle)"))]
-    handles += [Line2D([], [], color="black", marker="|", linestyle="none", label="reduction end, every seed"),
-                Line2D([], [], color="black", linestyle=":", label="iteration end, every seed")]
+    every = "" if seeds is None else ", every seed"
+    handles += [Line2D([], [], color="black", marker="|", linestyle="none", label=f"reduction end{every}"),
+                Line2D([], [], color="black", linestyle=":", label=f"iteration end{every}")]
     ax.legend(handles=handles, fontsize=6, ncols=4, loc="lower left")
 
 

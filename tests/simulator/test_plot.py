@@ -68,6 +68,11 @@ def test_every_seed_is_a_dot_and_spraying_is_not_a_seed(sims):
     assert labels == ["spray"] and len(spray.seeds) == 1
     titles = " ".join(ax.get_title() for ax in sprayed.axes)
     assert "seed" not in titles and "Gb/s" in titles
+    with_timelines = figure(network, list(spray.sweeps), "t", list(spray.timelines), spray=True,
+                            iterations=[p["iteration"] for p in spray.document["placements"]])
+    words = [ax.get_title() for ax in with_timelines.axes]
+    words += [t.get_text() for ax in with_timelines.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert not any("seed" in w for w in words) and sum("(packet spraying)" in w for w in words) == 2
 
 
 def test_group_band_spans_the_seeds(sims):
@@ -120,17 +125,20 @@ def test_timeline_rows_add_up_to_the_iteration(sims):
     assert dataclasses.is_dataclass(timing.schedule.timeline) and (parts >= -1e-12).all()
 
 
-def _table_rows(doc: dict, n_seeds: int) -> dict:
-    """The iteration table as ``rankmap simulate`` prints it: ``{placement: cells}``."""
+def _table_rows(cluster, job, doc: dict, n_seeds: int) -> dict:
+    """The iteration table as ``rankmap simulate`` prints it: ``{placement: cells}`` (its rows
+    come after the communication table's, which name the placements first)."""
     from rich.console import Console
 
-    from rankmap.cli.report import _print_iteration
+    from rankmap.cli.report import print_simulation
 
     console = Console(record=True, width=200)
-    _print_iteration(doc, n_seeds, console)
+    print_simulation(cluster, job, doc, [], 0.0, n_seeds, console)
+    lines = console.export_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("predicted iteration"))
     names = [p["name"] for p in doc["placements"]]
     rows = {}
-    for line in console.export_text().splitlines():
+    for line in lines[start:]:
         name = next((n for n in names if line.strip().startswith(n + " ")), None)
         if name is not None and name not in rows:
             rows[name] = line.strip()[len(name):].split()
@@ -146,7 +154,7 @@ def test_timeline_titles_repeat_the_table(sims):
         doc = sim.document
         fig = figure(Network(cluster), list(sim.sweeps), "t", list(sim.timelines),
                      spray=sim is spray, iterations=[p["iteration"] for p in doc["placements"]])
-        rows = _table_rows(doc, len(sim.seeds))
+        rows = _table_rows(cluster, result.job, doc, len(sim.seeds))
         kinds = list(doc["placements"][0]["iteration"]["exposed_comm_s"])
         for i, p in enumerate(doc["placements"]):
             ax = next(a for a in fig.axes if a.get_title().startswith(p["name"] + ": ") and "MFU" in a.get_title())

@@ -9,18 +9,21 @@ Top row, over every placement:
   each DP group's reduce-scatter), slowest first: the median over seeds as a line, the
   band from the fastest to the slowest seed around it.
 
-Then one row per placement (first seed; the phase the top row focuses on):
+Then one row per placement (the phase the top row focuses on):
 
-- a heat map of the ToR uplinks: ToR group (rows) x uplink cable (columns, ``rail *
-  uplinks + cable``), queue pairs hashed onto each cable (Gb/s averaged over the phase
-  when packets are sprayed, as nothing is hashed);
+- a heat map of the ToR uplinks: ToR group (rows, one block of rows per seed) x uplink
+  cable (columns, ``rail * uplinks + cable``), queue pairs hashed onto each cable (Gb/s
+  averaged over the phase when packets are sprayed, as nothing is hashed);
 - a histogram of ToR uplink cables by the queue pairs they carry, over every seed (bar:
   mean, whiskers: fewest to most), beside the balls-into-bins expectation for the same
   flows per ToR (:func:`rankmap.simulator.stats.cables_by_load`): ECMP collisions where
   the histogram has cables with 2, 3, ... flows and idle ones;
-- a timeline of one iteration per pipeline stage (:class:`~rankmap.simulator.schedule.StageTimeline`):
-  forward and backward compute, exposed communication, DP reduction, optimizer step; the
-  grey background left showing is the pipeline bubble.
+- a timeline of one iteration per pipeline stage (:class:`~rankmap.simulator.schedule.StageTimeline`)
+  under the first seed: forward and backward compute, exposed communication, DP reduction,
+  optimizer step; the grey background left showing is the pipeline bubble; ticks and
+  dotted lines mark every seed's reduction and iteration ends. Its title repeats the
+  iteration table's figures (mean over seeds) and names the critical stage, the one whose
+  reduction ends last, where the table's exposed communication sits.
 
 On a fabric of several tiers the heat map's title also gives the bytes up each switch
 tier's uplinks (e.g. "spine 2201 GB": what left the pods for the core).
@@ -36,6 +39,7 @@ import io
 import numpy as np
 
 from rankmap.simulator.network import Network
+from rankmap.simulator.report import iteration_figures
 from rankmap.simulator.schedule import StageTimeline
 from rankmap.simulator.stats import IterationSweep, cables_by_load
 
@@ -112,41 +116,52 @@ def _groups_panel(ax, sweeps, focus: tuple[str, str], spray: bool) -> None:
 
 
 def _heat_panel(ax, fig, network: Network, name: str, sweep: IterationSweep, phase_name: str, spray: bool) -> None:
-    """ToR group x uplink cable: queue pairs (ECMP) or Gb/s (spraying) in one phase."""
+    """ToR group x uplink cable: queue pairs (ECMP, one block of rows per seed) or Gb/s (spraying) in one phase."""
     run = sweep.first
     phase = run.phase(phase_name)
     shape = (network.n_groups, network.rails * network.uplinks)
     if spray:
         r = network.link_range("tor-up")
         seconds = phase.time_s if phase is not None and phase.time_s > 0 else 1.0
-        grid = np.zeros(shape) if phase is None else phase.link_bytes[r.start:r.stop].reshape(shape) * 8 / seconds / 1e9
+        grids = [np.zeros(shape) if phase is None else phase.link_bytes[r.start:r.stop].reshape(shape) * 8 / seconds / 1e9]
         what = "Gb/s (phase average)"
     else:
-        grid, what = run.uplink_qps(network, phase_name), "queue pairs"
-    used = np.flatnonzero(grid.sum(axis=1) > 0)
-    title = f"{name}: {what} per ToR uplink, {phase_name}" + ("" if spray else f", seed {sweep.seeds[0]}")
-    ax.set_title(title + _tier_label(network, run), fontsize=9)
+        grids, what = [r.uplink_qps(network, phase_name) for r in (sweep.runs or (run,))], "queue pairs"
+    used = np.flatnonzero(sum(g.sum(axis=1) for g in grids) > 0)
+    seeds = "" if spray else (f"seed {sweep.seeds[0]}" if len(grids) == 1
+                              else f"every seed: a block of rows each, seed {sweep.seeds[0]} on top")
+    ax.set_title(f"{name}: {what} per ToR uplink, {phase_name}" + (f"\n{seeds}" if seeds else "")
+                 + _tier_label(network, run), fontsize=8 if seeds else 9)
     if used.size == 0:
         ax.text(0.5, 0.5, "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return
-    image = ax.imshow(grid[used], aspect="auto", interpolation="nearest", cmap="viridis")
-    step = max(1, used.size // 24)
-    ax.set_yticks(np.arange(0, used.size, step), [network.cluster.tor_groups[g].name for g in used[::step]],
-                  fontsize=6)
+    image = ax.imshow(np.vstack([g[used] for g in grids]), aspect="auto", interpolation="nearest", cmap="viridis")
+    step = max(1, used.size * len(grids) // 24)
+    names = [network.cluster.tor_groups[g].name for g in used] * len(grids)
+    ax.set_yticks(np.arange(0, len(names), step), names[::step], fontsize=6)
+    for k in range(1, len(grids)):
+        ax.axhline(k * used.size - 0.5, color="white", linewidth=1.2)
+    if len(grids) > 1:
+        for k, seed in enumerate(sweep.seeds):
+            ax.text(1.0, (k + 0.5) * used.size - 0.5, f" seed {seed}", fontsize=6, va="center",
+                    transform=ax.get_yaxis_transform())
     ax.set_xlabel(f"uplink cable (rail x {network.uplinks} + cable)", fontsize=8)
-    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.02)
+    fig.colorbar(image, ax=ax, fraction=0.05, pad=0.06 if len(grids) > 1 else 0.02)
 
 
 def _histogram_panel(ax, network: Network, name: str, sweep: IterationSweep, phase_name: str, spray: bool) -> None:
     """Cables by queue pairs carried, every seed, against balls into bins."""
+    if spray:
+        _spray_histogram(ax, network, name, sweep.first.phase(phase_name), phase_name)
+        return
     ax.set_title(f"{name}: ToR uplinks by queue pairs carried, {phase_name}", fontsize=9)
     k = network.uplinks
     per_seed = [run.uplink_qps(network, phase_name).reshape(-1, k) for run in (sweep.runs or (sweep.first,))]
     sending = per_seed[0].sum(axis=1) > 0                           # ToR switches that hash flows up
-    if spray or not sending.any():
-        ax.text(0.5, 0.5, "packet spraying: every flow on every uplink, nothing hashed" if spray
-                else "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes, fontsize=8)
+    if not sending.any():
+        ax.text(0.5, 0.5, "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes,
+                fontsize=8)
         ax.set_axis_off()
         return
     top = int(max(q.max() for q in per_seed))
@@ -163,8 +178,30 @@ def _histogram_panel(ax, network: Network, name: str, sweep: IterationSweep, pha
     ax.legend(fontsize=7)
 
 
-def _timeline_panel(ax, name: str, tl: StageTimeline) -> None:
-    """One iteration per pipeline stage: passes, exposed communication, reduction, optimizer; bubble shows grey."""
+def _spray_histogram(ax, network: Network, name: str, phase, phase_name: str) -> None:
+    """Packet spraying hashes nothing: the uplink cables of the ToRs that send, by load (Gb/s over the phase)."""
+    ax.set_title(f"{name}: ToR uplinks by load, {phase_name} (packet spraying, nothing hashed)", fontsize=9)
+    r = network.link_range("tor-up")
+    if phase is None or phase.time_s <= 0 or not phase.link_bytes[r.start:r.stop].any():
+        ax.text(0.5, 0.5, "no traffic leaves the ToR groups", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return
+    gbps = phase.link_bytes[r.start:r.stop].reshape(-1, network.uplinks) * 8 / phase.time_s / 1e9   # (ToRs, k)
+    ax.hist(gbps[gbps.sum(axis=1) > 0].ravel(), bins=20, color="C0", alpha=0.7, label="packet spraying (one run)")
+    ax.set_xlabel("Gb/s on the cable (phase average)")
+    ax.set_ylabel("uplink cables")
+    ax.legend(fontsize=7)
+
+
+def _timeline_panel(ax, name: str, timelines, it: dict | None, seeds) -> None:
+    """One iteration per pipeline stage: passes, exposed communication, reduction, optimizer; bubble shows grey.
+
+    The first seed's timeline is drawn; every seed's reduction ends (ticks) and iteration
+    end (dotted lines) show the spread. The title repeats the table's figures (``it``, the
+    placement's ``"iteration"`` entry, mean over seeds) and names the critical stage: the
+    one whose reduction ends last, where the exposed communication the table counts sits.
+    """
+    tl = timelines[0]
     p = tl.pass_s.shape[0]
     end = float(tl.backward_end_s.max())
     for s in range(p):
@@ -184,22 +221,42 @@ def _timeline_panel(ax, name: str, tl: StageTimeline) -> None:
     opt_start = float(tl.reduce_end_s.max())
     if tl.time_s > opt_start:
         ax.broken_barh([(opt_start, tl.time_s - opt_start)], (-0.4, p - 0.2), color=_COLORS["optimizer"])
-    parts = tl.breakdown_s().mean(axis=0) / tl.time_s * 100
-    ax.set_title(f"{name}: {tl.time_s:.2f} s; compute {parts[0]:.0f}%, exposed comm {parts[1]:.0f}%, "
-                 f"bubble {parts[2]:.0f}%", fontsize=9)
+    ends = np.array([t.reduce_end_s for t in timelines])                  # (S, p)
+    ax.scatter(ends.ravel(), np.tile(np.arange(p), len(timelines)), marker="|", s=60, color="black", zorder=3)
+    ax.vlines([t.time_s for t in timelines], -0.5, p - 0.5, colors="black", linestyles=":", linewidth=0.8)
+    critical = int(np.argmax(tl.reduce_end_s))
+    ax.set_title(_timeline_title(name, tl, it, seeds, critical), fontsize=8)
     ax.set_ylim(p + 0.9, -0.5)                                      # a free row at the bottom for the legend
-    ax.set_yticks(range(p), [f"stage {s}" for s in range(p)], fontsize=6 if p > 12 else 8)
+    ax.set_yticks(range(p), [f"stage {s}" + (" (critical)" if s == critical else "") for s in range(p)],
+                  fontsize=6 if p > 12 else 8)
     ax.set_xlabel("time (s)")
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles = [Patch(color=_COLORS[k], label=label) for k, label in
                (("forward", "forward"), ("backward", "backward"), ("comm", "exposed comm"),
                 ("reduce", "DP reduction"), ("optimizer", "optimizer"), ("bubble", "bubble (idle)"))]
-    ax.legend(handles=handles, fontsize=6, ncols=3, loc="lower left")
+    every = "" if seeds is None else ", every seed"
+    handles += [Line2D([], [], color="black", marker="|", linestyle="none", label=f"reduction end{every}"),
+                Line2D([], [], color="black", linestyle=":", label=f"iteration end{every}")]
+    ax.legend(handles=handles, fontsize=6, ncols=4, loc="lower left")
+
+
+def _timeline_title(name: str, tl: StageTimeline, it: dict | None, seeds, critical: int) -> str:
+    """Two lines: the table's iteration figures (mean over seeds), then exposed time per kind
+    on the critical stage and which run is drawn."""
+    seed = None if seeds is None else f"seed {seeds[0]}"
+    if it is None:
+        return f"{name}: {tl.time_s:.3f} s ({seed or 'packet spraying'}); critical stage {critical}"
+    f = iteration_figures(it)
+    runs = "packet spraying" if seeds is None else f"mean of {len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
+    exposed = ", ".join(f"{k} {t}" for k, t in f["exposed"].items()) or "none"
+    return (f"{name}: {f['time']}, MFU {f['mfu']}, bubble {f['bubble']} ({runs})\n"
+            f"exposed on critical stage {critical}: {exposed}" + (f"; drawn: {seed}" if seed else ""))
 
 
 def figure(network: Network, sweeps: list[tuple[str, IterationSweep]], title: str = "",
-           timelines: list[StageTimeline] | None = None, spray: bool = False):
+           timelines: list | None = None, spray: bool = False, iterations: list[dict] | None = None):
     """The figure for placements ``[(name, sweep)]`` (a ``matplotlib.figure.Figure``, Agg backend).
 
     Parameters
@@ -209,10 +266,15 @@ def figure(network: Network, sweeps: list[tuple[str, IterationSweep]], title: st
         Placements in legend order, each with its runs over the seeds.
     title : str
         Figure title.
-    timelines : list of StageTimeline, optional
-        One per placement (its first seed's schedule); no timeline column without them.
+    timelines : list, optional
+        Per placement its schedule's :class:`StageTimeline` under each seed (a sequence, the
+        first drawn, every one's reduction and iteration ends marked), or one timeline; no
+        timeline column without them.
     spray : bool
         The runs spray packets (one run each, labelled "spray", no hashing figures).
+    iterations : list of dict, optional
+        Per placement its ``"iteration"`` entry of ``simulation.json``: the timeline's title
+        repeats the figures the table prints (:func:`rankmap.simulator.report.iteration_figures`).
     """
     import matplotlib
     matplotlib.use("Agg")
@@ -229,15 +291,18 @@ def figure(network: Network, sweeps: list[tuple[str, IterationSweep]], title: st
             _heat_panel(fig.add_subplot(grid[1 + i, 0]), fig, network, name, sweep, focus[0], spray)
             _histogram_panel(fig.add_subplot(grid[1 + i, 1]), network, name, sweep, focus[0], spray)
     for i, timeline in enumerate(timelines or ()):
-        _timeline_panel(fig.add_subplot(grid[1 + i, 2]), sweeps[i][0], timeline)
+        runs = (timeline,) if isinstance(timeline, StageTimeline) else tuple(timeline)
+        _timeline_panel(fig.add_subplot(grid[1 + i, 2]), sweeps[i][0], runs, iterations[i] if iterations else None,
+                        None if spray else sweeps[i][1].seeds)
     if title:
         fig.suptitle(title, fontsize=11)
     return fig
 
 
 def render_png(network: Network, sweeps: list[tuple[str, IterationSweep]], title: str = "",
-               timelines: list[StageTimeline] | None = None, spray: bool = False) -> bytes:
+               timelines: list | None = None, spray: bool = False, iterations: list[dict] | None = None) -> bytes:
     """PNG bytes of :func:`figure`: 1,800 x (420 + 340 * placements) pixels, no ``Software`` tag."""
     buf = io.BytesIO()
-    figure(network, sweeps, title, timelines, spray).savefig(buf, format="png", metadata={"Software": None})
+    figure(network, sweeps, title, timelines, spray, iterations).savefig(buf, format="png",
+                                                                        metadata={"Software": None})
     return buf.getvalue()

@@ -10,6 +10,12 @@ Schema ``rankmap-simulation/v1``::
      max}, "ideal_comm_time_s", "slowdown_vs_ideal", "phases": [...], "slowest_group": {...},
      "uplink_bytes_per_tor_group": {...}, "max_uplink_bytes", "flows"}]}
 
+The ``dp-reduce`` phase's ``time_s`` is every stage's DP groups released at t = 0 (what the
+ECMP figures measure); when the iteration model ran, it also has ``staged_time_s`` (over
+seeds: the slowest stage's reduction, each stage's groups released when its backward ends,
+:mod:`rankmap.simulator.staging`, as the iteration time uses them) and ``stage_time_s``
+(``[p]``, each stage's, mean over seeds).
+
 On a fabric of several tiers each placement also gets ``"tiers"``: per tier of uplinks
 (rail ToRs, then each switch tier below the top) its name, bytes up its cables (first
 seed; spraying's bundles count for the ideal), the most on one cable, and its ECMP figures
@@ -31,7 +37,7 @@ from rankmap.simulator.iteration import IterationResult
 from rankmap.simulator.network import Network
 from rankmap.simulator.stats import IterationSweep, summarize
 
-__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json"]
+__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json", "iteration_figures"]
 
 SCHEMA = "rankmap-simulation/v1"
 
@@ -96,8 +102,37 @@ def _tier_loads(network: Network, sweep: IterationSweep) -> list[dict]:
     return out
 
 
-def placement_summary(network: Network, name: str, placement: RankPlacement, sweep: IterationSweep) -> dict:
-    """One placement's entry of the document."""
+def iteration_figures(it: dict) -> dict:
+    """An ``"iteration"`` entry's figures as text, as the table prints them and the timeline's
+    title repeats them: ``{"time", "mfu", "tokens", "bubble", "exposed": {kind: text}}``.
+
+    Examples
+    --------
+    >>> iteration_figures({"time_s": {"mean": 3.8861}, "mfu": {"mean": 0.3412}, "tokens_per_s": 910649.2,
+    ...                    "bubble_fraction": 0.3679, "exposed_comm_s": {"dp": 0.4339}})["exposed"]
+    {'dp': '0.434 s'}
+    """
+    return {"time": f"{it['time_s']['mean']:.3f} s", "mfu": f"{100 * it['mfu']['mean']:.1f}%",
+            "tokens": f"{it['tokens_per_s']:,.0f}", "bubble": f"{100 * it['bubble_fraction']:.1f}%",
+            "exposed": {k: f"{t:.3f} s" for k, t in it["exposed_comm_s"].items()}}
+
+
+def _staged(staged_reduce_s) -> dict:
+    """``dp-reduce`` entries from ``staged_reduce_s[S][p]`` (each seed's per-stage reductions)."""
+    per_seed = np.array([list(t) for t in staged_reduce_s], dtype=float)      # (S, p)
+    if per_seed.size == 0:
+        return {}
+    return {"staged_time_s": summarize(per_seed.max(axis=1)), "stage_time_s": per_seed.mean(axis=0).tolist()}
+
+
+def placement_summary(network: Network, name: str, placement: RankPlacement, sweep: IterationSweep,
+                      staged_reduce_s=None) -> dict:
+    """One placement's entry of the document.
+
+    ``staged_reduce_s[S][p]``, optional: each seed's per-stage gradient reductions, groups
+    released when their stage's backward ends (``CommTimes.dp_reduce_stage_s``); they add
+    ``staged_time_s`` and ``stage_time_s`` to the ``dp-reduce`` phase (see the module).
+    """
     first, ideal = sweep.first, sweep.ideal
     phases = []
     for phase in first.phases:
@@ -107,7 +142,8 @@ def placement_summary(network: Network, name: str, placement: RankPlacement, swe
                                    "max": float(p.group_times_s.max())}} for p in phase.parts]
         phases.append({"name": phase.name, "time_s": summarize(sweep.phase_time_s[phase.name]),
                        "ideal_time_s": ideal_phase.time_s if ideal_phase else 0.0, "flows": phase.n_flows,
-                       "collectives": parts, "ecmp": sweep.ecmp[phase.name].summary()})
+                       "collectives": parts, "ecmp": sweep.ecmp[phase.name].summary(),
+                       **(_staged(staged_reduce_s) if phase.name == "dp-reduce" and staged_reduce_s else {})})
     uplinks = first.uplink_bytes(network)                        # (K, rails * uplinks)
     per_group = uplinks.sum(axis=1)
     mean_time = float(sweep.comm_time_s.mean())

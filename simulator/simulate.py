@@ -42,12 +42,15 @@ class Simulation:
         Every placement's runs over the seeds, by name.
     seeds : tuple of int
         The ECMP hash seeds simulated (one when routing sprays packets).
+    timelines : tuple of tuple of StageTimeline
+        Per placement, its iteration's schedule under each seed (what the figure draws).
     """
 
     document: dict
     png: bytes
     sweeps: tuple
     seeds: tuple
+    timelines: tuple = ()
 
     def json(self) -> str:
         """The document as ``simulation.json`` holds it (sorted keys, rounded floats)."""
@@ -108,21 +111,22 @@ def simulate_placements(cluster: Cluster, job: JobSpec, placements: list, *, ops
         placement = RankPlacement.from_rankmap(rm, network)
         sweep: IterationSweep = sweep_iteration(network, placement, rm.layout, ops, seeds, config, routing)
         sweeps.append((name, sweep))
-        summary = placement_summary(network, name, placement, sweep)
         comms = [staged_comm_times(network, placement, rm.layout, ops, job, comm_times(run, job), config,
                                    dataclasses.replace(routing, seed=seed), stages)
                  for seed, run in zip(sweep.seeds, sweep.runs)]
+        summary = placement_summary(network, name, placement, sweep,
+                                    staged_reduce_s=[c.dp_reduce_stage_s for c in comms])
         summary["iteration"] = timing_summary(job, sweep.runs, stages, comms)
         summaries.append(summary)
-        timing = iteration_timing(job, comms[0], compute, overlap, stages)
-        timelines.append(timing.schedule.timeline)
+        timelines.append(tuple(iteration_timing(job, c, compute, overlap, stages).schedule.timeline for c in comms))
     doc = simulation_document(network, job, traffic_source, ops, config, routing, summaries)
     doc["compute"] = round_floats(_compute_entry(job))
     spray = routing.mode == "spray"
     routed = "packet spraying" if spray else f"ECMP, {len(seeds)} seed{'s' if len(seeds) > 1 else ''}"
     title = f"{job.name} on {cluster.name}: {job.world_size} ranks, {routed}"
-    png = render_png(network, list(sweeps), title, timelines, spray=spray)
-    return Simulation(doc, png, tuple(sweeps), tuple(seeds))
+    png = render_png(network, list(sweeps), title, timelines, spray=spray,
+                     iterations=[p["iteration"] for p in doc["placements"]])
+    return Simulation(doc, png, tuple(sweeps), tuple(seeds), tuple(timelines))
 
 
 

@@ -19,9 +19,26 @@ ready). :func:`staged_comm_times` couples the two:
 
 One pass is the fixed point: the backward ends, hence the release times, do not depend on
 the reductions (a reduction only delays the optimizer step), so a second pass releases the
-groups at the same moments. With interleaving and ``dp_reduce`` overlap a stage's groups
-are released when its first chunk's reduction may start, and the stage's time is spread
-over its chunks as before (an approximation: all of the stage's bytes enter at once).
+groups at the same moments.
+
+With interleaving (``v`` model chunks per stage) and ``dp_reduce`` overlap, each chunk's
+share of the stage's gradients (``1/v`` of the bytes: chunks hold equal layers) enters the
+network when that chunk's last backward ends (:func:`chunk_release_s`), as in Megatron-LM:
+each model chunk is its own ``DistributedDataParallel`` with its own grad buffers, whose
+buckets are marked ready only in the chunk's last micro-batch
+(``megatron/core/distributed/param_and_grad_buffer.py``, ``register_grad_ready``), and the
+interleaved schedule enables grad sync for a chunk in the backward of its last micro-batch
+(``megatron/core/pipeline_parallel/schedules.py``, ``backward_step_helper_preprocess``,
+``is_last_microbatch_for_model_chunk``). Backwards run the chunks last-to-first, so chunk
+``v - 1``'s share goes first. Not modelled: with ``align_grad_reduce`` (Megatron-LM's default
+when grads are overlapped) the schedule launches chunk ``c``'s sync ``pipeline rank``
+backwards later (``backward_step_helper_postprocess``), to line the stages up; and inside
+the last backward the buckets go one by one as their grads appear. The shares of a stage
+run on the same connections (same paths). The schedule takes one reduction time per stage
+and spreads it over the chunks (:mod:`rankmap.simulator.schedule`), so
+:func:`staged_comm_times` gives each stage the time that makes the schedule's reduction end
+where the stage's last share finished in the network (found by bisection on the
+schedule's output, whatever its rule for the chunks).
 
 The ZeRO all-gather is left as it was: every stage's gather runs before the first forward,
 at the same moment (:mod:`rankmap.simulator.schedule`), so the all-at-once run is its
@@ -35,23 +52,52 @@ import dataclasses
 import numpy as np
 
 from rankmap.job.spec import JobSpec
-from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.collectives import CollectiveConfig, run_flows
 from rankmap.simulator.compute import StageTimes, stage_times
 from rankmap.simulator.ecmp import EcmpConfig
-from rankmap.simulator.flows import RankPlacement
-from rankmap.simulator.iteration import simulate_phase
+from rankmap.simulator.flows import FlowSet, RankPlacement
+from rankmap.simulator.iteration import phase_flows, simulate_phase
 from rankmap.simulator.network import Network
 from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, run_schedule
 from rankmap.simulator.timing import CommTimes, configs_of, pipeline_costs
 
-__all__ = ["reduce_release_s", "stage_reduce_s", "staged_comm_times"]
+__all__ = ["chunk_release_s", "reduce_release_s", "stage_reduce_s", "staged_comm_times"]
+
+
+def chunk_release_s(schedule: ScheduleResult, overlap: OverlapConfig) -> np.ndarray:
+    """``release_s[p, v]``: when each stage's share of each model chunk's gradients may enter
+    the network, from the earliest release.
+
+    With ``v > 1`` chunks and ``overlap.dp_reduce``: chunk ``c``'s last backward on the
+    stage (Megatron-LM releases each chunk's grad buckets in that chunk's last micro-batch;
+    see the module); otherwise every chunk at the stage's last backward. Read from the
+    schedule's timeline (``backward_end_s[p, m, v]``).
+
+    Examples
+    --------
+    Two stages, two micro-batches, two chunks, 1 s forwards and 2 s backwards: the
+    backwards of chunk 1 end at 11 s (stage 0) and 9 s (stage 1), those of chunk 0 at 15 s
+    and 13 s, so chunk 0's shares go 4 s after chunk 1's.
+
+    >>> from rankmap.simulator.schedule import PipelineCosts
+    >>> c = PipelineCosts(forward_s=(1.0,) * 2, backward_s=(2.0,) * 2, comm_forward_s=(0.0,) * 2,
+    ...                   comm_backward_s=(0.0,) * 2, m=2, v=2)
+    >>> chunk_release_s(run_schedule(c), OverlapConfig()).tolist()
+    [[6.0, 2.0], [4.0, 0.0]]
+    >>> chunk_release_s(run_schedule(c), OverlapConfig(dp_reduce=False)).tolist()
+    [[2.0, 2.0], [0.0, 0.0]]
+    """
+    last = schedule.timeline.backward_end_s.max(axis=1)        # (p, v) last backward of each chunk
+    if not overlap.dp_reduce or last.shape[1] == 1:
+        last = np.repeat(last.max(axis=1, keepdims=True), last.shape[1], axis=1)
+    return last - last.min()
 
 
 def reduce_release_s(schedule: ScheduleResult, overlap: OverlapConfig) -> np.ndarray:
-    """``release_s[p]``: when each stage's gradient reduction may start, from the earliest stage's.
+    """``release_s[p]``: when each stage's first gradients may enter the network, from the earliest.
 
-    The stage's last backward (with interleaving and ``overlap.dp_reduce``: its last chunk's
-    last backward, the first chunk to finish; see :func:`rankmap.simulator.schedule.run_schedule`).
+    The earliest of :func:`chunk_release_s` per stage: the stage's last backward, or with
+    interleaving and ``overlap.dp_reduce`` its chunk ``v - 1``'s (the first to finish).
 
     Examples
     --------
@@ -64,18 +110,25 @@ def reduce_release_s(schedule: ScheduleResult, overlap: OverlapConfig) -> np.nda
     >>> reduce_release_s(run_schedule(c), OverlapConfig()).tolist()
     [6.0, 4.0, 2.0, 0.0]
     """
-    last = schedule.timeline.backward_end_s.max(axis=1)        # (p, v) last backward of each chunk
-    start = last[:, -1] if overlap.dp_reduce and last.shape[1] > 1 else last.max(axis=1)
-    return start - start.min()
+    return chunk_release_s(schedule, overlap).min(axis=1)
 
 
 def stage_reduce_s(network: Network, placement: RankPlacement, layout, ops, release_s: np.ndarray,
                    config: CollectiveConfig, routing: EcmpConfig) -> np.ndarray | None:
-    """``reduce_s[p]``: each stage's ``dp-reduce`` time, its groups released at ``release_s[p]``.
+    """``reduce_s[p]``: each stage's ``dp-reduce`` time, its groups released at ``release_s``.
 
-    A stage's time runs from its release to its slowest group's finish; 0 for a stage
-    without reduction traffic. None when the phase carries no traffic.
+    ``release_s[p]``: a stage's groups enter at once; a stage's time runs from its release
+    to its slowest group's finish. ``release_s[p, v]`` (:func:`chunk_release_s`): each
+    chunk's share (``1/v`` of the bytes, on the same connections) enters on its own, and a
+    stage's time runs from its first share's release to its last share's finish; columns
+    all equal are the one-release case. 0 for a stage without reduction traffic; None when
+    the phase carries none.
     """
+    release_s = np.asarray(release_s, dtype=float)
+    if release_s.ndim == 2 and (release_s == release_s[:, :1]).all():
+        release_s = release_s[:, 0]
+    if release_s.ndim == 2:
+        return _chunk_reduce_s(network, placement, layout, ops, release_s, config, routing)
     got = simulate_phase(network, placement, layout, ops, "dp-reduce", config, routing, stage_release_s=release_s)
     if got is None:
         return None
@@ -83,6 +136,28 @@ def stage_reduce_s(network: Network, placement: RankPlacement, layout, ops, rele
     for part in got[0].parts:
         np.maximum.at(end, layout.column("pp")[part.groups[:, 0]], part.group_times_s)
     return np.where(np.isfinite(end), np.maximum(end - release_s, 0.0), 0.0)
+
+
+def _chunk_reduce_s(network: Network, placement: RankPlacement, layout, ops, release_s: np.ndarray,
+                    config: CollectiveConfig, routing: EcmpConfig) -> np.ndarray | None:
+    """:func:`stage_reduce_s` with one release per (stage, chunk): ``v`` copies of the phase's
+    flows, each ``1/v`` of the bytes, copy ``c`` of a stage's groups released at ``release_s[stage, c]``."""
+    p, v = release_s.shape
+    shares = tuple(dataclasses.replace(o, size_bytes=o.size_bytes / v) if o.phase == "dp-reduce" else o for o in ops)
+    flows, tables = phase_flows(placement, layout, shares, "dp-reduce", config)
+    if flows.n_coflows == 0:
+        return None
+    stage = np.zeros(flows.n_coflows, dtype=np.int64)          # (C,) each coflow's stage
+    for i, table in enumerate(tables):
+        mine = flows.coflow_part == i
+        stage[mine] = layout.column("pp")[table[flows.coflow_group[mine], 0]]
+    copies = FlowSet.concat([flows] * v)
+    chunk = np.repeat(np.arange(v), flows.n_coflows)           # (v * C,) each copy's chunk
+    stage = np.tile(stage, v)
+    result = run_flows(network, copies, routing, config, release_s=release_s[stage, chunk])
+    end = release_s.min(axis=1)                               # (p,) a stage without bytes takes 0
+    np.maximum.at(end, stage, result.finish_s)
+    return end - release_s.min(axis=1)
 
 
 def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, job: JobSpec, comm: CommTimes,
@@ -109,8 +184,25 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
     """
     compute, overlap = configs_of(job)
     costs = pipeline_costs(job, stages or stage_times(job, compute), comm, compute.recompute)
-    release = reduce_release_s(run_schedule(costs, overlap), overlap)
+    schedule = run_schedule(costs, overlap)
+    release = chunk_release_s(schedule, overlap)
     reduce_s = stage_reduce_s(network, placement, layout, ops, release, config, routing)
     if reduce_s is None:
         return comm
+    if (release != release[:, :1]).any():                    # shares apart: fit the schedule to the network
+        offset = float(schedule.timeline.backward_end_s.max(axis=1).min())                 # release 0 on the clock
+        reduce_s = _fit_reduce_s(costs, overlap, offset + release.min(axis=1) + reduce_s, reduce_s)
     return dataclasses.replace(comm, dp_reduce_stage_s=tuple(float(t) for t in reduce_s))
+
+
+def _fit_reduce_s(costs, overlap: OverlapConfig, end_s: np.ndarray, span_s: np.ndarray) -> np.ndarray:
+    """``reduce_s[p]`` with which the schedule's ``reduce_end_s`` is ``end_s[p]`` (bisection:
+    a stage's reduction end grows with its time, from its last backward at 0; ``span_s[p]``,
+    the stage's first release to its end, ends no earlier than ``end_s``)."""
+    lo, hi = np.zeros_like(span_s), np.asarray(span_s, dtype=float)
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        got = run_schedule(dataclasses.replace(costs, dp_reduce_s=tuple(mid.tolist())), overlap).timeline.reduce_end_s
+        early = got < end_s
+        lo, hi = np.where(early, mid, lo), np.where(early, hi, mid)
+    return hi

@@ -263,21 +263,26 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
                                 f"{len(cluster.tor_groups)} ToR groups; ", ("job", "bold"),
                                 f" {job.name}: tp={job.tp} pp={job.pp} dp={job.dp} cp={job.cp} ep={job.ep}, "
                                 f"{job.world_size} ranks; traffic from {doc['traffic']['source']}"))
-    phases = [p["name"] for p in doc["placements"][0]["phases"]]
-    console.print(f"communication time of one iteration ({n_seeds} ECMP seed(s), mean; phases in sequence)",
-                  markup=False)
+    console.print(f"communication time of one iteration in seconds ({n_seeds} ECMP seed(s), mean; phases in "
+                  "sequence, every group of a phase released at t = 0)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
-    cols = ["placement", "comm", "seeds\n+/-", "vs\nspray"] + phases + ["ECMP\nloss*", "busiest\nuplink"]
+    staged = any("staged_time_s" in q for p in doc["placements"] for q in p["phases"])
+    cols = ["placement", "comm", "seeds\n+/-", "vs\nspray"] + _phase_heads(doc, staged) + ["ECMP\nloss*",
+                                                                                          "busiest\nuplink"]
     rows = []
     for p in doc["placements"]:
         t = p["comm_time_s"]
         worst = max(p["phases"], key=lambda q: q["time_s"]["mean"]) if p["phases"] else None
-        rows.append([p["name"], f"{t['mean']:.3f} s", f"{(t['max'] - t['min']) / 2:.3f}", f"{p['slowdown_vs_ideal']:.2f}x",
-                     *[f"{q['time_s']['mean']:.3f} s" for q in p["phases"]],
+        rows.append([p["name"], f"{t['mean']:.3f}", f"{(t['max'] - t['min']) / 2:.3f}", f"{p['slowdown_vs_ideal']:.2f}x",
+                     *_phase_cells(p, staged),
                      f"{100 * worst['ecmp']['bandwidth_lost']['mean']:.1f}%" if worst else "-",
                      short_bytes(p["max_uplink_bytes"])])
     _fill(table, cols, rows, bold_first=True)
     console.print(table, markup=False)
+    if staged:
+        console.print("dp-reduce at t=0: every stage's DP groups in the network at once (what comm, vs spray and "
+                      "the ECMP figures count); staged: the slowest stage's reduction, each stage's DP groups "
+                      "released when its backward ends (what the iteration time below uses)", markup=False)
     for p in doc["placements"]:
         slow = p["slowest_group"]
         if slow:
@@ -300,8 +305,29 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
     console.print("wrote " + ", ".join(str(w) for w in written) + f" in {elapsed_s:.1f} s", markup=False)
 
 
+def _phase_heads(doc: dict, staged: bool) -> list[str]:
+    """Phase columns, names broken after their hyphens (the table fits 100 columns); with staged
+    reductions, dp-reduce twice: at t = 0 and staged."""
+    heads = []
+    for q in doc["placements"][0]["phases"]:
+        head = q["name"].replace("-", "-\n")
+        heads += [f"{head}\nat t=0", f"{head}\nstaged"] if staged and q["name"] == "dp-reduce" else [head]
+    return heads
+
+
+def _phase_cells(p: dict, staged: bool) -> list[str]:
+    cells = []
+    for q in p["phases"]:
+        cells.append(f"{q['time_s']['mean']:.3f}")
+        if staged and q["name"] == "dp-reduce":
+            cells.append(f"{q['staged_time_s']['mean']:.3f}" if "staged_time_s" in q else "-")
+    return cells
+
+
 def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     """Predicted iteration time and MFU per placement, and what our plan gains end to end."""
+    from rankmap.simulator.report import iteration_figures  # the simulator loads only for simulate
+
     c = doc["compute"]
     overlaps = [k for k, on in c["overlap"].items() if on]
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
@@ -312,12 +338,14 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
     rows = []
     for p in doc["placements"]:
-        it = p["iteration"]
-        rows.append([p["name"], f"{it['time_s']['mean']:.3f} s", f"{100 * it['mfu']['mean']:.1f}%",
-                     f"{it['tokens_per_s']:,.0f}", f"{100 * it['bubble_fraction']:.1f}%",
-                     *[f"{it['exposed_comm_s'].get(k, 0.0):.3f} s" for k in kinds]])
+        f = iteration_figures(p["iteration"])
+        rows.append([p["name"], f["time"], f["mfu"], f["tokens"], f["bubble"],
+                     *[f["exposed"].get(k, "0.000 s") for k in kinds]])
     _fill(table, cols, rows, bold_first=True)
     console.print(table, markup=False)
+    console.print("bubble: idle share of the busiest stage's pipeline time; exposed K: how much longer the "
+                  "iteration is than with K's communication free, on the critical stage (the one whose reduction "
+                  "ends last; simulation.png's timelines repeat these figures and mark it)", markup=False)
     ours = doc["placements"][0]
     mine = ours["iteration"]
     for p in doc["placements"][1:]:

@@ -68,6 +68,11 @@ def test_every_seed_is_a_dot_and_spraying_is_not_a_seed(sims):
     assert labels == ["spray"] and len(spray.seeds) == 1
     titles = " ".join(ax.get_title() for ax in sprayed.axes)
     assert "seed" not in titles and "Gb/s" in titles
+    with_timelines = figure(network, list(spray.sweeps), "t", list(spray.timelines), spray=True,
+                            iterations=[p["iteration"] for p in spray.document["placements"]])
+    words = [ax.get_title() for ax in with_timelines.axes]
+    words += [t.get_text() for ax in with_timelines.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert not any("seed" in w for w in words) and sum("(packet spraying)" in w for w in words) == 2
 
 
 def test_group_band_spans_the_seeds(sims):
@@ -118,3 +123,83 @@ def test_timeline_rows_add_up_to_the_iteration(sims):
     parts = timing.schedule.timeline.breakdown_s()
     assert parts.shape == (result.job.pp, 4) and np.allclose(parts.sum(axis=1), timing.time_s)
     assert dataclasses.is_dataclass(timing.schedule.timeline) and (parts >= -1e-12).all()
+
+
+def _table_rows(cluster, job, doc: dict, n_seeds: int) -> dict:
+    """The iteration table as ``rankmap simulate`` prints it: ``{placement: cells}`` (its rows
+    come after the communication table's, which name the placements first)."""
+    from rich.console import Console
+
+    from rankmap.cli.report import print_simulation
+
+    console = Console(record=True, width=200)
+    print_simulation(cluster, job, doc, [], 0.0, n_seeds, console)
+    lines = console.export_text().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("predicted iteration"))
+    names = [p["name"] for p in doc["placements"]]
+    rows = {}
+    for line in lines[start:]:
+        name = next((n for n in names if line.strip().startswith(n + " ")), None)
+        if name is not None and name not in rows:
+            rows[name] = line.strip()[len(name):].split()
+    return rows
+
+
+def test_timeline_titles_repeat_the_table(sims):
+    """Each timeline's title gives the iteration table's own cells (time, MFU, bubble, exposed
+    time per kind) and names as critical the stage whose reduction ends last; with one seed
+    the table's exposed DP time is that stage's reduction past the last backward, as drawn."""
+    cluster, result, maps, ecmp, spray = sims
+    for sim in (ecmp, spray):
+        doc = sim.document
+        fig = figure(Network(cluster), list(sim.sweeps), "t", list(sim.timelines),
+                     spray=sim is spray, iterations=[p["iteration"] for p in doc["placements"]])
+        rows = _table_rows(cluster, result.job, doc, len(sim.seeds))
+        kinds = list(doc["placements"][0]["iteration"]["exposed_comm_s"])
+        for i, p in enumerate(doc["placements"]):
+            ax = next(a for a in fig.axes if a.get_title().startswith(p["name"] + ": ") and "MFU" in a.get_title())
+            title = ax.get_title()
+            cells = rows[p["name"]]                                     # time 's', MFU, tokens, bubble, exposed...
+            assert f"{cells[0]} s, MFU {cells[2]}, bubble {cells[4]}" in title
+            exposed = [f"{k} {cells[5 + 2 * j]} s" for j, k in enumerate(kinds)]
+            assert ", ".join(exposed) in title
+            tl = sim.timelines[i][0]
+            critical = int(np.argmax(tl.reduce_end_s))
+            assert f"critical stage {critical}:" in title
+            assert ax.get_yticklabels()[critical].get_text() == f"stage {critical} (critical)"
+            assert ("(packet spraying)" if sim is spray else f"drawn: seed {sim.seeds[0]}") in title
+        if sim is spray:                                              # one run: the drawn one is the table's
+            tl = sim.timelines[0][0]
+            past = float(tl.reduce_end_s.max() - tl.backward_end_s.max())
+            it = doc["placements"][0]["iteration"]
+            assert it["exposed_comm_s"]["dp"] == pytest.approx(past, rel=1e-5)
+
+
+def test_timeline_marks_every_seed(sims):
+    """Ticks at every seed's reduction end per stage, dotted lines at every seed's iteration end."""
+    cluster, result, maps, ecmp, _ = sims
+    fig = figure(Network(cluster), list(ecmp.sweeps), "t", list(ecmp.timelines),
+                 iterations=[p["iteration"] for p in ecmp.document["placements"]])
+    ax = next(a for a in fig.axes if a.get_title().startswith("hostname order: ") and "MFU" in a.get_title())
+    tls = ecmp.timelines[1]
+    ticks = ax.collections[-2].get_offsets()
+    want = np.array([[t.reduce_end_s[s], s] for t in tls for s in range(result.job.pp)])
+    assert len(tls) == 2 and np.allclose(ticks, want)
+    lines = ax.collections[-1].get_segments()
+    assert sorted(seg[0][0] for seg in lines) == pytest.approx(sorted(t.time_s for t in tls))
+
+
+def test_heat_map_has_a_block_of_rows_per_seed(sims):
+    """The ECMP heat map stacks every seed's queue pairs per cable; its rows are seed 0's, then seed 1's."""
+    cluster, result, maps, ecmp, _ = sims
+    network = Network(cluster)
+    fig = figure(network, list(ecmp.sweeps), "t")
+    ax = next(a for a in fig.axes if a.get_title().startswith("hostname order: queue pairs"))
+    sweep = ecmp.sweeps[1][1]
+    phase = sweep.first.slowest()[0].name
+    grids = [r.uplink_qps(network, phase) for r in sweep.runs]
+    used = np.flatnonzero(sum(g.sum(axis=1) for g in grids) > 0)
+    shown = np.asarray(ax.images[0].get_array())
+    assert shown.shape == (2 * used.size, network.rails * network.uplinks)
+    assert (shown[:used.size] == grids[0][used]).all() and (shown[used.size:] == grids[1][used]).all()
+    assert "every seed" in ax.get_title() and not (grids[0] == grids[1]).all()

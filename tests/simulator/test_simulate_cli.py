@@ -148,3 +148,47 @@ def test_nccl_connection_flags_reach_the_model(racks_map, tmp_path):
     assert phases[1]["dp-reduce"] == pytest.approx(2 * phases[0]["dp-reduce"], rel=0.05)
     bad = simulate(*given, "--qp-rate-fraction", "1.5", "--out", tmp_path / "c")
     assert bad.returncode == 2 and "--qp-rate-fraction" in bad.stderr and not (tmp_path / "c").exists()
+
+
+def test_staged_dp_reduce_column_by_hand(synth):
+    """pp 2 x dp 4 on single-GPU hosts alternating between 2 ToR groups with one 200 Gb/s uplink
+    each: each stage's reduce-scatter ring (S bytes, n = 4) puts 2 edges of 3/4 S on each uplink
+    each way, 1.5 S / 25 GB/s alone. Released together (t = 0) the two stages take twice that;
+    staged, stage 0's groups enter a 50 ms backward after stage 1's, when those are done, so
+    each takes its time alone. The table prints both, the JSON keeps both."""
+    from rich.console import Console
+
+    from rankmap.cli.report import print_simulation
+    from rankmap.job.rank_map import RankMap
+    from rankmap.job.spec import JobSpec, ModelShape
+    from rankmap.simulator.collectives import CollectiveConfig
+    from rankmap.simulator.compute import StageTimes
+    from rankmap.simulator.ecmp import EcmpConfig
+    from rankmap.simulator.iteration import job_comm_ops
+    from rankmap.simulator.simulate import simulate_placements
+
+    net = synth.network(2, 4, uplinks=1, uplink_gbps=200, nic_gbps=200)
+    job = JobSpec(tp=1, pp=2, dp=4, num_micro_batches=4, global_batch_size=16,
+                  model=ModelShape(layers=4, hidden=1024, heads=8, seq_len=512))
+    hosts = [f"g{g:02d}n{i:03d}" for i in range(1, 5) for g in range(2)]
+    rm = RankMap.from_hosts(job, net.cluster, hosts, 1)
+    (op,) = [o for o in job_comm_ops(job) if o.phase == "dp-reduce"]
+    alone_s = 1.5 * op.size_bytes / 25e9
+    sim = simulate_placements(net.cluster, job, [("alternating", rm)], seeds=range(1),
+                              config=CollectiveConfig(alpha_s=0.0, qp_rate_fraction=None),
+                              routing=EcmpConfig(mode="spray"),
+                              stages=StageTimes(forward_s=(0.025,) * 2, backward_s=(0.05,) * 2, optimizer_s=0.0))
+    (phase,) = [q for q in sim.document["placements"][0]["phases"] if q["name"] == "dp-reduce"]
+    assert phase["time_s"]["mean"] == pytest.approx(2 * alone_s, rel=1e-5)
+    assert phase["staged_time_s"]["mean"] == pytest.approx(alone_s, rel=1e-5)
+    assert phase["stage_time_s"] == pytest.approx([alone_s, alone_s], rel=1e-5)
+    console = Console(record=True, width=200)
+    print_simulation(net.cluster, job, sim.document, [], 0.0, 1, console)
+    text = console.export_text()
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if "at t=0" in line)     # last line of the headers
+    assert lines[at].split()[4:9] == ["gather", "pipeline", "at", "t=0", "staged"]
+    assert lines[at - 1].split()[-4:-2] == ["reduce", "reduce"] and lines[at - 2].split()[-2:] == ["dp-", "dp-"]
+    row = next(line for line in lines if line.strip().startswith("alternating")).split()
+    # placement, comm, +/-, vs spray, dp-gather, pipeline, dp-reduce at t=0, staged (seconds)
+    assert row[6:8] == [f"{2 * alone_s:.3f}", f"{alone_s:.3f}"]

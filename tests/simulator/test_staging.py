@@ -15,7 +15,7 @@ from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration, simulate_phase
 from rankmap.simulator.maxmin import FairShare
 from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, run_schedule
-from rankmap.simulator.staging import reduce_release_s, stage_reduce_s, staged_comm_times
+from rankmap.simulator.staging import chunk_release_s, reduce_release_s, stage_reduce_s, staged_comm_times
 from rankmap.simulator.timing import comm_times, iteration_timing
 
 
@@ -127,3 +127,70 @@ def test_staged_comm_times_feed_each_stage_its_own_reduction(crossing):
     last = tl.backward_end_s.max(axis=(1, 2))
     assert tl.reduce_end_s == pytest.approx(last + np.array(staged.dp_reduce_stage_s), rel=1e-12)
     assert staged.without("dp").dp_reduce_stage_s == (0.0, 0.0)
+
+
+def test_interleaved_releases_each_chunk_at_its_last_backward_by_hand():
+    # p = 2, m = 2, v = 2, forward 1 s, backward 2 s (one round of 2 micro-batches):
+    # stage 1: F0.0 1-2, F1.0 2-3, F0.1 3-4, B0.1 4-6, F1.1 6-7, B1.1 7-9, B0.0 9-11, B1.0 11-13
+    # stage 0: F0.0 0-1, F1.0 1-2, F0.1 2-3, F1.1 3-4, B0.1 6-8, B1.1 9-11, B0.0 11-13, B1.0 13-15
+    # chunk 1's backwards end at 11 s (stage 0) and 9 s (stage 1); chunk 0's at 15 s and 13 s.
+    c = dict(forward_s=(1.0, 1.0), backward_s=(2.0, 2.0), comm_forward_s=(0.0, 0.0), comm_backward_s=(0.0, 0.0),
+             m=2, v=2)
+    sched = run_schedule(PipelineCosts(**c))
+    assert sched.timeline.backward_end_s.max(axis=1).tolist() == [[15.0, 11.0], [13.0, 9.0]]
+    assert chunk_release_s(sched, OverlapConfig()).tolist() == [[6.0, 2.0], [4.0, 0.0]]
+    assert reduce_release_s(sched, OverlapConfig()).tolist() == [2.0, 0.0]
+    # without the overlap every chunk waits for the stage's last backward
+    assert chunk_release_s(sched, OverlapConfig(dp_reduce=False)).tolist() == [[2.0, 2.0], [0.0, 0.0]]
+    # the schedule starts chunk c's share (reduce_s / v) at that chunk's last backward:
+    # stage 0: 11 + 1 = 12, then max(12, 15) + 1 = 16; stage 1: 9 + 1, then 13 + 1
+    own = run_schedule(PipelineCosts(**c, dp_reduce_s=(2.0, 2.0)))
+    assert own.timeline.reduce_end_s.tolist() == [16.0, 14.0]
+
+
+@pytest.fixture(scope="module")
+def interleaved(synth):
+    """The crossing layout with 2 model chunks per stage: each stage's DP ring (ranks on
+    g00, g01, g00, g01) puts 2 of its edges on each uplink in each direction."""
+    net = synth.network(2, 4, uplinks=1, uplink_gbps=200, nic_gbps=200)
+    job = JobSpec(tp=1, pp=2, dp=4, num_micro_batches=4, global_batch_size=16, virtual_stages=2,
+                  model=ModelShape(layers=4, hidden=1024, heads=8, seq_len=512))
+    hosts = [f"g{g:02d}n{i:03d}" for i in range(1, 5) for g in range(2)]
+    rm = RankMap.from_hosts(job, net.cluster, hosts, 1)
+    return net, job, rm, RankPlacement.from_rankmap(rm, net)
+
+
+def test_chunk_shares_in_the_network_by_hand(interleaved):
+    # Reduce-scatter of S over n = 4 ranks: each ring edge carries (n - 1)/n S (both channels
+    # together); 2 edges per uplink direction at B = 25 GB/s, no latency, no queue-pair cap.
+    net, job, rm, placement = interleaved
+    ops = job_comm_ops(job)
+    (op,) = [o for o in ops if o.phase == "dp-reduce"]
+    config, routing = CollectiveConfig(alpha_s=0.0, qp_rate_fraction=None), EcmpConfig(mode="spray")
+    load_s = 2 * 0.75 * op.size_bytes / 25e9                         # one stage's bytes on one uplink
+    # every share alone (half the bytes, load_s / 2): a stage spans its first release to its last share's end
+    apart = stage_reduce_s(net, placement, rm.layout, ops, np.array([[0.0, 50.0], [100.0, 150.0]]), config, routing)
+    assert apart == pytest.approx([50 + load_s / 2, 50 + load_s / 2], rel=1e-9)
+    # all released at once: the one-release run, the two stages sharing the uplinks (2x)
+    together = stage_reduce_s(net, placement, rm.layout, ops, np.zeros((2, 2)), config, routing)
+    assert together.tolist() == stage_reduce_s(net, placement, rm.layout, ops, np.zeros(2), config, routing).tolist()
+    assert together == pytest.approx([2 * load_s, 2 * load_s], rel=1e-9)
+    # stage 1's chunk-1 share 1 ms late: three shares (L = load_s / 2 each) at B/3 for 1 ms,
+    # then four at B/4: the early ones end at 4 L - 1/3 ms (stage 0), the late one alone at 4 L
+    late = stage_reduce_s(net, placement, rm.layout, ops, np.array([[0.0, 0.0], [0.0, 1e-3]]), config, routing)
+    assert late == pytest.approx([2 * load_s - 1e-3 / 3, 2 * load_s], rel=1e-9)
+
+
+def test_staged_comm_times_put_each_reduction_end_where_the_network_ends_it(interleaved):
+    # shares released per chunk; the schedule's reduction end of each stage lands on its last
+    # share's finish in the network (release 0 = the earliest chunk's last backward)
+    net, job, rm, placement = interleaved
+    ops, config, routing = job_comm_ops(job), CollectiveConfig(), EcmpConfig(mode="spray")
+    comm = comm_times(simulate_iteration(net, placement, rm.layout, ops, config, routing), job)
+    staged = staged_comm_times(net, placement, rm.layout, ops, job, comm, config, routing)
+    sched = iteration_timing(job, staged).schedule
+    release = chunk_release_s(sched, OverlapConfig())
+    assert (release[:, 0] > release[:, 1]).all()                       # chunk 1's share goes first
+    span = stage_reduce_s(net, placement, rm.layout, ops, release, config, routing)
+    zero = sched.timeline.backward_end_s.max(axis=1).min()
+    assert sched.timeline.reduce_end_s == pytest.approx(zero + release[:, 1] + span, rel=1e-9)

@@ -88,6 +88,8 @@ class Hardware:
 
     Attributes: gpu (one of :data:`GPU_NAMES`), efficiency_gemm and efficiency_elementwise
     (fractions in (0, 1]), recompute (bool), optimizer_step_s (seconds, None = derived),
+    data_loading_s (seconds before the first forward beside which the first parameter
+    all-gather runs, MegaScale NSDI'24 §3.2; 0 by default),
     overlap_tp, overlap_dp_gather, overlap_dp_reduce (bool).
     """
 
@@ -96,6 +98,7 @@ class Hardware:
     efficiency_elementwise: float = 0.7
     recompute: bool = False
     optimizer_step_s: float | None = None
+    data_loading_s: float = 0.0
     overlap_tp: bool = True
     overlap_dp_gather: bool = True
     overlap_dp_reduce: bool = True

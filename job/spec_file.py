@@ -10,7 +10,7 @@ Job YAML format (every key optional except the model; defaults shown)::
     data_parallel: zero               # zero (reduce-scatter + all-gather) or allreduce
     sequence_parallel: true
     hardware: {gpu: a100, efficiency_gemm: 0.65, efficiency_elementwise: 0.7,
-               recompute: false, optimizer_step_s: auto}
+               recompute: false, optimizer_step_s: auto, data_loading_s: 0}
     overlap: {tp: true, dp_gather: true, dp_reduce: true}
     framework: engine                 # or megatron, torchtitan, deepspeed; or {name: megatron, version: "0.12"}
 
@@ -138,7 +138,7 @@ def _fraction(f: Fields, key: str, default: float) -> float:
 
 
 def _hardware(hw: Fields, ov: Fields) -> Hardware:
-    hw.only("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute", "optimizer_step_s")
+    hw.only("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute", "optimizer_step_s", "data_loading_s")
     ov.only("tp", "dp_gather", "dp_reduce")
     step = hw.raw("optimizer_step_s", "auto")
     d = Hardware()                             # defaults for keys the file leaves out
@@ -146,11 +146,14 @@ def _hardware(hw: Fields, ov: Fields) -> Hardware:
                    efficiency_gemm=_fraction(hw, "efficiency_gemm", d.efficiency_gemm),
                    efficiency_elementwise=_fraction(hw, "efficiency_elementwise", d.efficiency_elementwise),
                    recompute=hw.bool("recompute", d.recompute),
+                   data_loading_s=float(hw.number("data_loading_s", d.data_loading_s, positive=False)),
                    optimizer_step_s=None if step == "auto" else float(hw.number("optimizer_step_s", positive=False)),
                    overlap_tp=ov.bool("tp", d.overlap_tp), overlap_dp_gather=ov.bool("dp_gather", d.overlap_dp_gather),
                    overlap_dp_reduce=ov.bool("dp_reduce", d.overlap_dp_reduce))
     if got.optimizer_step_s is not None and got.optimizer_step_s < 0:
         raise hw.error("optimizer_step_s", f"must be >= 0 or auto, got {got.optimizer_step_s}")
+    if got.data_loading_s < 0:
+        raise hw.error("data_loading_s", f"must be >= 0 seconds, got {got.data_loading_s}")
     hw.done()
     ov.done()
     return got
@@ -162,7 +165,8 @@ def _hardware_dict(hw: Hardware) -> dict:
         return {}
     return {"hardware": {"gpu": hw.gpu, "efficiency_gemm": hw.efficiency_gemm,
                          "efficiency_elementwise": hw.efficiency_elementwise, "recompute": hw.recompute,
-                         "optimizer_step_s": "auto" if hw.optimizer_step_s is None else hw.optimizer_step_s},
+                         "optimizer_step_s": "auto" if hw.optimizer_step_s is None else hw.optimizer_step_s,
+                         "data_loading_s": hw.data_loading_s},
             "overlap": {"tp": hw.overlap_tp, "dp_gather": hw.overlap_dp_gather, "dp_reduce": hw.overlap_dp_reduce}}
 
 

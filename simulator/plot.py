@@ -216,6 +216,10 @@ def _timeline_panel(ax, name: str, timelines, it: dict | None, seeds) -> None:
             if tl.pass_s[s, col] > compute:
                 ax.broken_barh(list(zip(start + compute, np.full(start.size, tl.pass_s[s, col] - compute))),
                                (s - 0.4, 0.8), color=_COLORS["comm"])
+        if tl.gather_wait_s is not None:                                # all-gather a chunk's first forward waited for
+            waits = [(float(tl.forward_end_s[s, 0, ch] - tl.pass_s[s, 0] - w), float(w))
+                     for ch, w in enumerate(tl.gather_wait_s[s]) if w > 0]
+            ax.broken_barh(waits, (s - 0.4, 0.8), color=_COLORS["comm"])
         last = float(tl.backward_end_s[s].max())
         ax.broken_barh([(last, float(tl.reduce_end_s[s]) - last)], (s - 0.25, 0.5), color=_COLORS["reduce"])
     opt_start = float(tl.reduce_end_s.max())

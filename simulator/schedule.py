@@ -20,12 +20,18 @@ of ``m + (p - 1)/v`` with it (Narayanan et al. SC'21, §2.2.1-2.2.2); tests chec
 
 Around the pipeline, each a switch in :class:`OverlapConfig`:
 
-- ``dp_gather``, ZeRO's parameter all-gather, one share per model chunk (MegaScale, Jiang et
-  al., NSDI'24, §3.2): the first chunk's share runs beside data loading, so the first
-  forward starts ``max(0, gather/v - data_loading_s)`` into the iteration; chunk ``c + 1``'s
-  share is prefetched from when chunk ``c``'s first forward starts (after chunk ``c``'s
-  share), and chunk ``c + 1``'s first forward waits for it: what the forwards in between do
-  not cover is exposed. Off: the whole gather runs before the first forward.
+- ``dp_gather``, ZeRO's parameter all-gather, one share per model chunk in the same buckets
+  as the gradients: Megatron-LM's ``--overlap-param-gather`` launches the buckets' all-gathers
+  one after another and each module's forward pre-hook waits only for its own bucket
+  (megatron/core/distributed/distributed_data_parallel.py ``_make_forward_pre_hook``,
+  param_and_grad_buffer.py ``finish_param_sync`` dispatching the next bucket group), so a
+  chunk's first forward of length ``d`` with its share ``g`` gathered from ``t0`` in ``n``
+  buckets may start at ``t0 + g/n`` and ends at ``max(start + d, t0 + g + d/n)``. The first
+  chunk's share runs beside data loading (MegaScale, Jiang et al., NSDI'24, §3.2), i.e. from
+  ``-data_loading_s``; chunk ``c + 1``'s share is prefetched once chunk ``c``'s share is in
+  and its first forward has started. The forward time the gather adds is exposed DP
+  communication (``StageTimeline.gather_wait_s``). Off: the whole gather runs before the
+  first forward.
 - ``tp``, the TP/SP (and CP, EP) collectives of a pass, overlapped with the transformer
   block: a pass takes ``max(compute, comm)``, else ``compute + comm``.
 - ``dp_reduce``, the gradient reduction of each chunk in buckets as its last backward
@@ -127,8 +133,8 @@ class StageTimeline:
     Attributes
     ----------
     start_s : float
-        When the first forward may start (after the all-gather, or the first chunk's share
-        of it past data loading).
+        When the first forward may start: 0, or after the whole all-gather when its overlap
+        is off.
     forward_end_s, backward_end_s : ndarray
         ``[p, m, v]``: end of each pass (stage, micro-batch, chunk).
     pass_s : ndarray
@@ -141,6 +147,9 @@ class StageTimeline:
         ``reduce_end_s[p]``: when each stage's gradient reduction ends.
     time_s : float
         Iteration end (after the optimizer step).
+    gather_wait_s : ndarray
+        ``gather_wait_s[p, v]``: how much later each chunk's first forward ends because its
+        parameters were still being gathered (exposed all-gather; drawn just before that pass).
     """
 
     start_s: float
@@ -150,16 +159,18 @@ class StageTimeline:
     compute_s: np.ndarray
     reduce_end_s: np.ndarray
     time_s: float
+    gather_wait_s: np.ndarray | None = None
 
     def breakdown_s(self) -> np.ndarray:
         """``[p, 4]`` seconds per stage: compute, exposed communication, pipeline bubble, the rest.
 
         With ``P`` the end of the last backward of any stage: exposed communication is the
-        all-gather before the first forward, the TP/CP/EP collectives not hidden in the
-        passes and the stage's gradient reduction past ``P``; the bubble is the stage's
-        idle time from the first forward's start to ``P`` (waits for a later chunk's all-gather
-        included; ``(p - 1)/(m + p - 1)`` of it for equal stages); the rest is waiting for slower stages' reductions and the
-        optimizer step. Each row sums to ``time_s``.
+        all-gather not hidden (before the first forward, or stretching a chunk's first
+        forward), the TP/CP/EP collectives not hidden in the passes and the stage's gradient
+        reduction past ``P``; the bubble is the stage's other idle time from the first
+        forward's start to ``P`` (``(p - 1)/(m + p - 1)`` of it for equal stages); the rest
+        is waiting for slower stages' reductions and the optimizer step. Each row sums to
+        ``time_s``.
 
         Examples
         --------
@@ -172,8 +183,9 @@ class StageTimeline:
         compute = m_v * self.compute_s.sum(axis=1)                          # (p,)
         in_pass = m_v * (self.pass_s - self.compute_s).sum(axis=1)
         end = float(self.backward_end_s.max())                              # P
-        bubble = (end - self.start_s) - m_v * self.pass_s.sum(axis=1)
-        exposed = self.start_s + in_pass + np.maximum(self.reduce_end_s - end, 0.0)
+        wait = np.zeros(len(compute)) if self.gather_wait_s is None else self.gather_wait_s.sum(axis=1)
+        bubble = (end - self.start_s) - m_v * self.pass_s.sum(axis=1) - wait
+        exposed = self.start_s + wait + in_pass + np.maximum(self.reduce_end_s - end, 0.0)
         rest = self.time_s - np.maximum(self.reduce_end_s, end)
         return np.stack([compute, exposed, bubble, rest], axis=1)
 
@@ -279,27 +291,27 @@ def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool, chu
 
 
 def _first_start_s(c: PipelineCosts, overlap: OverlapConfig) -> float:
-    """When the first forward may start: after the whole gather, or the first chunk's share past data loading."""
-    if not overlap.dp_gather:
-        return c.dp_gather_s
-    return max(0.0, c.dp_gather_s / c.v - c.data_loading_s)
+    """When the first forward may start: 0, or after the whole gather when its overlap is off."""
+    return 0.0 if overlap.dp_gather else c.dp_gather_s
 
 
 def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
-    """Place every pass; returns ``(fend[p, m, v], bend[p, m, v], busy[p])``.
+    """Place every pass; returns ``(fend[p, m, v], bend[p, m, v], busy[p], wait[p, v])``.
 
-    ``gathered[s, ch]``: when stage ``s`` holds chunk ``ch``'s parameters (NaN until the
-    chunk before it starts its first forward, which issues the prefetch; see the module).
+    ``gather_start[s, ch]``: when stage ``s`` starts gathering chunk ``ch``'s parameters
+    (NaN until the chunk before it has its share and starts its first forward, which issues
+    the prefetch; see the module). ``wait[s, ch]``: what the gather adds to the end of
+    chunk ``ch``'s first forward.
     """
     p, m, v = c.p, c.m, c.v
     fend, bend = np.full((p, m, v), np.nan), np.full((p, m, v), np.nan)
     orders = [stage_order(s, p, m, v) for s in range(p)]
     nxt, free = [0] * p, [start_s] * p
-    busy = np.zeros(p)
+    busy, wait = np.zeros(p), np.zeros((p, v))
     dur = {(s, f, ch): _pass_s(c, overlap, s, f, ch) for s in range(p) for f in (True, False) for ch in range(v)}
-    gathered = np.full((p, v), start_s if not overlap.dp_gather else np.nan)
-    gathered[:, 0] = start_s
-    share = c.dp_gather_s / v
+    share, n = (c.dp_gather_s / v, c.reduce_buckets) if overlap.dp_gather else (0.0, 1)
+    gather_start = np.full((p, v), np.nan if overlap.dp_gather else start_s)
+    gather_start[:, 0] = -c.data_loading_s if overlap.dp_gather else start_s
     left = sum(len(o) for o in orders)
     while left:
         moved = 0
@@ -307,23 +319,28 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
             while nxt[s] < len(orders[s]):
                 forward, mb, ch = orders[s][nxt[s]]
                 ready = _ready(c, fend, bend, forward, s, mb, ch)
-                if forward:                                          # and its parameters are gathered
-                    ready = np.nan if np.isnan(gathered[s, ch]) else max(ready, gathered[s, ch])
-                if np.isnan(ready):
+                first = forward and mb == 0
+                if np.isnan(ready) or (first and np.isnan(gather_start[s, ch])):
                     break
-                begin = max(free[s], ready)
-                if forward and mb == 0 and ch + 1 < v and np.isnan(gathered[s, ch + 1]):
-                    gathered[s, ch + 1] = max(gathered[s, ch], begin) + share      # prefetch under chunk ch
                 d = dur[s, forward, ch]
-                free[s] = begin + d
-                (fend if forward else bend)[s, mb, ch] = free[s]
+                begin = max(free[s], ready)
+                end = begin + d
+                if first:                                            # its parameters arrive bucket by bucket
+                    t0 = gather_start[s, ch]
+                    begin = max(begin, t0 + share / n)
+                    end = max(begin + d, t0 + share + d / n)
+                    wait[s, ch] = end - (max(free[s], ready) + d)
+                    if ch + 1 < v:                                   # prefetch the next chunk's share
+                        gather_start[s, ch + 1] = max(t0 + share, begin)
+                free[s] = end
+                (fend if forward else bend)[s, mb, ch] = end
                 busy[s] += d
                 nxt[s] += 1
                 moved += 1
         if not moved:
             raise RuntimeError("pipeline schedule deadlocked")   # cannot happen for Megatron's orders
         left -= moved
-    return fend, bend, busy
+    return fend, bend, busy, wait
 
 
 def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> np.ndarray:
@@ -366,10 +383,10 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     if costs.reduce_buckets < 1:
         raise ValueError(f"reduce_buckets must be >= 1, got {costs.reduce_buckets!r}")
     start = _first_start_s(costs, overlap)
-    fend, bend, busy = _run_passes(costs, overlap, start)
+    fend, bend, busy, wait = _run_passes(costs, overlap, start)
     pipeline = float(bend.max()) - start
     reduce_end = _reduce_end(costs, overlap, bend)
-    bubble = 1.0 - float(busy.max()) / pipeline if pipeline > 0 else 0.0
+    bubble = 1.0 - float((busy + wait.sum(axis=1)).max()) / pipeline if pipeline > 0 else 0.0   # waits: exposed gather
     time_s = float(reduce_end.max()) + costs.optimizer_s
     p, v = costs.p, costs.v
     pass_s = np.array([[np.mean([_pass_s(costs, overlap, s, f, ch) for ch in range(v)]) for f in (True, False)]
@@ -377,6 +394,6 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     compute_s = np.array([[costs.forward_s[s], costs.backward_s[s]] for s in range(p)], dtype=float)
     compute_s[-1] += np.array([costs.logit_forward_s, costs.logit_backward_s]) / v
     timeline = StageTimeline(start_s=start, forward_end_s=fend, backward_end_s=bend, reduce_end_s=reduce_end,
-                             time_s=time_s, pass_s=pass_s, compute_s=compute_s)
+                             time_s=time_s, pass_s=pass_s, compute_s=compute_s, gather_wait_s=wait)
     return ScheduleResult(time_s=time_s, pipeline_s=pipeline, bubble_fraction=bubble, busy_s=busy,
                           backward_end_s=bend.max(axis=(1, 2)), timeline=timeline)

@@ -137,5 +137,6 @@ def _compute_entry(job: JobSpec) -> dict:
             "efficiency_gemm": compute.efficiency_gemm, "efficiency_elementwise": compute.efficiency_elementwise,
             "recompute": compute.recompute,
             "optimizer_step_s": "auto" if compute.optimizer_step_s is None else compute.optimizer_step_s,
+            "data_loading_s": compute.data_loading_s,
             "overlap": {"tp": overlap.tp, "dp_gather": overlap.dp_gather, "dp_reduce": overlap.dp_reduce},
             "schedule": "interleaved 1F1B" if job.virtual_stages > 1 else "1F1B"}

@@ -55,6 +55,10 @@ def test_auto_dp_respects_global_batch():
      "fraction in (0, 1]"),
     ("model: {preset: gpt3-175b}\nhardware: {optimizer_step_s: -1}\n", "job.yaml:2: hardware.optimizer_step_s",
      ">= 0 or auto"),
+    ("model: {preset: gpt3-175b}\nhardware: {data_loading_s: -0.5}\n", "job.yaml:2: hardware.data_loading_s",
+     "must be >= 0 seconds, got -0.5"),
+    ("model: {preset: gpt3-175b}\nhardware: {data_loading_s: .nan}\n", "job.yaml:2: hardware.data_loading_s",
+     "a number"),
     ("model: {preset: gpt3-175b}\noverlap: {pp: true}\n", "job.yaml:2: overlap.pp", "unknown key"),
 ])
 def test_bad_jobs(text, where, what):
@@ -76,8 +80,9 @@ def test_more_ranks_than_free_gpus_names_file_and_key():
 def test_hardware_settings_round_trip_and_default_stays_out_of_dicts():
     from rankmap.job.spec import Hardware
     from rankmap.job.spec_file import job_from_data, job_to_dict
-    job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: h100, recompute: true}\noverlap: {tp: false}\n")
-    assert job.hardware == Hardware(gpu="h100", recompute=True, overlap_tp=False)
+    job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: h100, recompute: true, data_loading_s: 0.25}\n"
+                    "overlap: {tp: false}\n")
+    assert job.hardware == Hardware(gpu="h100", recompute=True, overlap_tp=False, data_loading_s=0.25)
     assert job_from_data(job_to_dict(job), "again").hardware == job.hardware
     assert "hardware" not in job_to_dict(parse_job("model: {preset: gpt3-13b}\n"))   # rank maps unchanged
 

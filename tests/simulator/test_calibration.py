@@ -22,9 +22,10 @@ Assumptions for MegaScale (its tp, pp, micro-batch and number of model chunks ar
 taken from the paper): tp=8 (one host) and pp=8, so dp=192 and 32 sequences per pipeline,
 micro-batch 1 (m=32); every interleaving that divides the 12 layers of a stage, v in
 {2, 3, 4, 6}, is checked, because the paper says "interleaved" without the count (v=1,
-plain 1F1B, predicts 46.4%, -16%). No recomputation, bf16 parameters gathered and fp32
+plain 1F1B, predicts 46.7%, -15%). No recomputation, bf16 parameters gathered and fp32
 gradients reduce-scattered, every overlap of §3.2 on; no data-loading time is published, so
-the first chunk's all-gather is counted exposed (``data_loading_s`` 0; 0.07 s of ~6.4 s).
+the first chunk's all-gather runs under its first forward bucket by bucket and the rest of
+it is exposed (``data_loading_s`` 0).
 The Megatron-LM baseline runs the same job without MegaScale's overlaps (TP collectives
 after the block, the all-gather before the first forward, the reduction after the last
 backward); MegaScale's other gains (parallel transformer block, sliding-window attention,
@@ -96,7 +97,7 @@ def _megascale(v: int, overlap: OverlapConfig):
     return iteration_timing(job, _analytic_comm(job, tp_per_layer=4), ComputeConfig(gpu="a100"), overlap)
 
 
-@pytest.mark.parametrize("v,predicted", [(2, 0.525), (3, 0.549), (4, 0.561), (6, 0.574)])
+@pytest.mark.parametrize("v,predicted", [(2, 0.527), (3, 0.550), (4, 0.562), (6, 0.575)])
 def test_megascale_175b_mfu(v, predicted):
     got = _megascale(v, OverlapConfig())
     assert got.mfu == pytest.approx(0.552, rel=0.10)
@@ -104,10 +105,10 @@ def test_megascale_175b_mfu(v, predicted):
 
 
 def test_megascale_over_megatron_falls_short_of_134():
-    """MegaScale's overlaps explain about half of its 1.34x over Megatron-LM (1.15x-1.19x for
-    v = 2..6; 1.17x at v = 3, 13% short): the rest is kernel-level work this model does not
+    """MegaScale's overlaps explain about half of its 1.34x over Megatron-LM (1.16x-1.19x for
+    v = 2..6; 1.17x at v = 3, 12% short): the rest is kernel-level work this model does not
     represent (see the module), so the ratio is checked to be a real gain and short of 1.34,
     not fitted to it."""
     ratios = [_megascale(v, OverlapConfig()).mfu / _megascale(v, MEGATRON_OVERLAP).mfu for v in (2, 3, 4, 6)]
-    assert ratios == pytest.approx([1.153, 1.171, 1.180, 1.190], abs=2e-3)
+    assert ratios == pytest.approx([1.158, 1.173, 1.182, 1.191], abs=2e-3)
     assert max(ratios) < 1.34 / 1.10

@@ -105,6 +105,22 @@ def test_gather_first_chunk_under_data_loading_next_under_forward(loading_s, on_
     assert run_schedule(c, OverlapConfig(dp_gather=False)).time_s == pytest.approx(3.0 + 6.0, rel=1e-12)
 
 
+@pytest.mark.parametrize("gather_s,begin_s,end_s", [(2.0, 0.5, 2.25), (0.4, 0.1, 1.1)])
+def test_gather_in_buckets_under_the_first_forward(gather_s, begin_s, end_s):
+    # one stage, one micro-batch, F 1 s, B 2 s, the gather in 4 buckets from t = 0: the forward
+    # starts with the first bucket (g/4) and ends at max(start + 1, g + 1/4), its last
+    # bucket's layers running after the gather ends. g = 2: [0.5, 2.25]; g = 0.4: [0.1, 1.1].
+    c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                      m=1, dp_gather_s=gather_s, reduce_buckets=4)
+    r = run_schedule(c)
+    assert r.timeline.forward_end_s[0, 0, 0] == pytest.approx(end_s, rel=1e-12)
+    assert r.time_s == pytest.approx(end_s + 2.0, rel=1e-12)
+    assert r.timeline.gather_wait_s[0, 0] == pytest.approx(end_s - 1.0, rel=1e-12)
+    compute, exposed, bubble, rest = r.timeline.breakdown_s()[0]
+    assert (compute, exposed, bubble, rest) == pytest.approx((3.0, end_s - 1.0, 0.0, 0.0), abs=1e-12)
+    assert run_schedule(c, OverlapConfig(dp_gather=False)).time_s == pytest.approx(gather_s + 3.0, rel=1e-12)
+
+
 def test_gather_prefetch_hidden_when_the_forwards_cover_it():
     # pp=2, m=2, v=2: stage 0 runs F0.0, F1.0 before chunk 1; 1 s of share fits under them
     c = _costs(2, 2, 2, dp_gather_s=1.0)                 # 0.5 s per chunk, passes of 0.5 s forward

@@ -78,6 +78,22 @@ def test_configs_of_the_job_yaml():
     assert overlap == OverlapConfig(dp_gather=False)
 
 
+def test_data_loading_hides_the_first_all_gather():
+    # 11 buckets of the first chunk's gather g run under stage 0's first forward F: it ends at
+    # max(g/11 + F, g + F/11) (g >> F here); loading the batch for L seconds before it starts
+    # the gather L earlier, so the iteration is shorter by min(L, exposed) until it is hidden
+    job = parse_job("model: {preset: gpt3-13b}\nparallel: {tp: 8, pp: 4, dp: 2}\nbatch: {num_micro_batches: 8}\n")
+    comm = CommTimes(dp_gather_s=2.0)
+    base = iteration_timing(job, comm)
+    forward = base.schedule.timeline.pass_s[0, 0]
+    assert base.exposed_comm_s["dp"] == pytest.approx(2.0 - forward * (1 - 1 / 11), rel=1e-12)
+    loaded = parse_job("model: {preset: gpt3-13b}\nparallel: {tp: 8, pp: 4, dp: 2}\nbatch: {num_micro_batches: 8}\n"
+                       "hardware: {data_loading_s: 0.5}\n")
+    compute, _ = configs_of(loaded)
+    assert compute.data_loading_s == 0.5
+    assert iteration_timing(loaded, comm, compute).time_s == pytest.approx(base.time_s - 0.5, rel=1e-12)
+
+
 def test_workload_compute_times():
     w = parse_aicb_workload(
         "HYBRID_TRANSFORMER_FWD_IN_BCKWD model_parallel_NPU_group: 8 ep: 1 pp: 2 vpp: 1 ga: 4 all_gpus: 32\n2\n"

@@ -15,6 +15,7 @@ from rankmap.cli.common import (
     dp_size,
     example_inputs,
     hostlist_arg,
+    objective_names,
     objectives,
     out_folder,
     out_png,
@@ -23,6 +24,7 @@ from rankmap.cli.common import (
     positive_int,
     report_before_commit,
     seed_int,
+    tier_weights_arg,
 )
 from rankmap.errors import EXIT_OK, UsageError
 
@@ -54,14 +56,14 @@ def add_parsers(sub) -> None:
                         "on the machine's speed and load")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
-    p.add_argument("--objective", default="tiers,uplink,fragmentation",
+    p.add_argument("--objective", type=objectives, default="tiers,uplink,fragmentation",
                    help="objectives, most important first, from: tiers (bytes crossing each tier times its "
                         "weight), top-first (bytes per tier, top tier first), bytes (cross-ToR only), spread, "
                         "uplink, fragmentation, moved (default tiers,uplink,fragmentation); NAME=WEIGHT terms are "
                         "summed into one weighted objective, e.g. tiers=1,uplink=4")
-    p.add_argument("--tier-weights", default="",
-                   help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
-                        "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
+    p.add_argument("--tier-weights", type=tier_weights_arg,
+                   help="weights of the tiers a byte crosses in the tiers objective, e.g. spine=1,core=3 (default: "
+                        "the product of the oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
     p.add_argument("--hosts", type=hostlist_arg,
                    help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
@@ -110,6 +112,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_plan
 
     cluster_path, job_path = example_inputs(args)
+    check_objective_flags(args.objective, args.tier_weights, args.previous)
     stale_launch_folders(args.out)  # refused before the solver runs
     overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
                  if getattr(args, k) is not None}
@@ -120,16 +123,11 @@ def run_plan(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cluster = api.load_cluster(cluster_path)
     job = api.load_job(job_path, overrides)
-    goals = objectives(args.objective)
-    if args.previous is None and "moved" in {g[0] if isinstance(g, tuple) else g.strip() for g in goals}:
-        raise UsageError(f"--objective {args.objective}: 'moved' counts hosts changed against --previous; "
-                         f"give --previous RANKMAP.json or drop it")
-    from rankmap.placement.tier_weights import parse_tier_weights
-    weights = parse_tier_weights(args.tier_weights) or None
+    goals, weights = args.objective, args.tier_weights
     if weights:
         from rankmap.placement.tier_weights import tier_weights
         if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
-            raise UsageError(f"--tier-weights {args.tier_weights}: every tier of cluster {cluster.name!r} then "
+            raise UsageError(f"--tier-weights {_terms(weights)}: every tier of cluster {cluster.name!r} then "
                              f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
@@ -154,6 +152,26 @@ def run_plan(args: argparse.Namespace) -> int:
     # an old plan.png beside the new map would show another plan: it goes in the same commit
     write_map(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",), report=report)
     return EXIT_OK
+
+
+def _terms(terms) -> str:
+    """Objectives or tier weights as the flag spells them (``tiers=1,uplink``)."""
+    items = terms.items() if isinstance(terms, dict) else terms
+    return ",".join(f"{t[0]}={t[1]:g}" if isinstance(t, tuple) else t for t in items)
+
+
+def check_objective_flags(goals: tuple, tier_weights: dict | None, previous) -> None:
+    """Refuse objective flags that would do nothing (UsageError, exit 2, naming the flags):
+    ``moved`` without ``--previous`` (it counts hosts changed against it), and ``--tier-weights``
+    without the ``tiers`` objective, the only one that weighs tiers (``top-first`` ranks them
+    by height; the others count bytes, hosts or groups)."""
+    names = objective_names(goals)
+    if previous is None and "moved" in names:
+        raise UsageError(f"--objective {_terms(goals)}: 'moved' counts hosts changed against --previous; "
+                         f"give --previous RANKMAP.json or drop it")
+    if tier_weights and "tiers" not in names:
+        raise UsageError(f"--tier-weights {_terms(tier_weights)} weighs the tiers objective, which --objective "
+                         f"{_terms(goals)} leaves out: add tiers to --objective or drop --tier-weights")
 
 
 def run_replan(args: argparse.Namespace) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -206,13 +207,19 @@ def stale_launch_folders(out: Path) -> list[Path]:
     Raises RankmapError (exit 3) for such a folder holding anything but the files launch writes
     there (:data:`rankmap.launch.formats.FILES`): a subfolder (``launch --plan-in-allocation``
     keeps each allocation's plan in one), or a file of the user's (notes, an edited script).
-    Those are not deleted, so the new map is refused until the folder is moved away.
+    Those are not deleted, so the new map is refused until the folder is moved away. So is a
+    symbolic link named ``launch-FORMAT``: launch writes through it, and rankmap does not delete
+    files in the folder it points to (shared by other maps, perhaps), which would then go stale.
     """
     from rankmap.errors import RankmapError
     from rankmap.launch.formats import FILES, FORMATS
 
-    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
-             and not (out / f"launch-{f}").is_symlink()]
+    for link in (out / f"launch-{f}" for f in FORMATS):
+        if link.is_symlink():
+            raise RankmapError(f"{link}: a symbolic link (to {os.readlink(link)}): the launch files behind it, "
+                               f"made for the map in {out}, would be stale beside a new map, and rankmap does not "
+                               f"delete files through a link: remove {link} or give another --out")
+    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()]
     for folder in stale:
         own = FILES[folder.name.removeprefix("launch-")]
         other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)

@@ -198,6 +198,45 @@ def test_a_launch_folder_holding_the_users_own_files_is_refused_not_removed(tmp_
     assert (out / "launch-slurm" / "NOTES.md").read_text() == "why we changed the sbatch\n"
 
 
+@pytest.mark.parametrize("command", ["plan", "replan"])
+def test_a_symlinked_launch_folder_is_refused_not_left_stale(tmp_path, racks_map, command):
+    """launch writes through a link named launch-slurm; a new map beside it would leave those
+    files stale, and rankmap deletes nothing through a link: refused, nothing written."""
+    out, shared = tmp_path / "p", tmp_path / "shared"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    shared.mkdir()
+    (out / "launch-slurm").symlink_to(shared)
+    assert rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "slurm", "--no-resolve").returncode == 0
+    before = {p.name: p.read_bytes() for p in (*out.iterdir(), *shared.iterdir()) if p.is_file()}
+    if command == "plan":
+        run = rankmap("plan", "--example", "racks", "--dp", "3", "--out", out, "--no-picture")
+    else:
+        failed = json.loads(racks_map.read_text())["ranks"][0]["host"]
+        run = rankmap("replan", "--rankmap", out / "rankmap.json", "--failed", failed, "--out", out)
+    assert run.returncode == 3 and run.stderr == (
+        f"rankmap: error: {out}/launch-slurm: a symbolic link (to {shared}): the launch files behind it, made for "
+        f"the map in {out}, would be stale beside a new map, and rankmap does not delete files through a link: "
+        f"remove {out}/launch-slurm or give another --out\n")
+    assert {p.name: p.read_bytes() for p in (*out.iterdir(), *shared.iterdir()) if p.is_file()} == before
+
+
+def test_a_file_where_launch_writes_its_folder_is_a_clear_error(tmp_path, racks_map):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    (out / "launch-mpi").write_text("notes\n")
+    run = rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "mpi", "--no-resolve")
+    assert run.returncode == 3 and run.stderr == (f"rankmap: error: {out}/launch-mpi: is a file, not a folder: cannot "
+                                                  f"write the outputs into it (move it away or give another --out)\n")
+    assert sorted(p.name for p in out.iterdir()) == ["launch-mpi", "rankmap.json"]
+    assert (out / "launch-mpi").read_text() == "notes\n"
+    run = rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "mpi", "--no-resolve", "--out",
+                  out / "launch-mpi" / "x")  # a file above the folder: named the same way
+    assert run.returncode == 3 and f"rankmap: error: {out}/launch-mpi: is a file, not a folder: cannot write the " \
+                                   f"outputs into {out}/launch-mpi/x" in run.stderr
+
+
 def test_every_file_launch_writes_is_known_as_its_own(racks_map):
     from rankmap.job.rank_map import read_rankmap
     from rankmap.launch.common import LaunchOptions

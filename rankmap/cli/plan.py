@@ -185,7 +185,9 @@ def run_replan(args: argparse.Namespace) -> int:
     args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
-    result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
+    constraints = constraints_from_args(args, cluster)
+    check_reserved_maps(args.reserve, args.rankmap, previous, cluster, failed)
+    result = api.replan(cluster, previous, failed, constraints)
 
     def report(written):
         if args.json:
@@ -198,6 +200,31 @@ def run_replan(args: argparse.Namespace) -> int:
 
     write_map(result.rankmap, args.out, report=report)
     return EXIT_OK
+
+
+def check_reserved_maps(paths, rankmap_path: Path, previous, cluster, failed: list[str]) -> None:
+    """Refuse a ``--reserve`` map whose job holds hosts this map keeps (all but the failed ones):
+    the replanned map would start this job on another job's hosts (or the map is this job's own,
+    given by mistake). RankmapError (exit 3) naming the file and the hosts; the library refuses the
+    same for any reservation (:func:`rankmap.placement.replan.replan`), without the file's name."""
+    from rankmap import api
+    from rankmap.errors import RankmapError
+    from rankmap.names import host_identity
+    from rankmap.topology.hostnames import compress_hostlist
+
+    gone = {host_identity(h) for h in failed} | {host_identity(h.name) for h in cluster.hosts if h.state == "failed"}
+    kept = {host_identity(h): h for h in previous.hosts if host_identity(h) not in gone}
+    for path in paths:
+        other = api.read_rankmap(path)
+        clash = sorted(kept[host_identity(h)] for h in other.hosts if host_identity(h) in kept)
+        if not clash:
+            continue
+        if other.hosts == previous.hosts and other.job == previous.job:
+            raise RankmapError(f"--reserve {path}: this is the job of --rankmap {rankmap_path} itself, whose kept "
+                               f"hosts ({compress_hostlist(clash)}) would be reserved against it: drop that --reserve")
+        raise RankmapError(f"--reserve {path}: its job holds {len(clash)} host(s) of the map that replan keeps "
+                           f"({compress_hostlist(clash)}); two jobs cannot share hosts: drop that --reserve if the "
+                           f"map is stale, or name the hosts in --failed to move this job's ranks off them")
 
 
 def stale_launch_folders(out: Path) -> list[Path]:

@@ -38,13 +38,10 @@ def usage(capsys, *argv) -> str:
     return err
 
 
-@pytest.fixture(scope="module")
-def racks_map(tmp_path_factory):
+@pytest.fixture
+def racks_map(racks_plan):
     """The racks example planned with dp=2 (8 hosts)."""
-    out = tmp_path_factory.mktemp("plan")
-    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture")
-    assert run.returncode == 0, run.stderr
-    return out / "rankmap.json"
+    return racks_plan(2)
 
 
 @pytest.mark.parametrize("argv, message", [

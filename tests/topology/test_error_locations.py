@@ -62,12 +62,19 @@ def test_slurm_tree_and_block_files_point_at_each_other(tmp_path, capsys, fmt, t
     assert code == 3 and err.startswith(f"rankmap: error: {conf}:1: ") and err.endswith(hint)
 
 
-def test_a_cluster_without_free_hosts_is_named(tmp_path, capsys):
+@pytest.mark.parametrize("availability, where, why", [
+    ("availability: {busy: 'n[1-4]'}\n", "4: availability.busy", "all 4 hosts are busy"),
+    ("availability:\n  failed: 'n[1-4]'\n", "5: availability.failed", "all 4 hosts are failed"),
+    ("availability:\n  busy: 'n[1-2]'\n  failed: 'n[3-4]'\n", "4: availability",
+     "2 are busy (availability.busy, line 5) and 2 are failed (availability.failed, line 6)"),
+])
+def test_a_cluster_without_free_hosts_names_the_line_that_took_them(tmp_path, capsys, availability, where, why):
     cluster = tmp_path / "c.yaml"
-    cluster.write_text("name: c\ntor_groups:\n  - {name: a, hosts: 'n[1-4]'}\navailability: {busy: 'n[1-4]'}\n")
+    cluster.write_text("name: c\ntor_groups:\n  - {name: a, hosts: 'n[1-4]'}\n" + availability)
     assert run(capsys, "plan", "--cluster", cluster, "--job", REPO / "examples" / "racks" / "job.yaml",
                "--out", tmp_path / "p", "--no-picture") == (
-        4, f"rankmap: error: {cluster}: availability: cluster 'c' has no free hosts")
+        4, f"rankmap: error: {cluster}:{where}: cluster 'c' has no free hosts: {why}")
+    assert not (tmp_path / "p").exists()
 
 
 @pytest.mark.parametrize("pins,message", [

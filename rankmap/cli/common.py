@@ -15,7 +15,8 @@ from rankmap.errors import OutputError, UsageError
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
            "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png",
            "comma_items", "objectives", "objective_names", "tier_weights_arg", "labels", "add_json_arg",
-           "add_example_args", "example_inputs", "add_constraint_args", "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
+           "add_example_args", "example_inputs", "add_constraint_args", "constraints_from_args", "silence_stdout",
+           "stdout_error", "report_before_commit"]
 
 
 MAX_COUNT = 2**31 - 1  # every count flag fits a C int (CP-SAT and NumPy take them as such)
@@ -225,20 +226,23 @@ def _term_name(item: str) -> str:
     return item.partition("=")[0].strip()
 
 
+def _weighted(item: str, what: str) -> tuple[str, float]:
+    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless WEIGHT is a finite number >= 0."""
+    name, _, weight = item.partition("=")
+    try:
+        value = float(weight) if len(weight) <= 64 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0) or not name.strip():
+        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0)")
+    return name.strip(), value
+
+
 def objectives(text: str) -> tuple:
     """``--objective``: ``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum),
     as the planner takes them: ``("bytes", "uplink")``, ``(("bytes", 1.0), ("uplink", 0.5))``.
     An argparse type: a bad value is an ArgumentTypeError (exit 2)."""
-    out = []
-    for item in comma_items(text, "objectives", _term_name):
-        name, eq, weight = item.partition("=")
-        if not eq:
-            out.append(name)
-            continue
-        value = _number(weight, float, "a number") if weight.strip() else math.nan
-        if not (math.isfinite(value) and value >= 0) or not name.strip():
-            raise argparse.ArgumentTypeError(f"bad term {item!r} (want NAME=WEIGHT with a finite weight >= 0)")
-        out.append((name.strip(), value))
+    out = [_weighted(item, "term") if "=" in item else item for item in comma_items(text, "objectives", _term_name)]
     weights = [term[1] for term in out if isinstance(term, tuple)]
     if weights and not any(weights):  # the weighted sum is 0 for every placement: those terms do nothing
         raise argparse.ArgumentTypeError(f"every weight of {text!r} is 0, so the weighted terms score every "
@@ -256,15 +260,7 @@ def tier_weights_arg(text: str) -> dict:
 
     The names are checked against the cluster's tiers where it is loaded
     (:func:`rankmap.placement.tier_weights.tier_weights`)."""
-    out = {}
-    for item in comma_items(text, "tier weights", _term_name):
-        name, eq, weight = item.partition("=")
-        value = _number(weight, float, "a number") if eq and weight.strip() else math.nan
-        if not (math.isfinite(value) and value >= 0) or not name.strip():
-            raise argparse.ArgumentTypeError(f"bad tier weight {item!r} (want NAME=WEIGHT with a finite weight "
-                                             ">= 0, e.g. core=3)")
-        out[name.strip()] = value
-    return out
+    return dict(_weighted(item, "tier weight") for item in comma_items(text, "tier weights", _term_name))
 
 
 def labels(text: str) -> tuple[str, ...]:

@@ -129,3 +129,21 @@ def test_record_files_past_rank_99999_have_more_digits(tmp_path):
     folder = tmp_path / "events"
     assert _one_event_run(folder, 123456).name == "rank-123456.jsonl"
     assert read_run(tmp_path).ranks == (123456,)
+
+
+def test_diagnose_refuses_two_files_for_one_rank_in_one_line(tmp_path, capsys):
+    """The command line: exit 3, one line naming both files, nothing written."""
+    from helpers import make_rankmap
+
+    from rankmap.cli import main
+
+    rankmap = make_rankmap(tmp_path / "plan", dp=2, hosts=("h1", "h2"))
+    folder = tmp_path / "run" / "events"
+    _one_event_run(folder, 0)
+    (folder / "rank-000000.jsonl").write_bytes(_one_event_run(folder, 1).read_bytes())
+    assert main(["diagnose", str(tmp_path / "run"), "--rankmap", str(rankmap)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"rankmap: error: {folder}/rank-00000.jsonl and {folder}/rank-000000.jsonl: two files for rank 0 (the "
+        "recorder writes rank-00000.jsonl only): remove the copy\n")
+    assert not (tmp_path / "run" / "diagnosis").exists()

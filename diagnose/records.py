@@ -272,15 +272,38 @@ def read_run(run_dir: str | Path, run_id: str | None = None) -> RunRecords:
     return _read_folder(top / run_id if run_id else top, run_id)
 
 
-_NAME = re.compile(r"^(?:hang-)?rank-(\d{5,})\.jsonl?$")
+_NAME = re.compile(r"^(?:hang-)?rank-(\d+)\.jsonl?$")
 
 
-def _file_rank(path: Path) -> int:
-    """The rank a record file's name gives (``rank-00017.jsonl``, ``hang-rank-00017.json``)."""
-    m = _NAME.match(path.name)
-    if not m or (path.name.startswith("hang-") != path.name.endswith(".json")):
-        raise RankmapError(f"{path}: not a record file name (expected rank-NNNNN.jsonl or hang-rank-NNNNN.json)")
-    return int(m.group(1))
+def _record_files(folder: Path, pattern: str, path_of) -> list[tuple[int, Path]]:
+    """``(rank, path)`` of the record files in ``folder`` matching ``pattern``, by rank.
+
+    Every such file must bear the name the recorder writes for its rank (``path_of(folder, rank)``:
+    :func:`event_path`, :func:`hang_path`). A file renamed or copied by hand (``rank-1.jsonl``,
+    ``rank-000001.jsonl``) would add a rank's events twice, or under no rank: it is an error
+    naming it, and two files for one rank are an error naming both.
+
+    Raises
+    ------
+    RankmapError
+        Two files for one rank, or a file whose name is not the recorder's.
+    """
+    by_rank: dict[int, Path] = {}
+    for path in sorted(folder.glob(pattern)):
+        m = _NAME.match(path.name)
+        rank = int(m.group(1)) if m else None
+        if rank is not None and rank in by_rank:
+            raise RankmapError(f"{by_rank[rank]} and {path}: two files for rank {rank} (the recorder writes "
+                               f"{path_of(folder, rank).name} only): remove the copy")
+        if rank is None or path.name.startswith("hang-") != path.name.endswith(".json"):
+            raise RankmapError(f"{path}: not a record file name (the recorder writes rank-NNNNN.jsonl and "
+                               f"hang-rank-NNNNN.json, the rank in at least 5 digits): rename or remove it")
+        by_rank[rank] = path
+    for rank, path in by_rank.items():
+        if path != path_of(folder, rank):
+            raise RankmapError(f"{path}: not the name the recorder writes for rank {rank} "
+                               f"({path_of(folder, rank).name}): renamed by hand? rename or remove it")
+    return sorted(by_rank.items())
 
 
 def _check_rank(path: Path, line: int, rec: dict, rank: int) -> None:
@@ -295,8 +318,7 @@ def _read_folder(folder: Path, run_id: str) -> RunRecords:
     events: list[Event] = []
     ranks: set[int] = set()
     problems: list[str] = []
-    for path in sorted(folder.glob("rank-*.jsonl")):
-        rank = _file_rank(path)
+    for rank, path in _record_files(folder, "rank-*.jsonl", event_path):
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
         except OSError as exc:
@@ -325,8 +347,7 @@ def _read_folder(folder: Path, run_id: str) -> RunRecords:
         if not any(line.strip() for line in lines):
             problems.append(f"{path}: empty: rank {rank} left out")
     hangs = []
-    for path in sorted(folder.glob("hang-rank-*.json")):
-        rank = _file_rank(path)
+    for rank, path in _record_files(folder, "hang-rank-*.json", hang_path):
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
             hang = Hang(**{**rec, "peers": tuple(rec["peers"])})

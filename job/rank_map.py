@@ -32,7 +32,7 @@ import numpy as np
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
-from rankmap.job.rank_map_schema import SCHEMA, check_document
+from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
@@ -240,6 +240,10 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     except SpecError as exc:
         raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
     check_document(doc, source)  # the rules of docs/rankmap.schema.json
+    for key in ("world_size", "nproc_per_node", "num_nodes"):  # 64.0 is 64, as for the schema
+        doc[key] = as_int(doc[key])
+    if isinstance(doc.get("nprocs"), list):
+        doc["nprocs"] = [as_int(n) for n in doc["nprocs"]]
     try:
         job = job_from_data(doc.get("job"), source + " (job)")
         g = doc["nproc_per_node"]
@@ -293,6 +297,7 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
         if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):
             raise RankMapFileError(f"entry must have exactly the keys {', '.join(_ENTRY_KEYS)}", source=source, key=key)
         ints = [k for k in _ENTRY_KEYS if k not in ("host", "tor_group")]
+        rec = {k: as_int(v) if k in ints else v for k, v in rec.items()}  # "rail": 1.0 is rail 1, as for the schema
         if any(not isinstance(rec[k], int) or isinstance(rec[k], bool) or rec[k] < 0 for k in ints):
             raise RankMapFileError("rank, node_rank, local_rank, rail and coordinates must be integers >= 0",
                                source=source, key=key)

@@ -21,7 +21,7 @@ import re
 
 from rankmap.errors import RankMapFileError
 
-__all__ = ["SCHEMA", "check_document"]
+__all__ = ["SCHEMA", "check_document", "as_int"]
 
 SCHEMA = "rankmap/v1"
 _REQUIRED = ("schema", "cluster", "job", "world_size", "nproc_per_node", "num_nodes", "summary", "ranks")
@@ -35,6 +35,22 @@ _METRICS = {"cross_tor_bytes": ("n", 0), "weighted_bytes": ("n", 0), "tier_bytes
             "max_dp_spread_per_tier": ("i[]", 1), "max_pp_spread_per_tier": ("i[]", 1),
             "dp_edges_cross_tor": ("i", 0), "pp_edges_cross_tor": ("i", 0), "max_dp_spread_tor_groups": ("i", 0),
             "max_uplink_bytes": ("n", 0), "gap_to_bound": ("n", 0)}
+
+
+def as_int(value):
+    """``value`` as an int when it is an integer-valued JSON number (``1`` or ``1.0``), else itself.
+
+    JSON has one number type (RFC 8259 §6), and JSON Schema's ``"integer"`` is "any number with a
+    zero fractional part" (JSON Schema 2020-12 Core §4.2.1; Validation §6.1.1), so a validator
+    accepts ``"rail": 1.0``: the reader reads it as 1, agreeing with the schema, while ``1.5``,
+    ``true`` and ``"1"`` stay refused.
+
+    >>> as_int(1.0), as_int(3), as_int(1.5), as_int(True)
+    (1, 3, 1.5, True)
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 class _Check:
@@ -71,6 +87,8 @@ class _Check:
             if not isinstance(value, str):
                 self.fail(key, f"expected a string, got {_show(value)}")
             return
+        if kind == "i":
+            value = as_int(value)
         types = (int,) if kind == "i" else (int, float)
         if not isinstance(value, types) or isinstance(value, bool):
             self.fail(key, f"expected {'an integer' if kind == 'i' else 'a number'}, got {_show(value)}")

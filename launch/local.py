@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from rankmap.errors import LaunchError
+from rankmap.errors import LaunchError, RunTerminated, RunTimedOut
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import ENGINE_ENTRY, RANKMAP_FILE_VAR
 from rankmap.launch.local_agent import failure_order
@@ -242,7 +242,11 @@ def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = N
     Raises
     ------
     LaunchError
-        PyTorch is missing, an agent failed (naming its host and exit code), or ``timeout_s`` passed.
+        PyTorch is missing, or an agent failed (naming its host and exit code).
+    RunTimedOut
+        ``timeout_s`` passed (exit 124); every process of the run was stopped.
+    RunTerminated
+        SIGTERM arrived (exit 143); every process of the run was stopped.
     """
     if importlib.util.find_spec("torch") is None:
         raise LaunchError("rankmap launch --local needs PyTorch: pip install 'rankmap[engine]' "
@@ -266,7 +270,7 @@ def run_agents(agents: list[Agent], cwd: str | Path, timeout_s: float | None = N
                 time.sleep(start_gap_s)
         _wait(agents, procs, deadline, timeout_s, token)
     except _Terminated:
-        raise LaunchError("terminated (SIGTERM); stopped every process of the run") from None
+        raise RunTerminated("terminated (SIGTERM); stopped every process of the run") from None
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
@@ -297,7 +301,7 @@ def _wait(agents: list[Agent], procs: dict, deadline: float | None, timeout_s: f
             _signal_marked(token, signal.SIGABRT)
             time.sleep(2.0)
             _echo_new_output(agents, sizes)  # the workers' stderr goes to files: their agents tee'd it
-            raise LaunchError(f"the local run did not finish within {timeout_s:g} s; stopped its agents and workers")
+            raise RunTimedOut(f"the local run did not finish within {timeout_s:g} s; stopped its agents and workers")
         time.sleep(0.2)
 
 

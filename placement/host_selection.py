@@ -92,11 +92,12 @@ def _names_from_json(text: str, path: str) -> list[str]:
     for i, name in enumerate(names):  # the rule of hostlists: a host named twice is refused
         j = first.setdefault(host_identity(name), i)
         if j != i:
+            from rankmap.topology.k8s import json_item_lines
+            lines = json_item_lines(text, doc)  # the duplicate is cited at its own line, the first named
             who = [str((items[k].get("metadata") or {}).get("name", f"items[{k}]")) for k in (j, i)]
-            at = text.find(f'"{who[1]}"')  # the second item's line, when its name is written plainly
-            raise SpecError(f"host {name!r} is named twice, by {what}s {who[0]} and {who[1]} (one {what} per host; "
-                            "host names ignore case)", source=path, line=text.count("\n", 0, at) + 1 if at >= 0
-                            else None, key="--hosts")
+            raise SpecError(f"host {name!r} is named twice, by {what}s {who[0]} (line {lines[j]}) and {who[1]} "
+                            f"(one {what} per host; host names ignore case)", source=path, line=lines[i],
+                            key="--hosts")
     return names
 
 

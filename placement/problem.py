@@ -82,8 +82,7 @@ class HostPool:
             ``tp`` does not divide the GPUs per host.
         """
         if not self.gpus_per_host:
-            raise InfeasibleError(f"cluster {cluster.name!r} has no free hosts", source=cluster.source,
-                                  key="availability")
+            raise _no_free_hosts(cluster)
         gpn = self.gpus_per_host
         if self.nproc % job.tp:
             raise PlacementError(f"tp={job.tp} does not fit the hosts: a TP group must sit inside one host, "
@@ -267,3 +266,18 @@ def _resolved(cluster: Cluster, job: JobSpec, gpn: int, caps: tuple) -> JobSpec:
         raise explain_shortage(cluster, caps, -(-replica // gpn), f"one model replica (tp*cp*pp*ep = {replica} GPUs)",
                                job.source, "parallel.dp")
     return job.resolved(sum(caps) * gpn)
+
+
+def _no_free_hosts(cluster: Cluster) -> InfeasibleError:
+    """The error for a cluster without a free host, located at the spec key that made its hosts
+    busy or failed (``availability.busy``, with its line), or at ``availability`` for both."""
+    counts = {state: sum(h.state == state for h in cluster.hosts) for state in ("busy", "failed")}
+    keys = [f"availability.{state}" for state, n in counts.items() if n]
+    key = keys[0] if len(keys) == 1 else "availability"
+    if len(keys) == 1:
+        said = f"all {len(cluster.hosts)} hosts are {keys[0].split('.')[1]}"
+    else:
+        said = " and ".join(f"{counts[k.split('.')[1]]} are {k.split('.')[1]}"
+                            + (f" ({k}, line {cluster.lines[k]})" if k in cluster.lines else "") for k in keys)
+    return InfeasibleError(f"cluster {cluster.name!r} has no free hosts: {said}", source=cluster.source,
+                           line=cluster.lines.get(key), key=key)

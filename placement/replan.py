@@ -78,6 +78,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     if not down:  # rewriting the map would only drop its plan summary (and its launch files)
         raise SpecError("no host of the map is failed: nothing to replace (name them with --failed, or mark them "
                         "failed in the cluster spec)", key="--failed")
+    _check_reserved(previous, down, constraints)
     island = next(set(i) for i in cluster.islands() if previous.tor_groups[0] in i)  # a job never leaves its island
     spares = [h for h in constraints.usable(list(cluster.free_hosts()))
               if h.name not in in_map and h.gpus >= gpn and h.tor_group in island]
@@ -107,6 +108,31 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
                           "cross_tor_bytes_after": after.cross_tor_bytes}}
     rm = RankMap.from_hosts(previous.job, cluster, hosts, gpn, summary)
     return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after)
+
+def _check_reserved(previous: RankMap, down: list[int], constraints: PlacementConstraints) -> None:
+    """Refuse a map whose kept hosts another job holds (``constraints.reserve``: its rank map
+    was given to ``--reserve``): replan moves only the failed hosts' ranks, so the new map would
+    start this job on hosts a running job uses. Refused rather than warned about: a launch on
+    them fails (GPU memory, ports) or slows both jobs, and the fix is the user's choice -- drop
+    that reservation (a stale map, this job's own) or name the hosts in ``--failed`` to move off them.
+
+    Raises
+    ------
+    SpecError
+        Key ``--reserve``, naming the hosts (a hostlist) and their node ranks.
+    """
+    from rankmap.names import host_identity
+    from rankmap.topology.hostnames import compress_hostlist
+
+    reserved = {host_identity(h) for h in constraints.reserve}
+    clash = [(n, h) for n, h in enumerate(previous.hosts) if n not in down and host_identity(h) in reserved]
+    if clash:
+        hosts = compress_hostlist(sorted(h for _, h in clash))
+        raise SpecError(f"{len(clash)} host(s) of the map that replan keeps are reserved for another job: {hosts} "
+                        f"(node ranks {', '.join(str(n) for n, _ in clash[:8])}{' ...' if len(clash) > 8 else ''}); "
+                        f"two jobs cannot share hosts: drop the reservation that holds them, or name them in "
+                        f"--failed to move this job's ranks off them", key="--reserve")
+
 
 def _replacement_group(cost, hosts: list[str], node: int, pool: dict[int, list[str]], own: int) -> int:
     """The ToR group to replace node ``node``'s host from: its own group while it has spares,

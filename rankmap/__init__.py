@@ -29,7 +29,12 @@ def _started_as_command() -> bool:
 
 def _interrupted_while_starting(signum, frame) -> None:
     """Ctrl-C before the command runs (while modules load): nothing is written yet, so say so
-    and leave at once, without a traceback; :func:`rankmap.cli.main` takes over from here."""
+    and leave at once, without a traceback; :func:`rankmap.cli.main` takes over from here.
+
+    Before this module runs, Python's own handler applies: Ctrl-C in the interpreter's start-up
+    (``site``: the ``.pth`` files, an editable install's finder; ~20-40 ms) prints its traceback
+    and exits 1. A package cannot run code earlier except from a ``.pth`` file, which would run
+    in every Python process of the environment; the console script is pip's, not ours."""
     _os.write(2, b"rankmap: interrupted\n")
     _os._exit(130)  # EXIT_INTERRUPTED (128 + SIGINT); the package's first import cannot load rankmap.errors
 

@@ -15,6 +15,8 @@ exits with the class's :attr:`~RankmapError.exit_code`, showing a traceback only
     +-- TopologyError               a cluster model is inconsistent
     +-- OutputError                 exit 74: standard output cannot be written (disk full)
     +-- LaunchError                 a launch file cannot be written or read, a local run failed
+    |   +-- RunTimedOut             exit 124: ``launch --local --timeout`` passed (as timeout(1))
+    |   +-- RunTerminated           exit 143: ``launch --local`` got SIGTERM (128 + 15, as shells say)
     +-- EngineError                 the trainer cannot run as configured
         +-- PlacementMismatch       processes did not start where the rank map puts them
 """
@@ -23,10 +25,10 @@ from __future__ import annotations
 
 __all__ = [
     "one_line", "EXIT_OK", "EXIT_USAGE", "EXIT_INPUT", "EXIT_INFEASIBLE", "EXIT_STRAGGLERS", "EXIT_HANG",
-    "EXIT_INTERNAL", "EXIT_OUTPUT", "EXIT_INTERRUPTED",
+    "EXIT_INTERNAL", "EXIT_OUTPUT", "EXIT_TIMEOUT", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
     "RankmapError", "UsageError", "SpecError", "RankMapFileError", "InfeasibleError", "PlacementError", "TopologyError",
     "OutputError",
-    "LaunchError", "EngineError", "PlacementMismatch",
+    "LaunchError", "RunTimedOut", "RunTerminated", "EngineError", "PlacementMismatch",
 ]
 
 EXIT_OK = 0
@@ -37,7 +39,9 @@ EXIT_STRAGGLERS = 5     # rankmap diagnose: stragglers or slow links flagged
 EXIT_HANG = 6           # rankmap diagnose: a hang was recorded (culprits named)
 EXIT_INTERNAL = 70      # a bug (EX_SOFTWARE of sysexits.h)
 EXIT_OUTPUT = 74        # standard output cannot be written (EX_IOERR of sysexits.h)
+EXIT_TIMEOUT = 124      # rankmap launch --local: --timeout passed (GNU timeout(1)'s code)
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT)
+EXIT_TERMINATED = 143   # rankmap launch --local: stopped by SIGTERM (128 + SIGTERM, as a shell reports it)
 
 
 def one_line(text: str) -> str:
@@ -135,6 +139,20 @@ class OutputError(RankmapError):
 
 class LaunchError(RankmapError):
     """A launch file cannot be generated or read (bad or unresolvable host, bad line), or a local run failed."""
+
+
+class RunTimedOut(LaunchError):
+    """A local run passed its ``--timeout`` and was stopped: exit 124, the code GNU ``timeout``
+    returns, so a wrapper tells a slow or hung run from bad input."""
+
+    exit_code = EXIT_TIMEOUT
+
+
+class RunTerminated(LaunchError):
+    """A local run was stopped by SIGTERM (``kill``, a scheduler's preemption): exit 143, what a
+    shell reports for a command killed by SIGTERM (128 + 15), after its processes are stopped."""
+
+    exit_code = EXIT_TERMINATED
 
 
 class EngineError(RankmapError):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -41,3 +43,21 @@ availability:
 @pytest.fixture
 def small_cluster_text() -> str:
     return SMALL_CLUSTER
+
+
+@pytest.fixture(scope="session")
+def racks_plan(tmp_path_factory):
+    """racks_plan(dp) -> Path of the rankmap.json that ``rankmap plan --example racks --dp DP``
+    writes (a real run of the command line; 8 GPUs per host, tp*pp = 32, so 4 * dp hosts), made
+    once per session and dp. Read-only: a test that writes beside the map copies it first."""
+    made: dict[int, Path] = {}
+
+    def plan(dp: int) -> Path:
+        if dp not in made:
+            out = tmp_path_factory.mktemp(f"racks-dp{dp}")
+            run = subprocess.run([sys.executable, "-m", "rankmap", "plan", "--example", "racks", "--dp", str(dp),
+                                  "--out", str(out), "--no-picture"], capture_output=True, text=True, timeout=300)
+            assert run.returncode == 0, run.stderr
+            made[dp] = out / "rankmap.json"
+        return made[dp]
+    return plan

@@ -56,7 +56,8 @@ from rankmap.topology.sources import (
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "LevelKey", "AWS_LAYER", "GKE_LEVELS"]
+__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "json_item_lines", "LevelKey", "AWS_LAYER",
+           "GKE_LEVELS"]
 
 AWS_LAYER = "topology.k8s.aws/network-node-layer-"
 GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
@@ -180,6 +181,20 @@ def _load(text: str, source: str):
         item_lines = getattr(items, "item_lines", None) or [getattr(items, "line", 1)] * len(items)
         lines = item_lines.__getitem__
     return items, lines
+
+
+def json_item_lines(text: str, doc) -> list[int]:
+    """The line of each item of a kubectl List (``kubectl get nodes/pods -o json``), parsed from
+    ``text`` as ``doc``: where its ``metadata.name`` is written, so that of two items with one
+    name the second is cited at its own line, not at the first's.
+
+    >>> text = '{"items": [\\n {"metadata": {"name": "n1"}},\\n {"metadata": {"name": "n1"}}]}'
+    >>> json_item_lines(text, json.loads(text))
+    [2, 3]
+    """
+    items = doc.get("items") if isinstance(doc, dict) and "items" in doc else doc
+    lines = _JsonLines(text, doc)
+    return [lines.item_line(i) for i in range(len(items) if isinstance(items, list) else 1)]
 
 
 class _JsonLines:

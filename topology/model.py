@@ -212,6 +212,9 @@ class Cluster:
         used for placement; written back by the topology.yaml exporter).
     source : str or None
         The file the cluster was read from, for messages (not compared).
+    lines : dict of str to int
+        Line in ``source`` of spec keys that messages about host states cite
+        (``availability``, ``availability.busy``, ``availability.failed``); not compared.
 
     Raises
     ------
@@ -230,6 +233,7 @@ class Cluster:
     tiers: tuple[Tier, ...] | None = None
     slurm_topologies: tuple[SlurmTopology, ...] = ()
     source: str | None = field(default=None, compare=False)
+    lines: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         _check_names(self)

@@ -101,13 +101,15 @@ def _cluster_from_data(data, source: str) -> Cluster:
     block_sizes = _block_sizes(top)
     tiers, tier_lines = _tiers(top, links.tor_uplink_gbps)
     states = _availability(top.sub("availability"), {h.name for h in hosts})
+    lines = _availability_lines(top)
     kept = _slurm_topologies(top)
     top.done()
     hosts = [Host(name=h.name, gpus=h.gpus, nics=h.nics, tor_group=h.tor_group,
                   state=states.get(h.name, "free")) for h in hosts]
     try:
         cluster = Cluster(name=name, tor_groups=tuple(groups), hosts=tuple(hosts), links=links, spine=spine,
-                          switches=switches, block_sizes=block_sizes, slurm_topologies=kept, source=source)
+                          switches=switches, block_sizes=block_sizes, slurm_topologies=kept, source=source,
+                          lines=lines)
     except TopologyError as exc:
         raise SpecError(str(exc), source=source) from None
     if tiers is None:
@@ -257,6 +259,15 @@ def _group_hosts(f: Fields, gpus: int, nics: int) -> list[tuple[str, int, int]]:
             g, n = gpus, nics
         out.extend((name, g, n) for name in names)
     return out
+
+
+def _availability_lines(top: Fields) -> dict[str, int]:
+    """Lines of ``availability`` and its ``busy``/``failed`` keys, for messages about host states."""
+    if not top.has("availability"):
+        return {}
+    avail = top.sub("availability")
+    keys = [("availability", top, "availability")] + [(f"availability.{k}", avail, k) for k in ("busy", "failed")]
+    return {path: f.line_of(key) for path, f, key in keys if f.has(key) and f.line_of(key)}
 
 
 def _availability(f: Fields, known: set[str]) -> dict[str, str]:

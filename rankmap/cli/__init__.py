@@ -5,7 +5,7 @@ One parser; each command module adds its subcommand and binds it to a function w
 (:mod:`rankmap.cli.report`). Exit codes (:mod:`rankmap.errors`): 0 success; 2 usage error;
 3 invalid input (bad spec, rank map or file); 4 infeasible (the job cannot be placed as
 asked); 70 internal error (a bug: rerun with ``--debug`` for the traceback); 130 interrupted
-(Ctrl-C); 74 standard output cannot be written (``> /dev/full``: commands that write files
+(Ctrl-C); 124 and 143 ``launch --local`` stopped by its ``--timeout`` or by SIGTERM; 74 standard output cannot be written (``> /dev/full``: commands that write files
 print their report before committing them, so then no file is written). A closed standard
 output (``rankmap plan | head -1``) is not an error: the rest of the text is dropped, the
 outputs are written and the exit is 0.

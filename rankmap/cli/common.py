@@ -14,8 +14,9 @@ from rankmap.errors import OutputError, UsageError
 
 __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int", "non_negative_float", "fraction",
            "positive_float", "port", "dp_size", "hostlist_arg", "hostname_arg", "out_folder", "out_file", "out_png",
-           "objectives", "add_json_arg", "add_example_args", "example_inputs", "add_constraint_args",
-           "constraints_from_args", "silence_stdout", "stdout_error", "report_before_commit"]
+           "comma_items", "objectives", "objective_names", "tier_weights_arg", "labels", "add_json_arg",
+           "add_example_args", "example_inputs", "add_constraint_args", "constraints_from_args", "silence_stdout",
+           "stdout_error", "report_before_commit"]
 
 
 MAX_COUNT = 2**31 - 1  # every count flag fits a C int (CP-SAT and NumPy take them as such)
@@ -121,7 +122,20 @@ def hostlist_arg(text: str) -> str:
         raise argparse.ArgumentTypeError(f"no hosts given (got {text!r})")
     if text.strip() == "@":
         raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
+    if not text.startswith("@"):
+        comma_items(text, "hostlists", split=_outer_items)
     return text
+
+
+def _outer_items(hostlist: str) -> list[str]:
+    """The comma-separated hostlists of ``hostlist``: ``n[1,3],m1`` -> ``["n[1,3]", "m1"]``."""
+    items, depth, start = [], 0, 0
+    for at, char in enumerate(hostlist):
+        depth += (char == "[") - (char == "]")
+        if char == "," and depth <= 0:
+            items.append(hostlist[start:at])
+            start = at + 1
+    return items + [hostlist[start:]]
 
 
 def hostname_arg(text: str) -> str:
@@ -132,13 +146,23 @@ def hostname_arg(text: str) -> str:
     return text
 
 
-def out_file(text: str) -> Path:
-    """An output file path (``topo import/export --out``: ``-`` is standard output). An empty or
-    blank value is refused: ``Path('')`` is ``.``, so ``--out ''`` from an unset shell variable
-    would otherwise write into the current folder."""
+def _some_path(text: str) -> Path:
+    """Refuse an empty or blank path: ``Path('')`` is ``.``, so ``--out ''`` from an unset shell
+    variable would otherwise write into the current folder."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"no path given (got {text!r})")
     return Path(text)
+
+
+def out_file(text: str) -> Path:
+    """An output file path (``topo import/export --out``: ``-`` is standard output): not empty,
+    and not ending in ``/``, which names a folder (``Path('x.yaml/')`` is ``x.yaml``, so the
+    file would be written where the user asked for a folder)."""
+    path = _some_path(text)
+    if text.endswith(("/", os.sep)):
+        raise argparse.ArgumentTypeError(f"{text!r} ends in '/', which names a folder: --out names the file to "
+                                         "write (drop the '/')")
+    return path
 
 
 def out_folder(text: str) -> Path:
@@ -148,7 +172,7 @@ def out_folder(text: str) -> Path:
     if text == "-":
         raise argparse.ArgumentTypeError("'-' is not standard output here: --out names a folder (this command "
                                          "writes several files); give a folder, or ./- for a folder named '-'")
-    return out_file(text)
+    return _some_path(text)
 
 
 def out_png(text: str) -> Path:
@@ -167,29 +191,81 @@ def dp_size(text: str):
     return "auto" if text == "auto" else positive_int(text)
 
 
+def comma_items(text: str, what: str, name=lambda item: item, split=lambda text: text.split(",")) -> tuple[str, ...]:
+    """The items of a comma-separated flag value, stripped (every comma-list flag reads its value
+    through this). ``name(item)`` is what two items must not share (the tier of ``spine=1``);
+    ``split`` cuts the value at its separating commas (not those inside a hostlist's brackets).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        An empty value, an empty item (``A,,B``, ``A,``: a shell variable that was unset) or an
+        item given twice (``tiers,tiers``; ``spine=1,spine=2``): argparse prefixes the flag (exit 2).
+
+    Examples
+    --------
+    >>> comma_items(" tiers, uplink", "objectives")
+    ('tiers', 'uplink')
+    """
+    items = tuple(item.strip() for item in split(text))
+    if items == ("",):
+        raise argparse.ArgumentTypeError(f"no {what} given (got {text!r})")
+    seen: dict = {}
+    for number, item in enumerate(items, 1):
+        if not item:
+            raise argparse.ArgumentTypeError(f"item {number} of {text!r} is empty (expected {what} separated by "
+                                             f"single commas)")
+        key = name(item)
+        if key in seen:
+            raise argparse.ArgumentTypeError(f"{key!r} is given twice in {text!r} (items {seen[key]} and {number})")
+        seen[key] = number
+    return items
+
+
+def _term_name(item: str) -> str:
+    return item.partition("=")[0].strip()
+
+
+def _weighted(item: str, what: str) -> tuple[str, float]:
+    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless WEIGHT is a finite number >= 0."""
+    name, _, weight = item.partition("=")
+    try:
+        value = float(weight) if len(weight) <= 64 else math.nan
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0) or not name.strip():
+        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0)")
+    return name.strip(), value
+
+
 def objectives(text: str) -> tuple:
-    """``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum), as the planner takes them."""
-    out = []
-    for item in (o.strip() for o in text.split(",") if o.strip()):
-        name, _, weight = item.partition("=")
-        if weight:
-            try:
-                value = float(weight)
-            except ValueError:
-                value = math.nan
-            if not (math.isfinite(value) and value >= 0):
-                raise UsageError(f"--objective: bad weight {weight!r} for {name.strip()!r} "
-                                 "(want a finite number >= 0)")
-            out.append((name.strip(), value))
-        else:
-            out.append(name)
+    """``--objective``: ``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum),
+    as the planner takes them: ``("bytes", "uplink")``, ``(("bytes", 1.0), ("uplink", 0.5))``.
+    An argparse type: a bad value is an ArgumentTypeError (exit 2)."""
+    out = [_weighted(item, "term") if "=" in item else item for item in comma_items(text, "objectives", _term_name)]
     weights = [term[1] for term in out if isinstance(term, tuple)]
     if weights and not any(weights):  # the weighted sum is 0 for every placement: those terms do nothing
-        raise UsageError(f"--objective {text}: every weight is 0, so the weighted terms score every placement "
-                         f"the same; give at least one weight > 0")
-    if not out:
-        raise UsageError(f"--objective: no objective given (got {text!r})")
+        raise argparse.ArgumentTypeError(f"every weight of {text!r} is 0, so the weighted terms score every "
+                                         "placement the same; give at least one weight > 0")
     return tuple(out)
+
+
+def objective_names(goals: tuple) -> list[str]:
+    """The objective names of :func:`objectives`' value, in order."""
+    return [g[0] if isinstance(g, tuple) else g for g in goals]
+
+
+def tier_weights_arg(text: str) -> dict:
+    """``--tier-weights``: ``spine=1,core=3`` -> ``{"spine": 1.0, "core": 3.0}`` (an argparse type).
+
+    The names are checked against the cluster's tiers where it is loaded
+    (:func:`rankmap.placement.tier_weights.tier_weights`)."""
+    return dict(_weighted(item, "tier weight") for item in comma_items(text, "tier weights", _term_name))
+
+
+def labels(text: str) -> tuple[str, ...]:
+    """``--levels``: label keys separated by commas, top level first (an argparse type)."""
+    return comma_items(text, "label keys")
 
 
 def add_json_arg(p: argparse.ArgumentParser) -> None:

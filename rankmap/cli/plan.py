@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from rankmap.cli.common import (
     dp_size,
     example_inputs,
     hostlist_arg,
+    objective_names,
     objectives,
     out_folder,
     out_png,
@@ -23,6 +25,7 @@ from rankmap.cli.common import (
     positive_int,
     report_before_commit,
     seed_int,
+    tier_weights_arg,
 )
 from rankmap.errors import EXIT_OK, UsageError
 
@@ -54,14 +57,14 @@ def add_parsers(sub) -> None:
                         "on the machine's speed and load")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
-    p.add_argument("--objective", default="tiers,uplink,fragmentation",
+    p.add_argument("--objective", type=objectives, default="tiers,uplink,fragmentation",
                    help="objectives, most important first, from: tiers (bytes crossing each tier times its "
                         "weight), top-first (bytes per tier, top tier first), bytes (cross-ToR only), spread, "
                         "uplink, fragmentation, moved (default tiers,uplink,fragmentation); NAME=WEIGHT terms are "
                         "summed into one weighted objective, e.g. tiers=1,uplink=4")
-    p.add_argument("--tier-weights", default="",
-                   help="weights of the tiers a byte crosses, e.g. spine=1,core=3 (default: the product of the "
-                        "oversubscription ratios below each tier, 1 on a non-blocking fabric)")
+    p.add_argument("--tier-weights", type=tier_weights_arg,
+                   help="weights of the tiers a byte crosses in the tiers objective, e.g. spine=1,core=3 (default: "
+                        "the product of the oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
     p.add_argument("--hosts", type=hostlist_arg,
                    help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
@@ -110,6 +113,7 @@ def run_plan(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_plan
 
     cluster_path, job_path = example_inputs(args)
+    check_objective_flags(args.objective, args.tier_weights, args.previous)
     stale_launch_folders(args.out)  # refused before the solver runs
     overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
                  if getattr(args, k) is not None}
@@ -120,16 +124,11 @@ def run_plan(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     cluster = api.load_cluster(cluster_path)
     job = api.load_job(job_path, overrides)
-    goals = objectives(args.objective)
-    if args.previous is None and "moved" in {g[0] if isinstance(g, tuple) else g.strip() for g in goals}:
-        raise UsageError(f"--objective {args.objective}: 'moved' counts hosts changed against --previous; "
-                         f"give --previous RANKMAP.json or drop it")
-    from rankmap.placement.tier_weights import parse_tier_weights
-    weights = parse_tier_weights(args.tier_weights) or None
+    goals, weights = args.objective, args.tier_weights
     if weights:
         from rankmap.placement.tier_weights import tier_weights
         if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
-            raise UsageError(f"--tier-weights {args.tier_weights}: every tier of cluster {cluster.name!r} then "
+            raise UsageError(f"--tier-weights {_terms(weights)}: every tier of cluster {cluster.name!r} then "
                              f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
@@ -156,6 +155,26 @@ def run_plan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _terms(terms) -> str:
+    """Objectives or tier weights as the flag spells them (``tiers=1,uplink``)."""
+    items = terms.items() if isinstance(terms, dict) else terms
+    return ",".join(f"{t[0]}={t[1]:g}" if isinstance(t, tuple) else t for t in items)
+
+
+def check_objective_flags(goals: tuple, tier_weights: dict | None, previous) -> None:
+    """Refuse objective flags that would do nothing (UsageError, exit 2, naming the flags):
+    ``moved`` without ``--previous`` (it counts hosts changed against it), and ``--tier-weights``
+    without the ``tiers`` objective, the only one that weighs tiers (``top-first`` ranks them
+    by height; the others count bytes, hosts or groups)."""
+    names = objective_names(goals)
+    if previous is None and "moved" in names:
+        raise UsageError(f"--objective {_terms(goals)}: 'moved' counts hosts changed against --previous; "
+                         f"give --previous RANKMAP.json or drop it")
+    if tier_weights and "tiers" not in names:
+        raise UsageError(f"--tier-weights {_terms(tier_weights)} weighs the tiers objective, which --objective "
+                         f"{_terms(goals)} leaves out: add tiers to --objective or drop --tier-weights")
+
+
 def run_replan(args: argparse.Namespace) -> int:
     from rankmap import api
     from rankmap.cli.report import print_replan
@@ -166,7 +185,9 @@ def run_replan(args: argparse.Namespace) -> int:
     args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
-    result = api.replan(cluster, previous, failed, constraints_from_args(args, cluster))
+    constraints = constraints_from_args(args, cluster)
+    check_reserved_maps(args.reserve, args.rankmap, previous, cluster, failed)
+    result = api.replan(cluster, previous, failed, constraints)
 
     def report(written):
         if args.json:
@@ -181,6 +202,31 @@ def run_replan(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def check_reserved_maps(paths, rankmap_path: Path, previous, cluster, failed: list[str]) -> None:
+    """Refuse a ``--reserve`` map whose job holds hosts this map keeps (all but the failed ones):
+    the replanned map would start this job on another job's hosts (or the map is this job's own,
+    given by mistake). RankmapError (exit 3) naming the file and the hosts; the library refuses the
+    same for any reservation (:func:`rankmap.placement.replan.replan`), without the file's name."""
+    from rankmap import api
+    from rankmap.errors import RankmapError
+    from rankmap.names import host_identity
+    from rankmap.topology.hostnames import compress_hostlist
+
+    gone = {host_identity(h) for h in failed} | {host_identity(h.name) for h in cluster.hosts if h.state == "failed"}
+    kept = {host_identity(h): h for h in previous.hosts if host_identity(h) not in gone}
+    for path in paths:
+        other = api.read_rankmap(path)
+        clash = sorted(kept[host_identity(h)] for h in other.hosts if host_identity(h) in kept)
+        if not clash:
+            continue
+        if other.hosts == previous.hosts and other.job == previous.job:
+            raise RankmapError(f"--reserve {path}: this is the job of --rankmap {rankmap_path} itself, whose kept "
+                               f"hosts ({compress_hostlist(clash)}) would be reserved against it: drop that --reserve")
+        raise RankmapError(f"--reserve {path}: its job holds {len(clash)} host(s) of the map that replan keeps "
+                           f"({compress_hostlist(clash)}); two jobs cannot share hosts: drop that --reserve if the "
+                           f"map is stale, or name the hosts in --failed to move this job's ranks off them")
+
+
 def stale_launch_folders(out: Path) -> list[Path]:
     """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
     that ``out`` holds: launch files made for the map a new one in ``out`` replaces.
@@ -188,13 +234,19 @@ def stale_launch_folders(out: Path) -> list[Path]:
     Raises RankmapError (exit 3) for such a folder holding anything but the files launch writes
     there (:data:`rankmap.launch.formats.FILES`): a subfolder (``launch --plan-in-allocation``
     keeps each allocation's plan in one), or a file of the user's (notes, an edited script).
-    Those are not deleted, so the new map is refused until the folder is moved away.
+    Those are not deleted, so the new map is refused until the folder is moved away. So is a
+    symbolic link named ``launch-FORMAT``: launch writes through it, and rankmap does not delete
+    files in the folder it points to (shared by other maps, perhaps), which would then go stale.
     """
     from rankmap.errors import RankmapError
     from rankmap.launch.formats import FILES, FORMATS
 
-    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()
-             and not (out / f"launch-{f}").is_symlink()]
+    for link in (out / f"launch-{f}" for f in FORMATS):
+        if link.is_symlink():
+            raise RankmapError(f"{link}: a symbolic link (to {os.readlink(link)}): the launch files behind it, "
+                               f"made for the map in {out}, would be stale beside a new map, and rankmap does not "
+                               f"delete files through a link: remove {link} or give another --out")
+    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()]
     for folder in stale:
         own = FILES[folder.name.removeprefix("launch-")]
         other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)

@@ -16,7 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rankmap.cli.common import add_json_arg, hostlist_arg, out_file, path_arg, positive_float, positive_int
+from rankmap.cli.common import add_json_arg, hostlist_arg, labels, out_file, path_arg, positive_float, positive_int
 from rankmap.errors import RankmapError
 
 __all__ = ["add_parser", "run_topo"]
@@ -60,7 +60,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     exp.add_argument("cluster", type=path_arg, metavar="CLUSTER.yaml")
     exp.add_argument("--out", type=out_file, required=True, help="file to write ('-': stdout)")
     add_json_arg(exp)
-    exp.add_argument("--levels", type=_labels, help="k8s-labels: label keys, top level first "
+    exp.add_argument("--levels", type=labels, help="k8s-labels: label keys, top level first "
                                                    "(default: AWS network-node-layer-N)")
     exp.add_argument("--slurm-version", metavar="YY.MM[.N]", help="slurm-block, slurm-yaml: the Slurm release "
                                                                   "to write for (default 25.05)")
@@ -76,20 +76,13 @@ def _import_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hosts", type=hostlist_arg,
                    help="every host the scheduler knows: a hostlist, or @FILE of hostlists; reports hosts under no "
                         "leaf, and Volcano regex members match these")
-    p.add_argument("--levels", type=_labels, help="k8s-labels: topology label keys, top level first")
+    p.add_argument("--levels", type=labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=path_arg, help="k8s-labels: take --levels from a Kueue Topology YAML")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("--topology", metavar="NAME", help="slurm topology.yaml: the topology to read "
                                                        "(default: the cluster_default one)")
     p.add_argument("--slurm-version", default="25.05", metavar="YY.MM[.N]",
                    help="the Slurm release the file is for (default 25.05): hostlist forms, block rules")
-
-
-def _labels(text: str) -> tuple[str, ...]:
-    keys = tuple(k.strip() for k in text.split(",") if k.strip())
-    if not keys:
-        raise argparse.ArgumentTypeError("expected label keys separated by commas")
-    return keys
 
 
 def run_topo(args: argparse.Namespace) -> int:

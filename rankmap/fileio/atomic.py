@@ -89,6 +89,11 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
+        parent = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+        if parent is not None:  # mkdir says only "File exists" or "Not a directory"
+            kind = "a file" if parent.is_file() else file_kind(os.stat(parent).st_mode)
+            raise RankmapError(f"{parent}: is {kind}, not a folder: cannot write the outputs into "
+                               f"{'it' if parent == out else out} (move it away or give another --out)") from None
         raise RankmapError(f"{out}: cannot create output folder: {exc.strerror}") from None
     staged: list[tuple[str, Path]] = []
     committed = False

@@ -82,5 +82,68 @@ def test_unreadable_empty_and_renamed_record_files_are_named(tmp_path):
                               "each rank writes only its own file (renamed or copied by hand?)")
     hang_path(folder, 5).unlink()
     (folder / "rank-7.jsonl").write_text("")
-    with pytest.raises(RankmapError, match=r"rank-7.jsonl: not a record file name \(expected rank-NNNNN.jsonl"):
+    with pytest.raises(RankmapError) as err:
         read_run(tmp_path)
+    assert str(err.value) == (f"{folder}/rank-7.jsonl: not the name the recorder writes for rank 7 (rank-00007.jsonl): "
+                              "renamed by hand? rename or remove it")
+
+
+def _one_event_run(folder, rank: int):
+    log = open_event_log(folder, rank)
+    append_event(log, new_event(rank=rank, host="h0", local_rank=0, step=1, phase="forward", start_s=1.0, dur_s=0.5))
+    log.close()
+    return event_path(folder, rank)
+
+
+@pytest.mark.parametrize("copy", ["rank-000001.jsonl", "rank-1.jsonl", "rank-0000000001.jsonl"])
+def test_two_files_for_one_rank_are_refused_naming_both(tmp_path, copy):
+    """The recorder writes rank-NNNNN.jsonl (5 digits, more past rank 99999); a copy under another
+    spelling of the same rank would count its events twice."""
+    folder = tmp_path / "events"
+    _one_event_run(folder, 0)
+    written = _one_event_run(folder, 1)
+    (folder / copy).write_bytes(written.read_bytes())
+    with pytest.raises(RankmapError) as err:
+        read_run(tmp_path)
+    first, second = sorted([written, folder / copy])
+    assert str(err.value) == (f"{first} and {second}: two files for rank 1 (the recorder writes rank-00001.jsonl "
+                              "only): remove the copy")
+
+
+@pytest.mark.parametrize("name, message", [
+    ("rank-00x01.jsonl", "not a record file name (the recorder writes rank-NNNNN.jsonl and hang-rank-NNNNN.json, "
+                         "the rank in at least 5 digits): rename or remove it"),
+    ("hang-rank-3.json", "not the name the recorder writes for rank 3 (hang-rank-00003.json): renamed by hand? "
+                         "rename or remove it"),
+])
+def test_a_record_file_not_named_as_the_recorder_names_it_is_refused(tmp_path, name, message):
+    folder = tmp_path / "events"
+    _one_event_run(folder, 0)
+    (folder / name).write_text("{}\n")
+    with pytest.raises(RankmapError) as err:
+        read_run(tmp_path)
+    assert str(err.value) == f"{folder / name}: {message}"
+
+
+def test_record_files_past_rank_99999_have_more_digits(tmp_path):
+    folder = tmp_path / "events"
+    assert _one_event_run(folder, 123456).name == "rank-123456.jsonl"
+    assert read_run(tmp_path).ranks == (123456,)
+
+
+def test_diagnose_refuses_two_files_for_one_rank_in_one_line(tmp_path, capsys):
+    """The command line: exit 3, one line naming both files, nothing written."""
+    from helpers import make_rankmap
+
+    from rankmap.cli import main
+
+    rankmap = make_rankmap(tmp_path / "plan", dp=2, hosts=("h1", "h2"))
+    folder = tmp_path / "run" / "events"
+    _one_event_run(folder, 0)
+    (folder / "rank-000000.jsonl").write_bytes(_one_event_run(folder, 1).read_bytes())
+    assert main(["diagnose", str(tmp_path / "run"), "--rankmap", str(rankmap)]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == (
+        f"rankmap: error: {folder}/rank-00000.jsonl and {folder}/rank-000000.jsonl: two files for rank 0 (the "
+        "recorder writes rank-00000.jsonl only): remove the copy\n")
+    assert not (tmp_path / "run" / "diagnosis").exists()

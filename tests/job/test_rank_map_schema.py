@@ -67,6 +67,14 @@ BROKEN = [  # (path, value, what the reader says)
     ("summary.lower_bound_bytes", ..., "summary.lower_bound_bytes: required key is missing"),
     ("summary.solver_status", True, "summary.solver_status: expected a string, got True"),
     ("ranks", [], "ranks: expected a non-empty list of rank entries, got []"),
+    # integers: a number with a fractional part, a boolean or a string is none, in either
+    ("world_size", 32.5, "world_size: expected an integer, got 32.5"),
+    ("nprocs", [8, 8.5, 8, 8], "nprocs[1]: expected an integer, got 8.5"),
+    ("summary.plan.dp_edges_cross_tor", 0.5, "summary.plan.dp_edges_cross_tor: expected an integer, got 0.5"),
+    ("ranks.3.rail", 3.5, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+    ("ranks.3.rail", True, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+    ("ranks.3.rail", "3", "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+    ("ranks.3.rail", -1.0, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
 ]
 
 
@@ -112,3 +120,27 @@ def test_a_plan_without_a_bound_has_a_null_gap_in_reader_and_schema(doc):
     with pytest.raises(RankMapFileError):
         parse_rankmap(json.dumps(bad), "m.json")
     assert not validator().is_valid(bad)
+
+
+@pytest.mark.parametrize("path", ["world_size", "nproc_per_node", "num_nodes", "ranks.3.rail", "ranks.3.rank",
+                                  "ranks.9.node_rank", "ranks.9.local_rank", "ranks.31.dp", "ranks.31.pp",
+                                  "summary.plan.dp_edges_cross_tor", "summary.moved_hosts"])
+def test_an_integer_written_as_a_float_is_that_integer_in_reader_and_schema(doc, path):
+    """JSON has one number type, and JSON Schema 2020-12's "integer" is a number with a zero
+    fractional part: the validator accepts ``"rail": 3.0``, so the reader reads it as rail 3."""
+    *parents, last = path.split(".")
+    node = doc
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    good = changed(doc, path, float(node.get(last, 2)))
+    validator().validate(good)
+    text = json.dumps(good)
+    assert f'"{last}": {float(node.get(last, 2))!r}' in text
+    assert parse_rankmap(text, "m.json") == parse_rankmap(json.dumps(doc), "m.json") or path.startswith("summary")
+    assert parse_rankmap(text, "m.json").world_size == 32
+
+
+def test_a_map_with_nprocs_as_floats_reads_as_integers(doc):
+    good = changed(doc, "nprocs", [8.0, 8.0, 8.0, 8.0])
+    validator().validate(good)
+    assert parse_rankmap(json.dumps(good), "m.json").nprocs == (8, 8, 8, 8)

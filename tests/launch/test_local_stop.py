@@ -89,9 +89,10 @@ def _start_sleepers(tmp_path: Path, tag: str, *extra) -> subprocess.Popen:
 
 @needs_torch
 @pytest.mark.slow
-@pytest.mark.parametrize("how", ["timeout", "sigint"])
+@pytest.mark.parametrize("how", ["timeout", "sigint", "sigterm"])
 def test_stopping_a_local_run_leaves_no_process(tmp_path, how):
-    """1 launcher + 2 torchrun agents + 4 workers; after --timeout or SIGINT none is left."""
+    """1 launcher + 2 torchrun agents + 4 workers; after --timeout, SIGINT or SIGTERM none is left,
+    and the exit code says which stopped the run: 124 (timeout(1)'s), 130, 143 (128 + signal)."""
     t0 = time.perf_counter()
     tag = uuid.uuid4().hex
     proc = _start_sleepers(tmp_path, tag, *(["--timeout", 8] if how == "timeout" else []))
@@ -99,19 +100,21 @@ def test_stopping_a_local_run_leaves_no_process(tmp_path, how):
         running = _wait_for(tag, 7, 60)
         assert len(running) == 7, "\n".join(running)
         assert len({row.split()[2] for row in running}) >= 3  # workers sit in sessions of their own
-        if how == "sigint":
-            proc.send_signal(signal.SIGINT)
+        if how != "timeout":
+            proc.send_signal(signal.SIGINT if how == "sigint" else signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         left = _tagged(tag)
         assert left == [], "processes left after the run:\n" + "\n".join(left)
         print(f"\nprocess tree during the run ({how}):\n" + "\n".join(running) + f"\nafter: none; "
               f"{time.perf_counter() - t0:.1f} s")
         if how == "timeout":
-            assert proc.returncode == 3 and "did not finish within 8 s" in err
+            assert proc.returncode == 124 and "did not finish within 8 s" in err
             # the hang's stacks come from the workers (sleep.py), announced first
             assert "passed --timeout 8 s" in err and 'File "sleep.py"' in err.replace(str(tmp_path) + "/", ""), err
-        else:
+        elif how == "sigint":
             assert proc.returncode == 130 and "interrupted" in err
+        else:
+            assert proc.returncode == 143 and "terminated (SIGTERM); stopped every process of the run" in err, err
         # the agents are stopped without their own tracebacks (torchrun's SignalException)
         assert "SignalException" not in err and "torch/distributed/run.py" not in err, err
     finally:

@@ -38,13 +38,10 @@ def usage(capsys, *argv) -> str:
     return err
 
 
-@pytest.fixture(scope="module")
-def racks_map(tmp_path_factory):
+@pytest.fixture
+def racks_map(racks_plan):
     """The racks example planned with dp=2 (8 hosts)."""
-    out = tmp_path_factory.mktemp("plan")
-    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture")
-    assert run.returncode == 0, run.stderr
-    return out / "rankmap.json"
+    return racks_plan(2)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -63,10 +60,35 @@ def racks_map(tmp_path_factory):
      "--example racks conflicts with --cluster and --rankmap"),
     (("plan", "--example", "racks", "--objective", "moved"), "--objective moved: 'moved' counts hosts changed against "
                                                              "--previous; give --previous"),
-    (("plan", "--example", "racks", "--objective", "tiers=0"), "--objective tiers=0: every weight is 0"),
-    (("plan", "--example", "racks", "--objective", "tiers=0,uplink=0.0"), "every weight is 0"),
-    (("plan", "--example", "racks", "--objective", "tiers=-1"), "bad weight '-1' for 'tiers'"),
-    (("plan", "--example", "racks", "--objective", ""), "--objective: no objective given"),
+    (("plan", "--example", "racks", "--objective", "tiers=0"), "argument --objective: every weight of 'tiers=0' is 0"),
+    (("plan", "--example", "racks", "--objective", "tiers=0,uplink=0.0"), "is 0, so the weighted terms score every"),
+    (("plan", "--example", "racks", "--objective", "tiers=-1"), "argument --objective: bad term 'tiers=-1'"),
+    (("plan", "--example", "racks", "--objective", ""), "argument --objective: no objectives given (got '')"),
+    # every comma-list flag reads its items through one helper: no empty item, no item twice
+    (("plan", "--example", "racks", "--objective", "tiers,tiers"),
+     "argument --objective: 'tiers' is given twice in 'tiers,tiers' (items 1 and 2)"),
+    (("plan", "--example", "racks", "--objective", "uplink,tiers=1,tiers=2"),
+     "argument --objective: 'tiers' is given twice in 'uplink,tiers=1,tiers=2' (items 2 and 3)"),
+    (("plan", "--example", "racks", "--objective", "tiers,"), "argument --objective: item 2 of 'tiers,' is empty"),
+    (("plan", "--example", "racks", "--tier-weights="), "argument --tier-weights: no tier weights given (got '')"),
+    (("plan", "--example", "racks", "--tier-weights", "spine=1,,core=2"),
+     "argument --tier-weights: item 2 of 'spine=1,,core=2' is empty"),
+    (("plan", "--example", "racks", "--tier-weights", "spine=1,spine=2"),
+     "argument --tier-weights: 'spine' is given twice in 'spine=1,spine=2' (items 1 and 2)"),
+    (("plan", "--example", "racks", "--tier-weights", "spine"), "argument --tier-weights: bad tier weight 'spine'"),
+    (("plan", "--example", "racks", "--exclude", "n1,,n2"), "argument --exclude: item 2 of 'n1,,n2' is empty"),
+    (("plan", "--example", "racks", "--hosts", "n[1,3],n1,n[1,3]"),
+     "argument --hosts: 'n[1,3]' is given twice in 'n[1,3],n1,n[1,3]' (items 1 and 3)"),
+    (("replan", "--rankmap", "m.json", "--failed", ",n1"), "argument --failed: item 1 of ',n1' is empty"),
+    (("topo", "import", "--from", "k8s-labels", "n.json", "--levels", "A,,B", "--out", "c.yaml"),
+     "argument --levels: item 2 of 'A,,B' is empty"),
+    (("topo", "export", "--to", "k8s-labels", "c.yaml", "--levels", "A,B,A", "--out", "c.yaml"),
+     "argument --levels: 'A' is given twice in 'A,B,A' (items 1 and 3)"),
+    # --tier-weights weighs the tiers objective only
+    (("plan", "--example", "racks", "--objective", "uplink,bytes", "--tier-weights", "spine=2"),
+     "--tier-weights spine=2 weighs the tiers objective, which --objective uplink,bytes leaves out"),
+    (("plan", "--example", "racks", "--objective", "top-first", "--tier-weights", "spine=2"),
+     "which --objective top-first leaves out: add tiers to --objective or drop --tier-weights"),
     (("plan", "--example", "racks", "--tier-weights", "spine=0"),
      "--tier-weights spine=0: every tier of cluster 'racks-512' then weighs 0"),
     (("plan", "--example", "racks", "--out", ""), "argument --out: no path given (got '')"),
@@ -77,6 +99,8 @@ def racks_map(tmp_path_factory):
     (("topo", "export", "--to", "slurm", "c.yaml", "--out", ""), "argument --out: no path given"),
     (("show", "m.json", "--out", "plan.jpg"), "the picture is PNG: give a file name ending in .png (got 'plan.jpg')"),
     (("show", "m.json", "--out", "-"), "--out names the PNG file to write"),
+    (("show", "m.json", "--out", "x.png/"), "argument --out: 'x.png/' ends in '/', which names a folder"),
+    (("topo", "export", "--to", "slurm", "c.yaml", "--out", "topology.conf/"), "'topology.conf/' ends in '/'"),
 ])
 def test_flags_that_would_do_nothing_are_usage_errors(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -171,6 +195,45 @@ def test_a_launch_folder_holding_the_users_own_files_is_refused_not_removed(tmp_
     assert (out / "launch-slurm" / "NOTES.md").read_text() == "why we changed the sbatch\n"
 
 
+@pytest.mark.parametrize("command", ["plan", "replan"])
+def test_a_symlinked_launch_folder_is_refused_not_left_stale(tmp_path, racks_map, command):
+    """launch writes through a link named launch-slurm; a new map beside it would leave those
+    files stale, and rankmap deletes nothing through a link: refused, nothing written."""
+    out, shared = tmp_path / "p", tmp_path / "shared"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    shared.mkdir()
+    (out / "launch-slurm").symlink_to(shared)
+    assert rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "slurm", "--no-resolve").returncode == 0
+    before = {p.name: p.read_bytes() for p in (*out.iterdir(), *shared.iterdir()) if p.is_file()}
+    if command == "plan":
+        run = rankmap("plan", "--example", "racks", "--dp", "3", "--out", out, "--no-picture")
+    else:
+        failed = json.loads(racks_map.read_text())["ranks"][0]["host"]
+        run = rankmap("replan", "--rankmap", out / "rankmap.json", "--failed", failed, "--out", out)
+    assert run.returncode == 3 and run.stderr == (
+        f"rankmap: error: {out}/launch-slurm: a symbolic link (to {shared}): the launch files behind it, made for "
+        f"the map in {out}, would be stale beside a new map, and rankmap does not delete files through a link: "
+        f"remove {out}/launch-slurm or give another --out\n")
+    assert {p.name: p.read_bytes() for p in (*out.iterdir(), *shared.iterdir()) if p.is_file()} == before
+
+
+def test_a_file_where_launch_writes_its_folder_is_a_clear_error(tmp_path, racks_map):
+    out = tmp_path / "p"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    (out / "launch-mpi").write_text("notes\n")
+    run = rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "mpi", "--no-resolve")
+    assert run.returncode == 3 and run.stderr == (f"rankmap: error: {out}/launch-mpi: is a file, not a folder: cannot "
+                                                  f"write the outputs into it (move it away or give another --out)\n")
+    assert sorted(p.name for p in out.iterdir()) == ["launch-mpi", "rankmap.json"]
+    assert (out / "launch-mpi").read_text() == "notes\n"
+    run = rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "mpi", "--no-resolve", "--out",
+                  out / "launch-mpi" / "x")  # a file above the folder: named the same way
+    assert run.returncode == 3 and f"rankmap: error: {out}/launch-mpi: is a file, not a folder: cannot write the " \
+                                   f"outputs into {out}/launch-mpi/x" in run.stderr
+
+
 def test_every_file_launch_writes_is_known_as_its_own(racks_map):
     from rankmap.job.rank_map import read_rankmap
     from rankmap.launch.common import LaunchOptions
@@ -244,3 +307,11 @@ def test_simulate_names_the_example_it_used(tmp_path, monkeypatch, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert doc["traffic"]["source"] == "example racks" and doc["cluster"]["name"] == "racks-512"
     assert json.loads((tmp_path / "s" / "simulation.json").read_text())["traffic"]["source"] == "example racks"
+
+
+def test_tier_weights_with_the_tiers_objective_reach_the_plan(capsys, tmp_path):
+    """The refusals above leave the flags' use: weighted objective terms and the tier weights."""
+    argv = ["plan", "--example", "racks", "--dp", "2", "--no-picture", "--out", str(tmp_path / "o"), "--json",
+            "--objective", " tiers=1, uplink=4", "--tier-weights", "spine=2"]
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["summary"]["tier_weights"] == [2.0]

@@ -62,12 +62,19 @@ def test_slurm_tree_and_block_files_point_at_each_other(tmp_path, capsys, fmt, t
     assert code == 3 and err.startswith(f"rankmap: error: {conf}:1: ") and err.endswith(hint)
 
 
-def test_a_cluster_without_free_hosts_is_named(tmp_path, capsys):
+@pytest.mark.parametrize("availability, where, why", [
+    ("availability: {busy: 'n[1-4]'}\n", "4: availability.busy", "all 4 hosts are busy"),
+    ("availability:\n  failed: 'n[1-4]'\n", "5: availability.failed", "all 4 hosts are failed"),
+    ("availability:\n  busy: 'n[1-2]'\n  failed: 'n[3-4]'\n", "4: availability",
+     "2 are busy (availability.busy, line 5) and 2 are failed (availability.failed, line 6)"),
+])
+def test_a_cluster_without_free_hosts_names_the_line_that_took_them(tmp_path, capsys, availability, where, why):
     cluster = tmp_path / "c.yaml"
-    cluster.write_text("name: c\ntor_groups:\n  - {name: a, hosts: 'n[1-4]'}\navailability: {busy: 'n[1-4]'}\n")
+    cluster.write_text("name: c\ntor_groups:\n  - {name: a, hosts: 'n[1-4]'}\n" + availability)
     assert run(capsys, "plan", "--cluster", cluster, "--job", REPO / "examples" / "racks" / "job.yaml",
                "--out", tmp_path / "p", "--no-picture") == (
-        4, f"rankmap: error: {cluster}: availability: cluster 'c' has no free hosts")
+        4, f"rankmap: error: {cluster}:{where}: cluster 'c' has no free hosts: {why}")
+    assert not (tmp_path / "p").exists()
 
 
 @pytest.mark.parametrize("pins,message", [
@@ -84,17 +91,41 @@ def test_pin_errors_name_their_line(tmp_path, capsys, pins, message):
 
 
 @pytest.mark.parametrize("kind", ["Pod", "Node"])
-def test_hosts_file_naming_a_node_twice_is_refused_like_a_hostlist(tmp_path, capsys, kind):
-    """Two pods on one node were merged silently, then the plan came out '1 short' (exit 4)."""
+@pytest.mark.parametrize("again", ["GPU-R2-N01", "gpu-r2-n01"])
+def test_hosts_file_naming_a_node_twice_is_refused_like_a_hostlist(tmp_path, capsys, kind, again):
+    """Two pods on one node were merged silently, then the plan came out '1 short' (exit 4). The
+    duplicate is cited at its own line (4), the first item at its line (2), however each is spelled
+    (a node listed twice in one spelling was cited at the first's line)."""
     def item(name, node):
         return (f'  {{"kind": "Pod", "metadata": {{"name": "{name}"}}, "spec": {{"nodeName": "{node}"}}}}'
                 if kind == "Pod" else f'  {{"kind": "Node", "metadata": {{"name": "{node}"}}}}')
     listed = tmp_path / "list.json"
     listed.write_text('{"kind": "List", "items": [\n' + ",\n".join(
-        [item("w-0", "gpu-r2-n01"), item("w-1", "gpu-r2-n02"), item("w-2", "GPU-R2-N01")]) + "\n]}\n")
+        [item("w-0", "gpu-r2-n01"), item("w-1", "gpu-r2-n02"), item("w-2", again)]) + "\n]}\n")
     code, err = run(capsys, "plan", "--example", "racks", "--dp", "1", "--hosts", f"@{listed}", "--out",
                     tmp_path / "p", "--no-picture")
-    who = "pods w-0 and w-2 (one pod" if kind == "Pod" else "node items gpu-r2-n01 and GPU-R2-N01 (one node item"
-    assert (code, err) == (3, f"rankmap: error: {listed}:4: --hosts: host 'GPU-R2-N01' is named twice, by {who} "
+    who = ("pods w-0 (line 2) and w-2 (one pod" if kind == "Pod"
+           else f"node items gpu-r2-n01 (line 2) and {again} (one node item")
+    assert (code, err) == (3, f"rankmap: error: {listed}:4: --hosts: host {again!r} is named twice, by {who} "
                               "per host; host names ignore case)")
     assert not (tmp_path / "p").exists()
+
+
+def test_kubectl_nodes_import_cites_a_duplicate_node_at_its_own_line(tmp_path, capsys):
+    """kubectl get nodes -o json as kubectl writes it (metadata.name after the labels, which hold
+    the same name): the duplicate is cited at its own metadata.name line, and the first named."""
+    import json
+
+    def node(name):
+        return {"kind": "Node", "metadata": {"labels": {"kubernetes.io/hostname": name,
+                                                        **{f"network.amazonaws.com/network-node-layer-{i}": f"nn-{i}"
+                                                           for i in (1, 2, 3)}}, "name": name},
+                "status": {"capacity": {"nvidia.com/gpu": "8"}}}
+    nodes = tmp_path / "nodes.json"
+    nodes.write_text(json.dumps({"kind": "NodeList", "items": [node("n1"), node("n2"), node("n1")]}, indent=1))
+    lines = [i for i, line in enumerate(nodes.read_text().splitlines(), 1) if '"name": "n1"' in line]
+    assert len(lines) == 2
+    code, err = run(capsys, "topo", "import", "--from", "k8s-labels", nodes, "--out", tmp_path / "c.yaml")
+    assert (code, err) == (3, f"rankmap: error: {nodes}:{lines[1]}: metadata.name=n1: node n1 is listed twice "
+                              f"(first on line {lines[0]})")
+    assert not (tmp_path / "c.yaml").exists()

@@ -69,5 +69,5 @@ def test_write_outputs_is_all_or_nothing(tmp_path):
     assert (out / "a.json").read_bytes() == b"1" and sorted(p.name for p in out.iterdir()) == ["a.json", "b.png"]
     blocked = tmp_path / "file"
     blocked.write_text("")
-    with pytest.raises(RankmapError, match="cannot create output folder"):
+    with pytest.raises(RankmapError, match="file: is a file, not a folder"):
         write_outputs(blocked / "sub", {"a.json": b"1"})

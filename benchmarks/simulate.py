@@ -62,13 +62,8 @@ from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec_file import load_job
 from rankmap.placement.plan import plan
-from rankmap.simulator.collectives import (
-    CollectiveConfig,
-    coflow_caps,
-    collective_flows,
-    rate_constraints,
-    simulate_collective,
-)
+from rankmap.simulator.collectives import CollectiveConfig, collective_flows, simulate_collective
+from rankmap.simulator.connections import connection_caps, rate_constraints
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement
@@ -184,9 +179,9 @@ def bench_allreduce(repeat: int = 10) -> None:
     result = simulate_collective(network, placement, "allreduce", 1e9)
     flows = collective_flows(placement, np.arange(placement.world_size)[None, :], "allreduce", 1e9, config=config,
                              comm="allreduce")
-    capped, _ = coflow_caps(network, flows, routing, config)
-    route = network.route(flows, routing, extra_rows=capped)            # as run_flows routes them
-    matrix, capacity = rate_constraints(network, flows, route, routing, config)
+    rows, _ = connection_caps(network, flows, config)
+    route = network.route(flows, routing, extra_rows=rows)              # as run_flows routes them
+    matrix, capacity = rate_constraints(network, flows, route, config)
     print(f"ring all-reduce, 1 GB, {placement.world_size} GPUs ({result.n_flows} flows in {flows.n_coflows} coflows, "
           f"{matrix.nnz} matrix entries, {matrix.indices.dtype} indices): simulated {result.time_s * 1e3:.1f} ms, "
           f"busbw {result.busbw_gb_s:.1f} GB/s (CPU times, best of {repeat} each)")

@@ -133,18 +133,25 @@ def test_iteration_settings_from_the_command_line(racks_map, tmp_path):
 
 
 def test_nccl_connection_flags_reach_the_model(racks_map, tmp_path):
-    """--channels-per-nic and --qp-rate-fraction are recorded and change the answer: one
-    channel per NIC capped at half line rate makes every inter-host ring half as fast as
-    2 channels at 0.8 (2 x 0.8 > 1: line rate binds), so the pipeline phase (TP on NVLink
-    plus PP hops) and the DP phases slow down; a bad value exits 2 naming the flag."""
+    """--connection-rate-fraction and --alpha-nvlink-us are recorded and change the answer.
+    The DP rings cross hosts, one connection per NIC: at the default cap 0.8 a ring moves
+    0.8 of line rate, at 0.4 half as much (dp-reduce 2x), with no cap ("none") all of it
+    (0.8x). A 50 us NVLink step slows the pipeline phase (TP on NVLink), not the DP rings.
+    Bad values exit 2 naming the flag."""
     given = ("--cluster", RACKS, "--rankmap", racks_map, "--seeds", "1")
-    base = simulate(*given, "--out", tmp_path / "a")
-    capped = simulate(*given, "--channels-per-nic", "1", "--qp-rate-fraction", "0.5", "--out", tmp_path / "b")
-    assert base.returncode == 0 and capped.returncode == 0, capped.stderr
-    a, b = (json.loads((tmp_path / d / "simulation.json").read_text()) for d in ("a", "b"))
-    assert (a["config"]["channels_per_nic"], a["config"]["qp_rate_fraction"]) == (2, 0.8)
-    assert (b["config"]["channels_per_nic"], b["config"]["qp_rate_fraction"]) == (1, 0.5)
-    phases = [{p["name"]: p["time_s"]["mean"] for p in d["placements"][0]["phases"]} for d in (a, b)]
-    assert phases[1]["dp-reduce"] == pytest.approx(2 * phases[0]["dp-reduce"], rel=0.05)
-    bad = simulate(*given, "--qp-rate-fraction", "1.5", "--out", tmp_path / "c")
-    assert bad.returncode == 2 and "--qp-rate-fraction" in bad.stderr and not (tmp_path / "c").exists()
+    runs = {"a": (), "b": ("--connection-rate-fraction", "0.4", "--alpha-nvlink-us", "50"),
+            "c": ("--connection-rate-fraction", "none")}
+    for name, extra in runs.items():
+        got = simulate(*given, *extra, "--out", tmp_path / name)
+        assert got.returncode == 0, got.stderr
+    a, b, c = (json.loads((tmp_path / d / "simulation.json").read_text()) for d in runs)
+    assert (a["config"]["connection_rate_fraction"], a["config"]["alpha_nvlink_s"]) == (0.8, 5e-6)
+    assert (b["config"]["connection_rate_fraction"], b["config"]["alpha_nvlink_s"]) == (0.4, 5e-5)
+    assert c["config"]["connection_rate_fraction"] is None
+    phases = [{p["name"]: p["time_s"]["mean"] for p in d["placements"][0]["phases"]} for d in (a, b, c)]
+    assert phases[1]["dp-reduce"] == pytest.approx(2 * phases[0]["dp-reduce"], rel=0.01)
+    assert phases[2]["dp-reduce"] == pytest.approx(0.8 * phases[0]["dp-reduce"], rel=0.01)
+    assert phases[1]["pipeline"] > phases[0]["pipeline"] == phases[2]["pipeline"]
+    for flag, value in (("--connection-rate-fraction", "1.5"), ("--alpha-nvlink-us", "nan")):
+        bad = simulate(*given, flag, value, "--out", tmp_path / "bad")
+        assert bad.returncode == 2 and flag in bad.stderr and not (tmp_path / "bad").exists()

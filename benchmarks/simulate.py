@@ -9,7 +9,7 @@
    (filling and events; target: within 2x of the reference), then ours end to end
    (building the flows, ECMP routing, filling and events) against the same reference
    (target: within 2x). The reference fills the matrix ``run_flows`` builds (int32
-   indices, the per-queue-pair cap rows routed with the links); it is printed again on
+   indices, the per-connection cap rows routed with the links); it is printed again on
    the same matrix with int64 indices, as earlier versions built it (scipy's products
    on int64 indices are slower, so that reference is slower too). Everything is measured
    twice: as the process starts, with glibc's initial malloc thresholds, under which

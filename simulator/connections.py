@@ -6,12 +6,12 @@ flows between hosts of one ``(coflow_part, coflow_group)`` with the same sending
 sending NIC and receiving rank. All the channels of a ring (or tree) that take that hop
 go over it together: NCCL splits a collective's buffer evenly over its channels (NCCL
 ``src/enqueue.cc``), and duplicated channels repeat the same path through the same NICs
-(``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``); each channel's connection then
-runs ``NCCL_IB_QPS_PER_CONNECTION`` queue pairs, striped over the NIC's ports (NCCL
+(``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``); NCCL opens one network
+connection per channel, of ``NCCL_IB_QPS_PER_CONNECTION`` queue pairs (NCCL
 ``src/transport/net_ib/connect.cc``, ``ncclIbSenderQpsCreate``). The model caps the sum
-over those channels and queue pairs, not each of them: a connection moves at most
-``fraction`` of its sending NIC's line rate (times ``efficiency``), whatever its channel
-and queue-pair counts. So one ring alone on a NIC reaches ``fraction`` of line rate and
+over those channels and queue pairs, not each of them (here *connection* means all of
+them together): it moves at most ``fraction`` of its sending NIC's line rate (times
+``efficiency``), whatever its channel and queue-pair counts. So one ring alone on a NIC reaches ``fraction`` of line rate and
 two rings sharing the NIC, each held to half the line by the NIC, run ``2 * fraction``
 times slower than one alone: 1.6x for the default 0.8 (the slowdown NCCL users report;
 an assumption, not an NVIDIA figure: see

@@ -44,8 +44,10 @@ def test_default_example_compare(tmp_path):
     times = {p["name"]: p["comm_time_s"]["mean"] for p in doc["placements"]}
     assert list(times) == ["rankmap plan", "hostname order", "arrival order", "topology greedy", "spread (Arnold)"]
     plan = times["rankmap plan"]
-    assert 0.8 < plan < 0.95                       # 0.217 s all-gather + 0.209 s pipeline + 0.434 s reduce-scatter
-    assert times["hostname order"] > 2 * plan and times["arrival order"] > 2 * plan
+    # 0.272 s all-gather + 0.209 s pipeline + 0.543 s reduce-scatter (DP rings at the 0.8 per-connection cap)
+    assert 0.95 < plan < 1.1
+    # 1.95x at seed 0 (2.4x without the cap, which slows the plan's rings but not collided ones, already below it)
+    assert times["hostname order"] > 1.8 * plan and times["arrival order"] > 1.8 * plan
     assert times["topology greedy"] >= plan * (1 - 1e-9)
     assert doc["placements"][0]["slowdown_vs_ideal"] == pytest.approx(1.0, abs=1e-6)
     assert (tmp_path / "simulation.png").read_bytes()[:4] == b"\x89PNG"
@@ -54,7 +56,7 @@ def test_default_example_compare(tmp_path):
     iters = {p["name"]: p["iteration"] for p in doc["placements"]}
     assert 0.3 < iters["rankmap plan"]["mfu"]["mean"] < 0.7
     # within 0.1%: the plan minimises tier-weighted bytes, not iteration time; on the default the baselines'
-    # seed-0 hashing leaves ~1-2 ms less exposed pp (3.884 s against the plan's 3.886 s)
+    # seed-0 hashing leaves ~1-2 ms less exposed pp (3.992 s against the plan's 3.994 s)
     assert all(it["time_s"]["mean"] >= iters["rankmap plan"]["time_s"]["mean"] * (1 - 1e-3) for it in iters.values())
 
 

@@ -59,8 +59,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
     p.add_argument("--channels-per-nic", type=int_in(1, 64, "a channel count"), default=2,
-                   help="NCCL channels per NIC of a group across hosts, also send/recv channels per network peer "
-                        "(NCCL duplicates its channels; NCCL_MIN_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER; default 2)")
+                   help="NCCL channels per NIC of a ring or tree group across hosts (NCCL duplicates its "
+                        "channels; NCCL_MIN_NCHANNELS; default 2); the channels of one connection share its rate cap")
     p.add_argument("--connection-rate-fraction", type=_fraction_or_none, default=0.8,
                    help="most one connection (a group's hop from a rank to its peer through one NIC, all its "
                         "channels and queue pairs together) moves, as a fraction of the NIC's line rate "
@@ -85,7 +85,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 
 def _fraction_or_none(text: str) -> float | None:
     """A number in (0, 1], or ``none`` (no cap)."""
-    return None if text.strip().lower() == "none" else fraction(text)
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return fraction(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] or none, got {text!r}") from None
 
 
 def _is_workload(path: Path) -> bool:

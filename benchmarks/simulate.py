@@ -41,6 +41,17 @@ its runs were all in the raised regime), filling alone 1.5-1.6 ms (0.5x); with g
 initial thresholds 10.4-11.0 ms against 6.2-7.5 ms, 1.4-1.8x. Sections 2 and 4: 0.05-0.11 s CPU
 per seed at 12,288 GPUs, 0.25-0.31 s (plan) and 1.1-1.2 s (worst baseline) at 100,000
 GPUs, peak 320-332 MiB (as before, within the noise); section 3: 0.03-0.17 s per seed.
+
+Measured again on November 30, 2026 (same machine, load average 4-5) with the
+per-connection cap (each ring hop of all its channels capped at 0.8 of line rate; 8 rows
+of 2 coflows here, the ring's from its host segments, not a sort of its flows): section 1
+end to end 4.5-4.7 ms against 3.0-3.5 ms, 1.3-1.6x (2.15x before the ring's connections
+came from its segments); with glibc's initial thresholds 10.5-11.3 ms against 6.5-7.1 ms,
+1.6x; filling alone 1.1 ms; the ring simulates 176.3 ms, busbw 11.3 GB/s (173.8 ms and
+11.5 GB/s with the former cap per channel: ECMP collisions, not the cap, bind here).
+Sections 2 and 4: 0.05-0.10 s CPU per seed at 12,288 GPUs; 0.31-0.37 s (plan) and
+1.22-1.38 s (worst baseline) at 100,000 GPUs, where the phases' flow sets are grouped
+into connections by one sort; peak 311 MiB.
 """
 
 from __future__ import annotations

@@ -331,15 +331,18 @@ def simulate_collective(network: Network, placement: RankPlacement, op: str, siz
 
     Examples
     --------
-    Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s):
-    2 * 3/4 * 1e9 / 25e9 = 60 ms.
+    Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s), each
+    rank's one connection capped at 0.8 B: 2 * 3/4 * 1e9 / 20e9 = 75 ms; 60 ms without the cap.
 
     >>> from rankmap.topology.spec import parse_cluster
     >>> net = Network(parse_cluster("hosts: {gpus: 1, nics: 1}\\ntor_groups: [{name: a, hosts: 'h[1-4]'}]"))
     >>> pl = RankPlacement.on_hosts(net, ["h1", "h2", "h3", "h4"], 1)
     >>> r = simulate_collective(net, pl, "allreduce", 1e9, config=CollectiveConfig(alpha_s=0))
     >>> round(r.time_s * 1e3, 3), round(r.busbw_gb_s, 3)
-    (60.0, 25.0)
+    (75.0, 20.0)
+    >>> free = CollectiveConfig(alpha_s=0, connection_rate_fraction=None)
+    >>> round(simulate_collective(net, pl, "allreduce", 1e9, config=free).time_s * 1e3, 3)
+    60.0
     """
     config = config or CollectiveConfig()
     routing = routing or EcmpConfig()

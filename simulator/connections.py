@@ -85,11 +85,12 @@ def connection_caps(network, flows: FlowSet, config) -> tuple[sparse.csr_array, 
     else:
         sh, sg, sn, dh, dg, coflow = (getattr(between, f) for f in _FIELDS)
     keep = flows.coflow_bytes[coflow] > 0
-    known = flows.connection_groups(network.gpus) if keep.all() else None
-    if not keep.all():
+    every = bool(keep.all())
+    if not every:
         sh, sg, sn, dh, dg, coflow = (a[keep] for a in (sh, sg, sn, dh, dg, coflow))
     if not coflow.size:
         return _no_rows(flows.n_coflows)
+    known = flows.connection_groups(network.gpus) if every else None   # a ring's, from its segments
     conn, col, count, conn_of_flow = known or _connections(network, flows, sh, sg, sn, dh, dg, coflow)
     rows, row_of_conn = _distinct_rows(conn, col, count, flows.n_coflows)
     line = network.capacity_bps[network.nic_up(sh, sn)]              # (F,) each flow's sending NIC

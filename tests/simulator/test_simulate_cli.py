@@ -154,6 +154,7 @@ def test_nccl_connection_flags_reach_the_model(racks_map, tmp_path):
     assert phases[1]["dp-reduce"] == pytest.approx(2 * phases[0]["dp-reduce"], rel=0.01)
     assert phases[2]["dp-reduce"] == pytest.approx(0.8 * phases[0]["dp-reduce"], rel=0.01)
     assert phases[1]["pipeline"] > phases[0]["pipeline"] == phases[2]["pipeline"]
-    for flag, value in (("--connection-rate-fraction", "1.5"), ("--alpha-nvlink-us", "nan")):
+    for flag, value in (("--connection-rate-fraction", "1.5"), ("--alpha-nvlink-us", "nan"),
+                        ("--alpha-nvlink-us", "-1")):
         bad = simulate(*given, flag, value, "--out", tmp_path / "bad")
         assert bad.returncode == 2 and flag in bad.stderr and not (tmp_path / "bad").exists()

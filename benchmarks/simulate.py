@@ -9,7 +9,7 @@
    (filling and events; target: within 2x of the reference), then ours end to end
    (building the flows, ECMP routing, filling and events) against the same reference
    (target: within 2x). The reference fills the matrix ``run_flows`` builds (int32
-   indices, the per-queue-pair cap rows routed with the links); it is printed again on
+   indices, the per-connection cap rows routed with the links); it is printed again on
    the same matrix with int64 indices, as earlier versions built it (scipy's products
    on int64 indices are slower, so that reference is slower too). Everything is measured
    twice: as the process starts, with glibc's initial malloc thresholds, under which
@@ -41,6 +41,17 @@ its runs were all in the raised regime), filling alone 1.5-1.6 ms (0.5x); with g
 initial thresholds 10.4-11.0 ms against 6.2-7.5 ms, 1.4-1.8x. Sections 2 and 4: 0.05-0.11 s CPU
 per seed at 12,288 GPUs, 0.25-0.31 s (plan) and 1.1-1.2 s (worst baseline) at 100,000
 GPUs, peak 320-332 MiB (as before, within the noise); section 3: 0.03-0.17 s per seed.
+
+Measured again on November 30, 2026 (same machine, load average 4-5) with the
+per-connection cap (each ring hop of all its channels capped at 0.8 of line rate; 8 rows
+of 2 coflows here, the ring's from its host segments, not a sort of its flows): section 1
+end to end 4.5-4.7 ms against 3.0-3.5 ms, 1.3-1.6x (2.15x before the ring's connections
+came from its segments); with glibc's initial thresholds 10.5-11.3 ms against 6.5-7.1 ms,
+1.6x; filling alone 1.1 ms; the ring simulates 176.3 ms, busbw 11.3 GB/s (173.8 ms and
+11.5 GB/s with the former cap per channel: ECMP collisions, not the cap, bind here).
+Sections 2 and 4: 0.05-0.10 s CPU per seed at 12,288 GPUs; 0.31-0.37 s (plan) and
+1.22-1.38 s (worst baseline) at 100,000 GPUs, where the phases' flow sets are grouped
+into connections by one sort; peak 311 MiB.
 """
 
 from __future__ import annotations
@@ -62,13 +73,8 @@ from rankmap.examples import example_path
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec_file import load_job
 from rankmap.placement.plan import plan
-from rankmap.simulator.collectives import (
-    CollectiveConfig,
-    coflow_caps,
-    collective_flows,
-    rate_constraints,
-    simulate_collective,
-)
+from rankmap.simulator.collectives import CollectiveConfig, collective_flows, simulate_collective
+from rankmap.simulator.connections import connection_caps, rate_constraints
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement
@@ -184,9 +190,9 @@ def bench_allreduce(repeat: int = 10) -> None:
     result = simulate_collective(network, placement, "allreduce", 1e9)
     flows = collective_flows(placement, np.arange(placement.world_size)[None, :], "allreduce", 1e9, config=config,
                              comm="allreduce")
-    capped, _ = coflow_caps(network, flows, routing, config)
-    route = network.route(flows, routing, extra_rows=capped)            # as run_flows routes them
-    matrix, capacity = rate_constraints(network, flows, route, routing, config)
+    rows, _ = connection_caps(network, flows, config)
+    route = network.route(flows, routing, extra_rows=rows)              # as run_flows routes them
+    matrix, capacity = rate_constraints(network, flows, route, config)
     print(f"ring all-reduce, 1 GB, {placement.world_size} GPUs ({result.n_flows} flows in {flows.n_coflows} coflows, "
           f"{matrix.nnz} matrix entries, {matrix.indices.dtype} indices): simulated {result.time_s * 1e3:.1f} ms, "
           f"busbw {result.busbw_gb_s:.1f} GB/s (CPU times, best of {repeat} each)")

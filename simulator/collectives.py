@@ -30,29 +30,38 @@ doc/PERFORMANCE.md; the code is ours):
 Channels: NCCL duplicates the channels its topology search finds (``ncclTopoDupChannels``
 in NCCL ``src/graph/search.cc``; nccl-tests logs on 8-NIC hosts show two channels per NIC),
 so by default a group spanning hosts runs ``channels_per_nic`` (2) channels per rank a host
-holds; a single-host group runs one (NVLink has no per-connection cap, so more would not
-change its time). Queue pairs per connection: NCCL's ``NCCL_IB_QPS_PER_CONNECTION``
-defaults to 1 (NCCL environment-variable docs; :class:`~rankmap.simulator.ecmp.EcmpConfig`).
+holds; a single-host group runs one. Queue pairs per connection: NCCL's
+``NCCL_IB_QPS_PER_CONNECTION`` defaults to 1 (NCCL environment-variable docs;
+:class:`~rankmap.simulator.ecmp.EcmpConfig`); they spread a connection over ECMP paths.
+
+Per-connection rate cap (:mod:`rankmap.simulator.connections`): the flows between hosts
+that one group sends from a rank to a peer rank through one NIC form one connection (a
+ring's hop with all its channels; a tree edge one way, both trees' channels; one pair of
+an all-to-all; one send/recv or pipeline hop one way), which moves at most
+``connection_rate_fraction`` (0.8, an assumption) of the NIC's line rate in total, however
+many channels and queue pairs it runs. So a ring alone on a NIC reaches 0.8 of line rate
+(busbw = 0.8 B) and two rings sharing a NIC run 2 x 0.8 = 1.6x slower than one alone,
+not 2x, with any channel count. NVLink flows are not capped.
 
 Times are ``bytes / rate + steps * alpha``, rates max-min fair on links scaled by
-``efficiency``; a queue pair moves at most ``qp_rate_fraction`` of its NIC's line rate
-(:func:`run_flows`), so one connection alone on a NIC reaches 0.8 of it and two rings
-sharing a NIC run 1.6x slower, not 2x. Latency per step is ``alpha_s`` when the step
-crosses the network and ``alpha_nvlink_s`` when it stays on NVLink. ``algbw = S / t`` and ``busbw = algbw * factor`` (nccl-tests: factor
-2(n-1)/n for all-reduce, (n-1)/n for all-gather, reduce-scatter and all-to-all, 1 for
-send/recv), so on a fabric whose per-rank bottleneck is B a ring all-reduce takes
-``2(n-1)/n * S / B``.
+``efficiency`` and under the connection caps, so a ring all-reduce over a fabric whose
+per-rank bottleneck share is B takes ``2(n-1)/n * S / min(B, 0.8 * efficiency * NIC rate)``
+plus its steps' latency. Latency per step is ``alpha_s`` when the step crosses the network
+and ``alpha_nvlink_s`` when it stays on NVLink. ``algbw = S / t`` and ``busbw = algbw *
+factor`` (nccl-tests doc/PERFORMANCE.md: factor 2(n-1)/n for all-reduce, (n-1)/n for
+all-gather, reduce-scatter and all-to-all, 1 for send/recv).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import sparse
 
 from rankmap.job.comm import COLLECTIVES, bus_factor
+from rankmap.simulator.connections import connection_caps
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import FlowResult, complete_coflows
 from rankmap.simulator.flows import FlowSet, RankPlacement
@@ -62,8 +71,7 @@ from rankmap.simulator.ring_flows import connection_key, make_flows, ring_flows
 from rankmap.simulator.tree_flows import tree_flows
 
 __all__ = ["OPS", "ALGORITHMS", "CollectiveConfig", "CollectiveResult", "bus_factor", "collective_flows",
-           "pipeline_flows", "point_to_point_flows", "simulate_collective", "coflow_caps", "rate_constraints",
-           "run_flows"]
+           "pipeline_flows", "point_to_point_flows", "simulate_collective", "run_flows"]
 
 OPS = COLLECTIVES
 ALGORITHMS = ("ring", "tree")
@@ -80,8 +88,10 @@ class CollectiveConfig:
         network latency is a few microseconds).
     alpha_nvlink_s : float or None
         Latency of a step that stays on NVLink; None: ``alpha_s``. NCCL's tuning model
-        (``src/graph/tuning.cc``, ``hwLat``) gives NVLink hops a lower latency than
-        network hops; the default keeps one alpha because we have not checked its table.
+        (NCCL ``src/graph/tuning.cc``, ``hwLatencies``) puts a ring step of the Simple
+        protocol at 3.4 us over NVLink and 14 us over the network (plus the graph's
+        ``latencyInter``); the default keeps one alpha, as nothing here is calibrated
+        against that table. ``rankmap simulate --alpha-nvlink-us``.
     efficiency : float
         Fraction of line rate a transfer reaches (nccl-tests usually measure 0.8-0.95).
     algorithm : str
@@ -93,18 +103,18 @@ class CollectiveConfig:
         Channels per rank of a host when ``channels`` is None: 2, as NCCL duplicates its
         channels (``ncclTopoDupChannels``, NCCL ``src/graph/search.cc``); users change the
         count with ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (NCCL documentation,
-        "Environment Variables"). Send/recv, all-to-all and pipeline hops split each flow
-        over this many connections, as NCCL opens ``NCCL_NCHANNELS_PER_NET_PEER`` channels
-        (2 by default, same page) to a network peer. ``rankmap simulate --channels-per-nic``.
-    qp_rate_fraction : float or None
-        Most a single queue pair moves, as a fraction of its NIC's line rate (times
-        ``efficiency``); None: no cap. A connection runs ``NCCL_IB_QPS_PER_CONNECTION``
-        queue pairs (1 by default, NCCL documentation, "Environment Variables";
-        :attr:`EcmpConfig.qps_per_connection`, ``--qps``), so a flow of ``c`` connections
-        moves at most ``c * qps * qp_rate_fraction`` of line rate. Assumption: 0.8, the
-        value that makes two rings sharing one NIC 1.6x slower than one ring alone
-        (2 x 0.8), the slowdown NCCL users report; not an NVIDIA figure.
-        ``rankmap simulate --qp-rate-fraction``.
+        "Environment Variables"). Send/recv, all-to-all and pipeline hops do not read it:
+        NCCL opens ``NCCL_NCHANNELS_PER_NET_PEER`` channels (2 by default, same page) to
+        a network peer, but they form one connection under one cap, so their count does
+        not change a transfer's time. ``rankmap simulate --channels-per-nic``.
+    connection_rate_fraction : float or None
+        Most one connection moves, as a fraction of its sending NIC's line rate (times
+        ``efficiency``), summed over its channels and queue pairs
+        (:mod:`rankmap.simulator.connections`); None or 1: no cap below line rate, the
+        line-rate busbw nccl-tests shows on an idle fabric. Assumption: 0.8, the value
+        that makes two rings sharing one NIC 1.6x slower than one ring alone (2 x 0.8),
+        the slowdown NCCL users report; not an NVIDIA figure.
+        ``rankmap simulate --connection-rate-fraction``.
     """
 
     alpha_s: float = 5e-6
@@ -113,11 +123,11 @@ class CollectiveConfig:
     algorithm: str = "ring"
     channels: int | None = None
     channels_per_nic: int = 2
-    qp_rate_fraction: float | None = 0.8
+    connection_rate_fraction: float | None = 0.8
 
     def __post_init__(self) -> None:
-        if not self.alpha_s >= 0:
-            raise ValueError(f"alpha_s must be >= 0, got {self.alpha_s!r}")
+        if not (self.alpha_s >= 0 and math.isfinite(self.alpha_s)):
+            raise ValueError(f"alpha_s must be a finite number >= 0, got {self.alpha_s!r}")
         if not 0 < self.efficiency <= 1:
             raise ValueError(f"efficiency must be in (0, 1], got {self.efficiency!r}")
         if self.algorithm not in ALGORITHMS:
@@ -126,10 +136,11 @@ class CollectiveConfig:
             raise ValueError(f"channels must be a positive integer or None, got {self.channels!r}")
         if not isinstance(self.channels_per_nic, int) or self.channels_per_nic < 1:
             raise ValueError(f"channels_per_nic must be a positive integer, got {self.channels_per_nic!r}")
-        if self.alpha_nvlink_s is not None and not self.alpha_nvlink_s >= 0:
-            raise ValueError(f"alpha_nvlink_s must be >= 0 or None, got {self.alpha_nvlink_s!r}")
-        if self.qp_rate_fraction is not None and not 0 < self.qp_rate_fraction <= 1:
-            raise ValueError(f"qp_rate_fraction must be in (0, 1] or None, got {self.qp_rate_fraction!r}")
+        if self.alpha_nvlink_s is not None and not (self.alpha_nvlink_s >= 0 and math.isfinite(self.alpha_nvlink_s)):
+            raise ValueError(f"alpha_nvlink_s must be a finite number >= 0 or None, got {self.alpha_nvlink_s!r}")
+        if self.connection_rate_fraction is not None and not 0 < self.connection_rate_fraction <= 1:
+            raise ValueError(f"connection_rate_fraction must be in (0, 1] or None, "
+                             f"got {self.connection_rate_fraction!r}")
 
     @property
     def alpha_local_s(self) -> float:
@@ -217,12 +228,12 @@ def collective_flows(placement: RankPlacement, groups: np.ndarray, op: str, size
         coflow = np.arange(g)[:, None] * i.size + np.arange(i.size)[None, :]
         return make_flows(placement, groups[:, i], groups[:, j], coflow, connection_key(comm, j[None, :]),
                       size_bytes * count / n, count * config.alpha_s, np.repeat(np.arange(g), i.size), label,
-                      local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
+                      local_latency_s=count * config.alpha_local_s)
     if op == "sendrecv":
         coflow = np.arange(g * n).reshape(g, n)
         return make_flows(placement, groups, np.roll(groups, -1, axis=1), coflow, connection_key(comm, 0),
                       size_bytes * count, count * config.alpha_s, np.repeat(np.arange(g), n), label,
-                      local_latency_s=count * config.alpha_local_s, conns=config.channels_per_nic)
+                      local_latency_s=count * config.alpha_local_s)
     raise ValueError(f"unknown collective {op!r} (known: {', '.join(OPS)})")
 
 
@@ -248,112 +259,47 @@ def pipeline_flows(placement: RankPlacement, groups: np.ndarray, size_bytes: flo
     dst = np.concatenate([groups[:, 1:], groups[:, :-1]], axis=1)
     coflow = np.broadcast_to(np.arange(g)[:, None], src.shape)
     main = make_flows(placement, src, dst, coflow, connection_key(comm, 0), size_bytes * sends, 2 * sends * config.alpha_s,
-                  np.arange(g), label, local_latency_s=2 * sends * config.alpha_local_s, conns=config.channels_per_nic)
+                  np.arange(g), label, local_latency_s=2 * sends * config.alpha_local_s)
     if wrap_sends <= 0:
         return main
     ends = groups[:, [-1, 0]]                                           # (G, 2) last stage, first stage
     wrap = make_flows(placement, ends, ends[:, ::-1], np.broadcast_to(np.arange(g)[:, None], (g, 2)), connection_key(comm, 1),
                   size_bytes * wrap_sends, 2 * wrap_sends * config.alpha_s, np.arange(g), label,
-                  local_latency_s=2 * wrap_sends * config.alpha_local_s, conns=config.channels_per_nic)
+                  local_latency_s=2 * wrap_sends * config.alpha_local_s)
     both = FlowSet.concat([main, wrap])
     return dataclasses.replace(both, coflow_part=np.zeros(both.n_coflows, dtype=np.int64), parts=(label,))
 
 
 def point_to_point_flows(placement: RankPlacement, src: np.ndarray, dst: np.ndarray, size_bytes: float, *,
-                         label: str = "p2p", comm: str = "p2p", latency_s: float = 0.0, conns: int = 2) -> FlowSet:
+                         label: str = "p2p", comm: str = "p2p", latency_s: float = 0.0) -> FlowSet:
     """One independent flow of ``size_bytes`` from each rank ``src[F]`` to rank ``dst[F]``
-    (each its own coflow and group): custom traffic, e.g. m flows for an ECMP experiment.
-    ``conns``: connections per flow for the rate cap (NCCL send/recv uses
-    ``NCCL_NCHANNELS_PER_NET_PEER`` channels to a network peer, 2 by default)."""
+    (each its own coflow and group, so its own connection for the rate cap): custom
+    traffic, e.g. m flows for an ECMP experiment."""
     src = np.asarray(src, dtype=np.int64).ravel()
     dst = np.asarray(dst, dtype=np.int64).ravel()
     return make_flows(placement, src, dst, np.arange(src.size), connection_key(comm, 0), size_bytes, latency_s,
-                  np.arange(src.size), label, conns=conns)
-
-
-def coflow_caps(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig
-                ) -> tuple[np.ndarray, np.ndarray]:
-    """The per-queue-pair rate caps of a flow set (see :func:`run_flows`).
-
-    Returns
-    -------
-    capped : ndarray
-        ``capped[K]``: coflows with bytes and a flow between hosts (none when
-        ``config.qp_rate_fraction`` is None), ascending.
-    cap_bps : ndarray
-        ``cap_bps[K]``: each one's cap, bytes/s.
-    """
-    if config.qp_rate_fraction is None or not flows.n_flows:
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    between = flows.between_set()
-    if between is None:
-        inter = flows.between_hosts
-        src_host, src_nic, coflow = flows.src_host[inter], flows.src_nic[inter], flows.coflow[inter]
-    else:
-        src_host, src_nic, coflow = between.src_host, between.src_nic, between.coflow
-    cap = np.full(flows.n_coflows, np.inf)
-    line = network.capacity_bps[network.nic_up(src_host, src_nic)] * config.efficiency
-    per_flow = line * config.qp_rate_fraction * routing.qps_per_connection * flows.conns()[coflow]
-    np.minimum.at(cap, coflow, per_flow)
-    capped = np.flatnonzero(np.isfinite(cap) & (flows.coflow_bytes > 0))
-    return capped, cap[capped]
-
-
-def rate_constraints(network: Network, flows: FlowSet, route, routing: EcmpConfig, config: CollectiveConfig
-                     ) -> tuple[sparse.csr_array, np.ndarray]:
-    """The rows max-min fairness fills for a routed flow set: links, then per-queue-pair caps.
-
-    Parameters
-    ----------
-    network, flows, routing, config
-        As for :func:`run_flows`.
-    route : Routing
-        ``network.route(flows, routing)``. When it was routed with ``extra_rows`` = the
-        capped coflows (as :func:`run_flows` does), its ``constraints`` are these rows
-        already; otherwise the cap rows are stacked below a copy of its matrix.
-
-    Returns
-    -------
-    matrix : scipy.sparse.csr_array
-        ``matrix[L + K, C]``: ``route.matrix``, then one row per capped coflow (``K`` of
-        them, :func:`coflow_caps`; none when ``config.qp_rate_fraction`` is None) with a 1
-        in its column.
-    capacity : ndarray
-        ``capacity[L + K]`` bytes/s: link line rates times ``config.efficiency``, then
-        each capped coflow's cap (see :func:`run_flows`).
-    """
-    capped, cap = coflow_caps(network, flows, routing, config)
-    capacity = np.concatenate([network.capacity_bps * config.efficiency, cap])
-    if route.constraints is not None and route.constraints.shape[0] == capacity.size:
-        return route.constraints, capacity
-    if not capped.size:
-        return route.matrix, capacity
-    rows = sparse.csr_array((np.ones(capped.size), (np.arange(capped.size), capped)),
-                            shape=(capped.size, flows.n_coflows))
-    return sparse.vstack([route.matrix, rows], format="csr"), capacity
+                  np.arange(src.size), label)
 
 
 def run_flows(network: Network, flows: FlowSet, routing: EcmpConfig, config: CollectiveConfig,
               release_s: np.ndarray | None = None) -> FlowResult:
-    """Route a flow set and run it to completion, each queue pair capped below line rate.
+    """Route a flow set and run it to completion, each connection capped below line rate.
 
-    As :func:`rankmap.simulator.events.simulate_flows`, plus the per-connection cap: a
-    flow between hosts runs ``coflow_conns`` connections of ``routing.qps_per_connection``
-    queue pairs (NCCL's ``NCCL_IB_QPS_PER_CONNECTION``, default 1), each at most
-    ``config.qp_rate_fraction`` of the sending NIC's line rate (times ``efficiency``).
-    Every flow of a coflow moves at the coflow's rate, so the cap is one extra
-    constraint row per coflow: ``rate <= min over its flows between hosts of the cap``.
-    The cap rows are routed with the links (:meth:`Network.route`'s ``extra_rows``).
-    ``release_s[C]``, optional: when each coflow enters the network (default: all at 0;
-    :func:`rankmap.simulator.events.complete_coflows`).
+    As :func:`rankmap.simulator.events.simulate_flows`, plus the per-connection cap
+    (:func:`rankmap.simulator.connections.connection_caps`): the flows one group sends from
+    a rank to a peer on another host through one NIC move at most
+    ``config.connection_rate_fraction`` of that NIC's line rate (times ``efficiency``)
+    together, one extra constraint row per distinct set of coflows, routed with the links
+    (:meth:`Network.route`'s ``extra_rows``). ``release_s[C]``, optional: when each coflow
+    enters the network (default: all at 0; :func:`rankmap.simulator.events.complete_coflows`).
 
     Returns
     -------
     FlowResult
         ``link_bytes`` over the network's links only.
     """
-    capped, cap = coflow_caps(network, flows, routing, config)
-    route = network.route(flows, routing, extra_rows=capped)
+    rows, cap = connection_caps(network, flows, config)
+    route = network.route(flows, routing, extra_rows=rows)
     fair = FairShare(route.constraints, np.concatenate([network.capacity_bps * config.efficiency, cap]),
                      route.column_entries)
     finish, first, events = complete_coflows(fair, flows.coflow_bytes, release_s=release_s)
@@ -385,15 +331,18 @@ def simulate_collective(network: Network, placement: RankPlacement, op: str, siz
 
     Examples
     --------
-    Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s):
-    2 * 3/4 * 1e9 / 25e9 = 60 ms.
+    Ring all-reduce of 1 GB over 4 single-GPU hosts with 200 Gb/s NICs (B = 25 GB/s), each
+    rank's one connection capped at 0.8 B: 2 * 3/4 * 1e9 / 20e9 = 75 ms; 60 ms without the cap.
 
     >>> from rankmap.topology.spec import parse_cluster
     >>> net = Network(parse_cluster("hosts: {gpus: 1, nics: 1}\\ntor_groups: [{name: a, hosts: 'h[1-4]'}]"))
     >>> pl = RankPlacement.on_hosts(net, ["h1", "h2", "h3", "h4"], 1)
     >>> r = simulate_collective(net, pl, "allreduce", 1e9, config=CollectiveConfig(alpha_s=0))
     >>> round(r.time_s * 1e3, 3), round(r.busbw_gb_s, 3)
-    (60.0, 25.0)
+    (75.0, 20.0)
+    >>> free = CollectiveConfig(alpha_s=0, connection_rate_fraction=None)
+    >>> round(simulate_collective(net, pl, "allreduce", 1e9, config=free).time_s * 1e3, 3)
+    60.0
     """
     config = config or CollectiveConfig()
     routing = routing or EcmpConfig()

@@ -109,9 +109,6 @@ class FlowSet:
         ``coflow_part[C]``: index into ``parts``.
     parts : tuple of str
         Labels of the collectives in the set, e.g. ``("dp reducescatter",)``.
-    coflow_conns : ndarray or None
-        ``coflow_conns[C]``: connections (NCCL channels) each flow of the coflow is split
-        over, for the per-connection rate cap; None: one each.
     """
 
     src_host: np.ndarray
@@ -127,11 +124,6 @@ class FlowSet:
     coflow_group: np.ndarray
     coflow_part: np.ndarray
     parts: tuple
-    coflow_conns: np.ndarray | None = None
-
-    def conns(self) -> np.ndarray:
-        """``coflow_conns``, ones where not set."""
-        return np.ones(self.n_coflows, dtype=np.int64) if self.coflow_conns is None else self.coflow_conns
 
     def between_set(self) -> "FlowSet | None":
         """The flows between hosts as a flow set of their own, when known without the flow table
@@ -140,6 +132,11 @@ class FlowSet:
 
     def nvlink_rows(self, gpus: int):
         """None: routing reads every flow (see :meth:`LazyFlowSet.nvlink_rows`)."""
+        return None
+
+    def connection_groups(self, gpus: int):
+        """None: the rate cap groups the flows between hosts itself (see
+        :meth:`LazyFlowSet.connection_groups`)."""
         return None
 
     @property
@@ -177,8 +174,7 @@ class FlowSet:
                    np.concatenate([s.coflow + c_off[i] for i, s in enumerate(sets)]),
                    cat("conn"), cat("coflow_bytes"), cat("coflow_latency_s"), cat("coflow_group"),
                    np.concatenate([s.coflow_part + p_off[i] for i, s in enumerate(sets)]),
-                   tuple(p for s in sets for p in s.parts),
-                   None if all(s.coflow_conns is None for s in sets) else np.concatenate([s.conns() for s in sets]))
+                   tuple(p for s in sets for p in s.parts))
 
 
 FLOW_FIELDS = ("src_host", "src_gpu", "src_nic", "dst_host", "dst_gpu", "dst_nic", "coflow", "conn")
@@ -220,7 +216,7 @@ class LazyFlowSet(FlowSet):
 
     @classmethod
     def deferred(cls, build, n_flows: int, between: FlowSet, between_hosts: np.ndarray, nvlink, *,
-                 coflow_bytes, coflow_latency_s, coflow_group, coflow_part, parts, coflow_conns=None
+                 coflow_bytes, coflow_latency_s, coflow_group, coflow_part, parts, connections=None
                  ) -> "LazyFlowSet":
         """A flow set whose flow table ``build()`` returns (the eight ``[F]`` arrays of ``FLOW_FIELDS``).
 
@@ -237,11 +233,14 @@ class LazyFlowSet(FlowSet):
             ``between_hosts[I]``: their indices.
         nvlink : callable
             ``nvlink(gpus)``: what :meth:`nvlink_rows` returns.
+        connections : callable, optional
+            ``connections(gpus)``: what :meth:`connection_groups` returns.
         """
         obj = object.__new__(cls)
         obj.__dict__.update(coflow_bytes=coflow_bytes, coflow_latency_s=coflow_latency_s, coflow_group=coflow_group,
-                            coflow_part=coflow_part, parts=parts, coflow_conns=coflow_conns, _build=build,
-                            _n_flows=n_flows, _between=between, between_hosts=between_hosts, _nvlink=nvlink)
+                            coflow_part=coflow_part, parts=parts, _build=build,
+                            _n_flows=n_flows, _between=between, between_hosts=between_hosts, _nvlink=nvlink,
+                            _connections=connections)
         return obj
 
     @property
@@ -264,3 +263,12 @@ class LazyFlowSet(FlowSet):
         if "_nvlink" not in self.__dict__:
             return None
         return self.__dict__["_nvlink"](gpus)
+
+    def connection_groups(self, gpus: int):
+        """The flows between hosts (:meth:`between_set`) grouped into connections for the rate
+        cap, from the set's structure instead of a sort: ``(conn[P], col[P], count[P],
+        conn_of_flow[I])``, as :func:`rankmap.simulator.connections.connection_caps` groups
+        them, except that connections known to carry the same coflows may share one index.
+        None when this set was built in full or two of its ranks share a GPU."""
+        make = self.__dict__.get("_connections")
+        return None if make is None or "_between" not in self.__dict__ else make(gpus)

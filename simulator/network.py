@@ -243,17 +243,17 @@ class Network:
         return 0x0A000000 + np.asarray(host, dtype=np.int64) * self.rails + nic
 
     # -- routing ----------------------------------------------------------------------------
-    def route(self, flows: FlowSet, config: EcmpConfig, extra_rows: np.ndarray | None = None) -> Routing:
+    def route(self, flows: FlowSet, config: EcmpConfig, extra_rows: sparse.sparray | None = None) -> Routing:
         """Lay every flow of ``flows`` on links.
 
         Parameters
         ----------
         flows : FlowSet
         config : EcmpConfig
-        extra_rows : ndarray, optional
-            ``extra_rows[K]``: coflows that get one more row each below the links, with a 1
-            in their column (per-coflow rate caps, :func:`rankmap.simulator.collectives.rate_constraints`);
-            built with the links in one pass, so no copy of the matrix is needed to add them.
+        extra_rows : scipy.sparse.sparray, optional
+            ``extra_rows[K, C]``: rows to put below the links (the per-connection rate caps,
+            :func:`rankmap.simulator.connections.connection_caps`); built with the links in
+            one pass, so no copy of the matrix is needed to add them.
 
         Returns
         -------
@@ -295,11 +295,14 @@ class Network:
         else:
             got_rows, got_cols, got_vals, tiers = self._hash(flows, idx, sg, dg, level, config)
             uplink, uplink_coflow = got_rows[0], got_cols[0]
-        extra = np.zeros(0, dtype=np.int64) if extra_rows is None else np.asarray(extra_rows, dtype=np.int64)
-        got_rows.append(self.n_links + np.arange(extra.size))
-        got_cols.append(extra)
-        got_vals.append(np.ones(extra.size))
-        shape = (self.n_links + extra.size, flows.n_coflows)
+        n_extra = 0
+        if extra_rows is not None:
+            extra = extra_rows.tocoo()
+            n_extra = extra.shape[0]
+            got_rows.append(self.n_links + extra.row)
+            got_cols.append(extra.col)
+            got_vals.append(extra.data)
+        shape = (self.n_links + n_extra, flows.n_coflows)
         rows, cols, vals = self._entries(flows, self.nic_up(ish, isnic), self.nic_down(idh, idnic),
                                          got_rows, got_cols, got_vals, shape)
         full = incidence_csr(rows, cols, vals, shape)

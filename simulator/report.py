@@ -177,7 +177,8 @@ def simulation_document(network: Network, job, traffic_source: str, ops, config:
                    "qps_per_connection": routing.qps_per_connection, "alpha_s": config.alpha_s,
                    "efficiency": config.efficiency, "allreduce_algorithm": config.algorithm,
                    "channels": config.channels, "channels_per_nic": config.channels_per_nic,
-                   "qp_rate_fraction": config.qp_rate_fraction, "alpha_nvlink_s": config.alpha_local_s},
+                   "connection_rate_fraction": config.connection_rate_fraction,
+                   "alpha_nvlink_s": config.alpha_local_s},
         "placements": placements,
     })
 

@@ -23,12 +23,11 @@ def connection_key(comm: str, channel) -> np.ndarray:
 
 def make_flows(pl: RankPlacement, src: np.ndarray, dst: np.ndarray, coflow: np.ndarray, conn: np.ndarray,
            coflow_bytes, coflow_latency_s, coflow_group, label: str, src_nic: np.ndarray | None = None,
-           local_latency_s=None, conns: int = 1) -> FlowSet:
+           local_latency_s=None) -> FlowSet:
     """Flows from rank ``src[F]`` to rank ``dst[F]``; the sender's NIC is its own unless given.
 
     ``coflow_latency_s`` is the latency of a coflow with a flow between hosts; a coflow
-    all on NVLink gets ``local_latency_s`` instead when given. ``conns``: connections
-    each flow is split over (for the rate cap).
+    all on NVLink gets ``local_latency_s`` instead when given.
     """
     conn = np.broadcast_to(conn, np.shape(src)).ravel().astype(np.uint64)
     src, dst = src.ravel(), dst.ravel()
@@ -42,11 +41,11 @@ def make_flows(pl: RankPlacement, src: np.ndarray, dst: np.ndarray, coflow: np.n
         network[coflow[src_host != dst_host]] = True
     return _flow_set((src_host, pl.gpu[src], snic, dst_host, pl.gpu[dst], pl.nic[dst]), coflow,
                      conn, coflow_bytes, coflow_latency_s,
-                     coflow_group, label, network, local_latency_s, conns)
+                     coflow_group, label, network, local_latency_s)
 
 
 def _flow_set(ends: tuple, coflow: np.ndarray, conn: np.ndarray, coflow_bytes, coflow_latency_s, coflow_group,
-              label: str, network: np.ndarray | None, local_latency_s, conns: int) -> FlowSet:
+              label: str, network: np.ndarray | None, local_latency_s) -> FlowSet:
     """A FlowSet from endpoint arrays ``ends`` (``src_host, src_gpu, src_nic, dst_host, dst_gpu, dst_nic``,
     each ``[F]``); ``network[C]``: coflows with a flow between hosts (they get ``coflow_latency_s``, the
     others ``local_latency_s``), None when the two latencies are not told apart."""
@@ -55,8 +54,7 @@ def _flow_set(ends: tuple, coflow: np.ndarray, conn: np.ndarray, coflow_bytes, c
     if network is not None:
         latency = np.where(network, latency, np.broadcast_to(np.asarray(local_latency_s, dtype=float), (c,)))
     return FlowSet(*ends, coflow, conn, np.broadcast_to(np.asarray(coflow_bytes, dtype=float), (c,)).copy(), latency,
-                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,),
-                   None if conns == 1 else np.full(c, conns, dtype=np.int64))
+                   np.asarray(coflow_group, dtype=np.int64), np.zeros(c, dtype=np.int64), (label,))
 
 
 def host_segments(node: np.ndarray):
@@ -102,7 +100,7 @@ def ring_flows(pl: RankPlacement, groups: np.ndarray, factor: float, size_bytes:
     between = FlowSet(*ends, **per_coflow)
     between.__dict__["between_hosts"] = np.arange(between.n_flows)   # the cached property: all of them
     return LazyFlowSet.deferred(lambda: ring.table(keys), channels * g * n, between, ring.between_hosts,
-                                ring.nvlink, **per_coflow)
+                                ring.nvlink, connections=ring.connections, **per_coflow)
 
 
 class _Ring:
@@ -198,6 +196,36 @@ class _Ring:
         # those between hosts.
         leaving = np.bincount(self.between_coflow, minlength=self.n_rows * channels)
         return counts, write, 2 * (self.n - leaving)
+
+    def connections(self, gpus: int):
+        """The flows between hosts grouped into connections (see
+        :meth:`rankmap.simulator.flows.LazyFlowSet.connection_groups`); None when two columns
+        share a GPU.
+
+        Segment ``s``'s hop (its exit rank, through its entry rank's NIC, to the next
+        segment's entry rank) is the same for channels ``c`` and ``c'`` exactly when they
+        enter both segments at the same offset: ``c = c' mod period``, ``period`` the least
+        common multiple of the two segments' lengths. So the hops of one group row with one
+        period form ``period`` connections of the same coflows, host after host: one index
+        each (residue ``c mod period``), whatever the segment.
+        """
+        key = self.host * gpus + self.gpu                              # (W,)
+        if not (key[1:] > key[:-1]).all() and np.unique(key).size < key.size:
+            return None
+        channels = self.channels
+        period = np.minimum(np.lcm(self.seg_len, self.seg_len[self.next]), channels)   # (S,)
+        leave = self.leaves[0]                                         # (S,) the same for every channel
+        klass, of_seg = np.unique((self.seg_row * (channels + 1) + period)[leave], return_inverse=True)
+        row, m = np.divmod(klass, channels + 1)                        # (J,) group row and period of each class
+        base = np.concatenate([[0], np.cumsum(m)[:-1]])                # (J,) its first connection index
+        c = np.arange(channels)
+        residue = c[None, :] % m[:, None]                              # (J, C)
+        order = np.argsort(residue * channels + c, axis=1)             # (J, C) by connection, then channel
+        conn = (base[:, None] + np.take_along_axis(residue, order, axis=1)).ravel()
+        col = (row[:, None] * channels + order).ravel()
+        of_seg = of_seg.ravel()
+        conn_of_flow = (base[of_seg][None, :] + c[:, None] % m[of_seg][None, :]).ravel()   # (C x S_leave,)
+        return conn, col, np.ones(col.size, dtype=np.int64), conn_of_flow
 
     def table(self, keys: np.ndarray) -> tuple:
         """The eight per-flow arrays (``FLOW_FIELDS``), each ``[C * W]``."""

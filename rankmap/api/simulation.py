@@ -27,10 +27,11 @@ class SimulationRun:
 
 def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap | None = None,
              rankmap_name: str = "given rank map", workload=None, traffic_source: str = "job spec",
-             compare: bool = False, seeds: int = 4, seed: int = 0, routing: str = "ecmp", qps: int = 1, same_hash: bool = False, alpha_us: float = 5.0,
+             compare: bool = False, seeds: int = 4, seed: int = 0, routing: str = "ecmp", qps: int = 1,
+             same_hash: bool = False, alpha_us: float = 5.0, alpha_nvlink_us: float | None = None,
              efficiency: float = 1.0, algorithm: str = "ring", time_limit_s: float = 20.0,
              hardware: dict | None = None, channels_per_nic: int = 2,
-             qp_rate_fraction: float | None = 0.8) -> SimulationRun:
+             connection_rate_fraction: float | None = 0.8) -> SimulationRun:
     """Simulate one iteration of a placed job (planning it first when no rank map is given).
 
     Parameters
@@ -56,13 +57,15 @@ def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap |
         Queue pairs per connection.
     same_hash : bool
         One hash salt on every switch (polarization).
-    alpha_us, efficiency, algorithm :
-        Latency per algorithm step (us), fraction of line rate, ``"ring"`` or ``"tree"``.
+    alpha_us, alpha_nvlink_us, efficiency, algorithm :
+        Latency per algorithm step that crosses the network and per step that stays on
+        NVLink (us; None: ``alpha_us``), fraction of line rate, ``"ring"`` or ``"tree"``.
     time_limit_s : float
         Planner budget (deterministic seconds).
-    channels_per_nic, qp_rate_fraction :
-        NCCL channels per NIC and the most one queue pair moves, as a fraction of its NIC's
-        line rate (:class:`rankmap.simulator.collectives.CollectiveConfig`).
+    channels_per_nic, connection_rate_fraction :
+        NCCL channels per NIC and the most one connection moves (all its channels and queue
+        pairs), as a fraction of its NIC's line rate; None: no cap
+        (:class:`rankmap.simulator.collectives.CollectiveConfig`).
     hardware : dict, optional
         Fields of :class:`rankmap.job.spec.Hardware` (``gpu``, ``efficiency_gemm``, ``recompute``,
         ``overlap_tp`` ...) that replace the job's for the iteration-time model.
@@ -104,7 +107,8 @@ def simulate(cluster: Cluster, job: JobSpec | None = None, *, rankmap: RankMap |
             rows += [(c.name, result.candidate_rankmap(cluster, c)) for c in result.baselines]
         job = result.job if rankmap is None else job
     config = CollectiveConfig(alpha_s=alpha_us * 1e-6, efficiency=efficiency, algorithm=algorithm,
-                              channels_per_nic=channels_per_nic, qp_rate_fraction=qp_rate_fraction)
+                              alpha_nvlink_s=None if alpha_nvlink_us is None else alpha_nvlink_us * 1e-6,
+                              channels_per_nic=channels_per_nic, connection_rate_fraction=connection_rate_fraction)
     ecmp = EcmpConfig(mode=routing, per_switch_salt=not same_hash, qps_per_connection=qps)
     if hardware:
         job = dataclasses.replace(job, hardware=dataclasses.replace(job.hardware, **hardware))

@@ -50,15 +50,23 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="ecmp (hash per flow, default) or spray (ideal packet spraying)")
     p.add_argument("--qps", type=int_in(1, 256, "a queue-pair count"), default=1, help="queue pairs per connection (default 1)")
     p.add_argument("--same-hash", action="store_true", help="same hash salt on every switch (hash polarization)")
-    p.add_argument("--alpha-us", type=non_negative_float, default=5.0, help="latency per algorithm step, us (default 5)")
+    p.add_argument("--alpha-us", type=non_negative_float, default=5.0,
+                   help="latency per algorithm step that crosses the network, us (default 5)")
+    p.add_argument("--alpha-nvlink-us", type=non_negative_float, default=None,
+                   help="latency per algorithm step that stays on NVLink, us (default: --alpha-us's value; NCCL's "
+                        "tuning model, src/graph/tuning.cc hwLatencies, puts a Simple-protocol ring step at "
+                        "3.4 us on NVLink and 14 us on the network)"),
     p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
     p.add_argument("--channels-per-nic", type=int_in(1, 64, "a channel count"), default=2,
-                   help="NCCL channels per NIC of a group across hosts, also send/recv channels per network peer "
-                        "(NCCL duplicates its channels; NCCL_MIN_NCHANNELS, NCCL_NCHANNELS_PER_NET_PEER; default 2)")
-    p.add_argument("--qp-rate-fraction", type=fraction, default=0.8,
-                   help="most one queue pair moves, fraction of its NIC's line rate (default 0.8: two rings on "
-                        "one NIC run 1.6x slower, not 2x; 1: no cap below line rate)")
+                   help="NCCL channels per NIC of a ring or tree group across hosts (NCCL duplicates its "
+                        "channels; NCCL_MIN_NCHANNELS; default 2); the channels of one connection share its rate cap")
+    p.add_argument("--connection-rate-fraction", type=_fraction_or_none, default=0.8,
+                   help="most one connection (a group's hop from a rank to its peer through one NIC, all its "
+                        "channels and queue pairs together) moves, as a fraction of the NIC's line rate "
+                        "(default 0.8, an assumption: a ring alone reaches 0.8 of line rate and two rings on "
+                        "one NIC run 1.6x slower, not 2x; 1 or none: no cap, line-rate busbw as nccl-tests "
+                        "shows on an idle fabric)")
     g = p.add_argument_group("iteration time (compute model; defaults from the job YAML's hardware/overlap)")
     g.add_argument("--gpu", choices=GPU_NAMES, help="GPU preset: peak dense BF16 from the vendor datasheet")
     g.add_argument("--efficiency-gemm", type=fraction, help="achieved fraction of peak in GEMM/attention (0.65)")
@@ -73,6 +81,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     add_json_arg(p)
     p.set_defaults(func=run_simulate)
     return p
+
+
+def _fraction_or_none(text: str) -> float | None:
+    """A number in (0, 1], or ``none`` (no cap)."""
+    if text.strip().lower() == "none":
+        return None
+    try:
+        return fraction(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1] or none, got {text!r}") from None
 
 
 def _is_workload(path: Path) -> bool:
@@ -122,9 +140,11 @@ def run_simulate(args: argparse.Namespace) -> int:
         run = api.simulate(cluster, job, rankmap=given, rankmap_name=f"given {args.rankmap.name}" if given else "",
                            workload=workload, traffic_source=source, compare=args.compare, seeds=args.seeds,
                            seed=args.seed, routing=args.routing, qps=args.qps, same_hash=args.same_hash,
-                           alpha_us=args.alpha_us, efficiency=args.efficiency, algorithm=args.algorithm,
+                           alpha_us=args.alpha_us, alpha_nvlink_us=args.alpha_nvlink_us,
+                           efficiency=args.efficiency, algorithm=args.algorithm,
                            time_limit_s=args.time_limit, hardware=_hardware_overrides(args),
-                           channels_per_nic=args.channels_per_nic, qp_rate_fraction=args.qp_rate_fraction)
+                           channels_per_nic=args.channels_per_nic,
+                           connection_rate_fraction=args.connection_rate_fraction)
     sim = run.simulation
 
     def report(written):

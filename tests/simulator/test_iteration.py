@@ -78,7 +78,8 @@ def test_spine_bytes_equal_the_planners_cross_tor_bytes(racks, racks_plan, inter
 
 def test_phases_and_their_closed_forms(racks):
     """Racks: 16 hosts x 400G under 16 x 400G uplinks per rail ToR, sprayed: non-blocking, so the
-    DP reduce-scatter (n = 15) takes 14/15 S / 50 GB/s + 14 alpha."""
+    DP reduce-scatter (n = 15) takes 14/15 S / (0.8 x 50 GB/s) + 14 alpha (each NIC's ring hop is
+    one connection, capped at 0.8 of line rate: CollectiveConfig.connection_rate_fraction)."""
     net, result, maps = racks
     rm = maps["rankmap plan"]
     alpha = 5e-6
@@ -86,8 +87,8 @@ def test_phases_and_their_closed_forms(racks):
                             CollectiveConfig(alpha_s=alpha), EcmpConfig(mode="spray"))
     assert [p.name for p in it.phases] == ["dp-gather", "pipeline", "dp-reduce"]
     grads = job_traffic(result.job)["dp"].op_bytes
-    assert it.phase("dp-reduce").time_s == pytest.approx(14 / 15 * grads / 50e9 + 14 * alpha, rel=1e-9)
-    assert it.phase("dp-gather").time_s == pytest.approx(14 / 15 * grads / 2 / 50e9 + 14 * alpha, rel=1e-9)
+    assert it.phase("dp-reduce").time_s == pytest.approx(14 / 15 * grads / (0.8 * 50e9) + 14 * alpha, rel=1e-9)
+    assert it.phase("dp-gather").time_s == pytest.approx(14 / 15 * grads / 2 / (0.8 * 50e9) + 14 * alpha, rel=1e-9)
     assert it.comm_time_s == pytest.approx(sum(p.time_s for p in it.phases))
     pipeline = it.phase("pipeline")
     assert [q.label for q in pipeline.parts] == ["tp allreduce", "pp p2p"]
@@ -104,9 +105,12 @@ def test_plan_beats_random_arrival_order(racks):
     times = {name: sweep_iteration(net, RankPlacement.from_rankmap(rm, net), rm.layout, ops, range(3)).comm_time_s
              for name, rm in maps.items()}
     plan = times["rankmap plan"]
-    assert np.ptp(plan) == 0.0                      # no DP ring crosses more than it must: no collisions
-    # 1.96-2.20x with NCCL's two channels per NIC (twice the connections to hash; 2.4-2.9x with one)
-    assert (times["arrival order"] > 1.9 * plan).all()
+    # No DP ring crosses more than it must: no collisions. (Equal up to an ulp or two: the PP
+    # hops, hashed per seed, split the pipeline phase into different events.)
+    assert np.ptp(plan) <= 1e-15 * plan.max()
+    # 1.75-1.97x with NCCL's two channels per NIC and the 0.8 per-connection cap (1.96-2.20x
+    # without the cap, which slows the plan's rings but not collided ones, already below it)
+    assert (times["arrival order"] > 1.7 * plan).all()
     for name, t in times.items():
         assert (t >= plan * (1 - 1e-9)).all(), name
 

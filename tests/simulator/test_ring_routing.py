@@ -1,5 +1,6 @@
-"""A ring's routing from its host segments (flows between hosts, NVLink rows) equals the
-routing of its full flow table, array for array; the table itself is never built on the way."""
+"""A ring's routing from its host segments (flows between hosts, NVLink rows, connections
+for the rate cap) equals the routing of its full flow table, array for array; the table
+itself is never built on the way."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ import dataclasses
 
 import numpy as np
 import pytest
+from scipy import sparse
 
 from rankmap.simulator.collectives import CollectiveConfig, collective_flows, run_flows, simulate_collective
+from rankmap.simulator.connections import connection_caps
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import FLOW_FIELDS, LazyFlowSet, RankPlacement
 
@@ -55,7 +58,9 @@ def test_ring_routing_equals_the_flow_table_routing(synth, routing, seed):
             flows = collective_flows(pl, groups, "allreduce", S, config=config, comm="dp")
             assert isinstance(flows, LazyFlowSet)
             full = _full(flows)
-            extra = np.arange(flows.n_coflows)[::2]
+            picked = np.arange(flows.n_coflows)[::2]                # a row for every other coflow
+            extra = sparse.csr_array((np.ones(picked.size), (np.arange(picked.size), picked)),
+                                     shape=(picked.size, flows.n_coflows))
             ours, want = net.route(flows, routing, extra_rows=extra), net.route(full, routing, extra_rows=extra)
             for name in ("indptr", "indices", "data"):
                 assert _same(getattr(ours.constraints, name), getattr(want.constraints, name))
@@ -69,6 +74,31 @@ def test_ring_routing_equals_the_flow_table_routing(synth, routing, seed):
             for name in FLOW_FIELDS:
                 assert _same(getattr(between, name), getattr(full, name)[full.between_hosts])
             assert _same(flows.between_hosts, full.between_hosts)
+
+
+@pytest.mark.parametrize("channels", (None, 1, 3, 5, 16))
+@pytest.mark.parametrize("seed", range(3))
+def test_ring_connections_equal_the_sorted_grouping(synth, seed, channels):
+    """The cap rows a ring's segments give (channels alike modulo the lcm of two segments'
+    lengths share a hop) equal those of grouping its full flow table by sender, NIC and
+    receiver, array for array, on hosts holding 1 to 8 ranks of a group."""
+    net = synth.network(4, 4, gpus=8, nics=8, uplinks=4, spines=2)
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 9, size=12)                        # ranks on each of the 12 hosts
+    node = np.repeat(np.arange(12), counts)
+    gpu = np.concatenate([rng.permutation(8)[:k] for k in counts])
+    pl = RankPlacement(node, node, gpu, gpu)
+    w = node.size - node.size % 3
+    config = CollectiveConfig(channels=channels)
+    for groups in (np.arange(w)[None, :], np.sort(rng.permutation(w).reshape(3, -1), axis=1),
+                   rng.permutation(w).reshape(3, -1)):
+        flows = collective_flows(pl, groups, "allreduce", S, config=config, comm="dp")
+        assert flows.connection_groups(net.gpus) is not None
+        ours, cap = connection_caps(net, flows, config)
+        want, want_cap = connection_caps(net, _full(flows), config)
+        assert ours.shape[0] > 0 and ours.shape == want.shape and (cap == want_cap).all()
+        for name in ("indptr", "indices", "data"):
+            assert _same(getattr(ours, name), getattr(want, name))
 
 
 def test_the_flow_table_is_not_built_to_simulate_a_ring(synth):

@@ -166,7 +166,7 @@ def test_chunk_shares_in_the_network_by_hand(interleaved):
     net, job, rm, placement = interleaved
     ops = job_comm_ops(job)
     (op,) = [o for o in ops if o.phase == "dp-reduce"]
-    config, routing = CollectiveConfig(alpha_s=0.0, qp_rate_fraction=None), EcmpConfig(mode="spray")
+    config, routing = CollectiveConfig(alpha_s=0.0, connection_rate_fraction=None), EcmpConfig(mode="spray")
     load_s = 2 * 0.75 * op.size_bytes / 25e9                         # one stage's bytes on one uplink
     # every share alone (half the bytes, load_s / 2): a stage spans its first release to its last share's end
     apart = stage_reduce_s(net, placement, rm.layout, ops, np.array([[0.0, 50.0], [100.0, 150.0]]), config, routing)

@@ -84,6 +84,46 @@ def test_three_stage_pod_alone_pays_for_its_columns():
     assert box_costs([48] * 4, problem, 4)[192] == 384.0
 
 
+def _pod_terms(problem: GridProblem, cells: np.ndarray) -> list[tuple[int, int, float]]:
+    """``(pod, hosts, Phi)`` of every pod of ``cells`` (module docstring of the bound): the
+    rows and columns each pod and each of its groups touch, weighted."""
+    w0, w1 = problem.weights[:2]
+    dom = np.asarray(problem.domains[0])
+    out = []
+    for d in range(int(dom.max()) + 1):
+        groups = np.nonzero(dom == d)[0]
+        inside = np.isin(cells, groups)
+        phi = w1 * (problem.w_row * inside.any(1).sum() + problem.w_col * inside.any(0).sum())
+        phi += w0 * sum(problem.w_row * (cells == g).any(1).sum() + problem.w_col * (cells == g).any(0).sum()
+                        for g in groups)
+        out.append((d, int(inside.sum()), float(phi)))
+    return out
+
+
+def test_every_pod_of_perturbed_tilings_costs_at_least_its_box_bound():
+    # The per-pod inequality itself, on placements whose pods are 3 and 4 stages tall: the
+    # tiling above, and 3-stage pods (3 x 64) whose groups cannot all be 2 x 24 blocks, each
+    # with 300 random swaps of two cells.
+    rng = np.random.default_rng(0)
+    four, tiling = _tiled(5)
+    three = GridProblem(3, 256, (48,) * 16, 20, 1, 0, (tuple(g // 4 for g in range(16)),), (1.0, 1.0))
+    bands = np.zeros((3, 256), dtype=np.int64)
+    for d in range(4):
+        x, g = 64 * d, 4 * d
+        bands[0:2, x:x + 24], bands[0:2, x + 24:x + 48] = g, g + 1
+        bands[0:2, x + 48:x + 64], bands[2, x:x + 16], bands[2, x + 16:x + 64] = g + 2, g + 2, g + 3
+    bound = pod_box_costs([48] * 4, four)
+    assert bound[192] == 383.0
+    for problem, start, least in ((four, tiling, 384.0), (three, bands, 412.0)):
+        cells, bound = start.copy(), pod_box_costs([48] * 4, problem)
+        assert min(phi for _, _, phi in _pod_terms(problem, cells)) == least   # 3 x 64: 124 + 64 + 64 + 92 + 68
+        for _ in range(300):
+            (r1, r2), (c1, c2) = rng.integers(0, problem.rows, 2), rng.integers(0, problem.cols, 2)
+            cells[r1, c1], cells[r2, c2] = cells[r2, c2], cells[r1, c1]
+            for _, hosts, phi in _pod_terms(problem, cells):
+                assert phi >= bound[hosts] - 1e-9, (hosts, phi, bound[hosts])
+
+
 @pytest.mark.parametrize("problem", [
     GridProblem(2, 4, (3, 1, 2, 2), 10, 1, 0, ((0, 0, 1, 1),), (1.0, 1.0)),   # a pod holds a whole ring
     GridProblem(2, 5, (4, 4), 10, 1, 0, (), (1.0,)),                           # no pods

@@ -183,6 +183,24 @@ def read_yaml(path: str | Path) -> Any:
 _MISSING = object()
 
 
+def _number_hint(value: Any, integer: bool) -> str:
+    """Why a number came as text: YAML 1.1 (PyYAML) reads ``1e14`` as a string (its floats
+    need a dot), and a quoted number is a string."""
+    if not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    if number != number or abs(number) == float("inf"):
+        return ""
+    if integer:
+        return f" (write {int(number)} without quotes or exponent)" if number.is_integer() else ""
+    if "e" in value.lower() and "." not in value:
+        return f" (YAML reads {value.strip()} as text: write it with a dot, e.g. {number:.1e})"
+    return " (a quoted number is text: write it without quotes)"
+
+
 class Fields:
     """Typed, checked access to one YAML mapping; unknown keys are errors.
 
@@ -241,7 +259,7 @@ class Fields:
         if value is default and default is not _MISSING:
             return value
         if not check(value):
-            raise self.error(key, f"expected {what}, got {_show(value)}")
+            raise self.error(key, f"expected {what}, got {_show(value)}{_number_hint(value, what == 'an integer')}")
         return value
 
     def int(self, key: str, default: Any = _MISSING, minimum: int | None = None, maximum: int = 10**15) -> Any:

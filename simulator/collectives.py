@@ -41,7 +41,14 @@ an all-to-all; one send/recv or pipeline hop one way), which moves at most
 ``connection_rate_fraction`` (0.8, an assumption) of the NIC's line rate in total, however
 many channels and queue pairs it runs. So a ring alone on a NIC reaches 0.8 of line rate
 (busbw = 0.8 B) and two rings sharing a NIC run 2 x 0.8 = 1.6x slower than one alone,
-not 2x, with any channel count. NVLink flows are not capped.
+not 2x, with any channel count. NVLink flows are not capped. Consequences of the rule, by
+design: a NIC carrying two or more connections can fill its line rate, so a tree
+all-reduce (each NIC carries both trees' edges to different peers, each at most half of
+line rate) keeps its 2S/B while a ring's single hop per NIC is capped: with the default cap
+a large tree all-reduce across ToR groups is 1.25x faster than a ring (NCCL's tuner,
+``src/graph/tuning.cc``, rates a tree at about 0.92 of a ring's bandwidth; pass
+``connection_rate_fraction=None`` where that comparison matters), and a ring whose ranks
+share a NIC (two GPUs per NIC) reaches line rate, as two connections leave that NIC.
 
 Times are ``bytes / rate + steps * alpha``, rates max-min fair on links scaled by
 ``efficiency`` and under the connection caps, so a ring all-reduce over a fabric whose

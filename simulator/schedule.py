@@ -26,12 +26,20 @@ Around the pipeline, each a switch in :class:`OverlapConfig`:
   (megatron/core/distributed/distributed_data_parallel.py ``_make_forward_pre_hook``,
   param_and_grad_buffer.py ``finish_param_sync`` dispatching the next bucket group), so a
   chunk's first forward of length ``d`` with its share ``g`` gathered from ``t0`` in ``n``
-  buckets may start at ``t0 + g/n`` and ends at ``max(start + d, t0 + g + d/n)``. The first
-  chunk's share runs beside data loading (MegaScale, Jiang et al., NSDI'24, §3.2), i.e. from
-  ``-data_loading_s``; chunk ``c + 1``'s share is prefetched once chunk ``c``'s share is in
-  and its first forward has started. The forward time the gather adds is exposed DP
-  communication (``StageTimeline.gather_wait_s``). Off: the whole gather runs before the
-  first forward.
+  buckets may start at ``t0 + g/n`` and ends at ``max(start + d, t0 + g + d/n)`` (``n = 1``
+  without ``dp_reduce``: Megatron-LM buckets only with ``--overlap-grad-reduce``, which
+  ``--overlap-param-gather`` requires). The first chunk's share starts with the iteration,
+  beside loading the batch (MegaScale, Jiang et al., NSDI'24, §3.2): ``data_loading_s`` of
+  it, during which no forward runs, so a longer load never shortens the iteration; chunk
+  ``c + 1``'s share is prefetched once chunk ``c``'s share is in and its first forward has
+  started. The forward time the gather adds is exposed DP communication
+  (``StageTimeline.gather_wait_s``). Off: the batch is loaded, then the whole gather runs,
+  then the first forward. Every stage starts its gather at the iteration's start, as
+  MegaScale describes and Megatron-LM does with ``align_param_gather``; Megatron-Core
+  without interleaving turns that off (megatron/training/arguments.py) and dispatches a
+  stage's first bucket only in its first forward pre-hook, with one bucket for stages past
+  the first (``disable_bucketing`` or ``pp_rank > 0`` in distributed_data_parallel.py), which
+  exposes more of the gather on later stages than modelled here.
 - ``tp``, the TP/SP (and CP, EP) collectives of a pass, overlapped with the transformer
   block: a pass takes ``max(compute, comm)``, else ``compute + comm``.
 - ``dp_reduce``, the gradient reduction of each chunk in buckets as its last backward
@@ -63,7 +71,7 @@ import numpy as np
 
 from rankmap.job.frameworks import interleaved_rounds
 
-__all__ = ["OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
+__all__ = ["backward_pass_s", "OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,8 +98,10 @@ class PipelineCosts:
     dp_gather_s : float
         The iteration's parameter all-gather, all chunks (``dp_gather_s / v`` each).
     data_loading_s : float
-        Loading the iteration's batch, which the first chunk's all-gather runs beside
-        (MegaScale §3.2); 0: the first chunk's all-gather is exposed.
+        Loading the iteration's batch before the first forward (seconds, inside the
+        iteration), beside which the first chunk's all-gather runs (MegaScale §3.2); 0: the
+        batch is ready (prefetched by the data loader) and the gather runs under the first
+        forward.
     dp_reduce_s : float or sequence of float
         The gradient reduction of one stage: the same for every stage, or ``[p]`` each
         stage's own (its DP groups in the network from when its backward ends,
@@ -133,8 +143,8 @@ class StageTimeline:
     Attributes
     ----------
     start_s : float
-        When the first forward may start: 0, or after the whole all-gather when its overlap
-        is off.
+        When the first forward may start: after loading the batch (``loading_s``), and after
+        the whole all-gather too when its overlap is off.
     forward_end_s, backward_end_s : ndarray
         ``[p, m, v]``: end of each pass (stage, micro-batch, chunk).
     pass_s : ndarray
@@ -150,6 +160,8 @@ class StageTimeline:
     gather_wait_s : ndarray
         ``gather_wait_s[p, v]``: how much later each chunk's first forward ends because its
         parameters were still being gathered (exposed all-gather; drawn just before that pass).
+    loading_s : float
+        Loading the batch, the first ``loading_s`` of ``start_s``.
     """
 
     start_s: float
@@ -160,6 +172,7 @@ class StageTimeline:
     reduce_end_s: np.ndarray
     time_s: float
     gather_wait_s: np.ndarray | None = None
+    loading_s: float = 0.0
 
     def breakdown_s(self) -> np.ndarray:
         """``[p, 4]`` seconds per stage: compute, exposed communication, pipeline bubble, the rest.
@@ -185,8 +198,8 @@ class StageTimeline:
         end = float(self.backward_end_s.max())                              # P
         wait = np.zeros(len(compute)) if self.gather_wait_s is None else self.gather_wait_s.sum(axis=1)
         bubble = (end - self.start_s) - m_v * self.pass_s.sum(axis=1) - wait
-        exposed = self.start_s + wait + in_pass + np.maximum(self.reduce_end_s - end, 0.0)
-        rest = self.time_s - np.maximum(self.reduce_end_s, end)
+        exposed = (self.start_s - self.loading_s) + wait + in_pass + np.maximum(self.reduce_end_s - end, 0.0)
+        rest = self.time_s - np.maximum(self.reduce_end_s, end) + self.loading_s
         return np.stack([compute, exposed, bubble, rest], axis=1)
 
 
@@ -201,7 +214,8 @@ class ScheduleResult:
     pipeline_s : float
         From the first forward's start to the last backward's end.
     bubble_fraction : float
-        ``1 - busy / pipeline_s`` for the busiest stage.
+        ``1 - busy / (pipeline_s - waits)`` for the busiest stage, ``waits`` the time its
+        forwards waited for gathered parameters (exposed DP communication, not bubble).
     busy_s : ndarray
         ``busy_s[p]``: time each stage spends in its passes.
     backward_end_s : ndarray
@@ -290,9 +304,16 @@ def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool, chu
     return max(compute, comm) if overlap.tp else compute + comm
 
 
+def backward_pass_s(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> np.ndarray:
+    """``[p, v]`` seconds: each stage's backward pass through each of its chunks (exposed
+    TP/CP/EP communication and, in the model's last chunk, the logit layer included)."""
+    overlap = overlap or OverlapConfig()
+    return np.array([[_pass_s(costs, overlap, s, False, ch) for ch in range(costs.v)] for s in range(costs.p)])
+
+
 def _first_start_s(c: PipelineCosts, overlap: OverlapConfig) -> float:
-    """When the first forward may start: 0, or after the whole gather when its overlap is off."""
-    return 0.0 if overlap.dp_gather else c.dp_gather_s
+    """When the first forward may start: after loading the batch, then the whole gather when its overlap is off."""
+    return c.data_loading_s + (0.0 if overlap.dp_gather else c.dp_gather_s)
 
 
 def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
@@ -309,9 +330,10 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
     nxt, free = [0] * p, [start_s] * p
     busy, wait = np.zeros(p), np.zeros((p, v))
     dur = {(s, f, ch): _pass_s(c, overlap, s, f, ch) for s in range(p) for f in (True, False) for ch in range(v)}
-    share, n = (c.dp_gather_s / v, c.reduce_buckets) if overlap.dp_gather else (0.0, 1)
+    share = c.dp_gather_s / v if overlap.dp_gather else 0.0
+    n = c.reduce_buckets if overlap.dp_gather and overlap.dp_reduce else 1
     gather_start = np.full((p, v), np.nan if overlap.dp_gather else start_s)
-    gather_start[:, 0] = -c.data_loading_s if overlap.dp_gather else start_s
+    gather_start[:, 0] = 0.0 if overlap.dp_gather else start_s         # beside loading the batch
     left = sum(len(o) for o in orders)
     while left:
         moved = 0
@@ -386,7 +408,9 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     fend, bend, busy, wait = _run_passes(costs, overlap, start)
     pipeline = float(bend.max()) - start
     reduce_end = _reduce_end(costs, overlap, bend)
-    bubble = 1.0 - float((busy + wait.sum(axis=1)).max()) / pipeline if pipeline > 0 else 0.0   # waits: exposed gather
+    waited = wait.sum(axis=1)                                # exposed gather, not bubble
+    busiest = int(np.argmax(busy + waited))
+    bubble = 1.0 - float(busy[busiest] / (pipeline - waited[busiest])) if pipeline > waited[busiest] else 0.0
     time_s = float(reduce_end.max()) + costs.optimizer_s
     p, v = costs.p, costs.v
     pass_s = np.array([[np.mean([_pass_s(costs, overlap, s, f, ch) for ch in range(v)]) for f in (True, False)]
@@ -394,6 +418,7 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     compute_s = np.array([[costs.forward_s[s], costs.backward_s[s]] for s in range(p)], dtype=float)
     compute_s[-1] += np.array([costs.logit_forward_s, costs.logit_backward_s]) / v
     timeline = StageTimeline(start_s=start, forward_end_s=fend, backward_end_s=bend, reduce_end_s=reduce_end,
-                             time_s=time_s, pass_s=pass_s, compute_s=compute_s, gather_wait_s=wait)
+                             time_s=time_s, pass_s=pass_s, compute_s=compute_s, gather_wait_s=wait,
+                             loading_s=costs.data_loading_s)
     return ScheduleResult(time_s=time_s, pipeline_s=pipeline, bubble_fraction=bubble, busy_s=busy,
                           backward_end_s=bend.max(axis=(1, 2)), timeline=timeline)

@@ -30,18 +30,21 @@ buckets are marked ready only in the chunk's last micro-batch
 interleaved schedule enables grad sync for a chunk in the backward of its last micro-batch
 (``megatron/core/pipeline_parallel/schedules.py``, ``backward_step_helper_preprocess``,
 ``is_last_microbatch_for_model_chunk``). Backwards run the chunks last-to-first, so chunk
-``v - 1``'s share goes first. Not modelled: with ``align_grad_reduce`` (Megatron-LM's default
+``v - 1``'s share goes first. Inside that last backward the buckets become ready one by one
+(``n`` buckets, a backward of ``d``: the first ``d (1 - 1/n)`` before it ends); a share
+enters the network whole when its first bucket is ready, as the schedule's bucket rule
+assumes (:mod:`rankmap.simulator.schedule`), so an uncontended stage gets the same time
+staged as all at once. Not modelled: with ``align_grad_reduce`` (Megatron-LM's default
 when grads are overlapped) the schedule launches chunk ``c``'s sync ``pipeline rank``
-backwards later (``backward_step_helper_postprocess``), to line the stages up; and inside
-the last backward the buckets go one by one as their grads appear. The shares of a stage
+backwards later (``backward_step_helper_postprocess``), to line the stages up. The shares of a stage
 run on the same connections (same paths). The schedule takes one reduction time per stage
 and spreads it over the chunks (:mod:`rankmap.simulator.schedule`), so
 :func:`staged_comm_times` gives each stage the time that makes the schedule's reduction end
 where the stage's last share finished in the network (found by bisection on the
 schedule's output, whatever its rule for the chunks).
 
-The ZeRO all-gather is left as it was: every stage's gather runs before the first forward,
-at the same moment (:mod:`rankmap.simulator.schedule`), so the all-at-once run is its
+The ZeRO all-gather is left as it was: every stage's gather starts with the iteration, at
+the same moment (:mod:`rankmap.simulator.schedule`), so the all-at-once run is its
 schedule.
 """
 
@@ -58,20 +61,22 @@ from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.iteration import phase_flows, simulate_phase
 from rankmap.simulator.network import Network
-from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, run_schedule
+from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, backward_pass_s, run_schedule
 from rankmap.simulator.timing import CommTimes, configs_of, pipeline_costs
 
 __all__ = ["chunk_release_s", "reduce_release_s", "stage_reduce_s", "staged_comm_times"]
 
 
-def chunk_release_s(schedule: ScheduleResult, overlap: OverlapConfig) -> np.ndarray:
+def chunk_release_s(schedule: ScheduleResult, overlap: OverlapConfig, lead_s: np.ndarray | None = None
+                    ) -> np.ndarray:
     """``release_s[p, v]``: when each stage's share of each model chunk's gradients may enter
     the network, from the earliest release.
 
-    With ``v > 1`` chunks and ``overlap.dp_reduce``: chunk ``c``'s last backward on the
-    stage (Megatron-LM releases each chunk's grad buckets in that chunk's last micro-batch;
-    see the module); otherwise every chunk at the stage's last backward. Read from the
-    schedule's timeline (``backward_end_s[p, m, v]``).
+    With ``overlap.dp_reduce``: chunk ``c``'s last backward on the stage, less ``lead_s[p, v]``
+    (when its first gradient bucket is ready: ``d (1 - 1/n)``, default 0; Megatron-LM
+    releases each chunk's grad buckets in that chunk's last micro-batch; see the module);
+    otherwise every chunk at the stage's last backward. Read from the schedule's timeline
+    (``backward_end_s[p, m, v]``).
 
     Examples
     --------
@@ -88,8 +93,10 @@ def chunk_release_s(schedule: ScheduleResult, overlap: OverlapConfig) -> np.ndar
     [[2.0, 2.0], [0.0, 0.0]]
     """
     last = schedule.timeline.backward_end_s.max(axis=1)        # (p, v) last backward of each chunk
-    if not overlap.dp_reduce or last.shape[1] == 1:
+    if not overlap.dp_reduce:
         last = np.repeat(last.max(axis=1, keepdims=True), last.shape[1], axis=1)
+    elif lead_s is not None:
+        last = last - np.asarray(lead_s, dtype=float)
     return last - last.min()
 
 
@@ -185,12 +192,13 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
     compute, overlap = configs_of(job)
     costs = pipeline_costs(job, stages or stage_times(job, compute), comm, compute.recompute)
     schedule = run_schedule(costs, overlap)
-    release = chunk_release_s(schedule, overlap)
+    lead = backward_pass_s(costs, overlap) * (1 - 1 / costs.reduce_buckets) * overlap.dp_reduce   # first bucket ready
+    release = chunk_release_s(schedule, overlap, lead)
     reduce_s = stage_reduce_s(network, placement, layout, ops, release, config, routing)
     if reduce_s is None:
         return comm
     if (release != release[:, :1]).any():                    # shares apart: fit the schedule to the network
-        offset = float(schedule.timeline.backward_end_s.max(axis=1).min())                 # release 0 on the clock
+        offset = float((schedule.timeline.backward_end_s.max(axis=1) - lead).min())        # release 0 on the clock
         reduce_s = _fit_reduce_s(costs, overlap, offset + release.min(axis=1) + reduce_s, reduce_s)
     return dataclasses.replace(comm, dp_reduce_stage_s=tuple(float(t) for t in reduce_s))
 

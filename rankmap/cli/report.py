@@ -331,8 +331,11 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     c = doc["compute"]
     overlaps = [k for k, on in c["overlap"].items() if on]
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
-    console.print(f"predicted iteration ({c['schedule']}, {c['gpu']} {c['peak_tflops']:g} TFLOP/s x "
-                  f"{c['efficiency_gemm']:g} GEMM efficiency, recompute {'on' if c['recompute'] else 'off'}, "
+    sources = {p["iteration"].get("compute_source", "flops") for p in doc["placements"]}
+    compute = (f"{c['gpu']} {c['peak_tflops']:g} TFLOP/s x {c['efficiency_gemm']:g} GEMM efficiency, "
+               f"recompute {'on' if c['recompute'] else 'off'}" if sources == {"flops"} else
+               f"compute times from the workload file ({c['gpu']} {c['peak_tflops']:g} TFLOP/s for MFU)")
+    console.print(f"predicted iteration ({c['schedule']}, {compute}, "
                   f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]

@@ -56,17 +56,19 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="latency per algorithm step that stays on NVLink, us (default: --alpha-us's value; NCCL's "
                         "tuning model, src/graph/tuning.cc hwLatencies, puts a Simple-protocol ring step at "
                         "3.4 us on NVLink and 14 us on the network)"),
-    p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of line rate reached (default 1)")
+    p.add_argument("--efficiency", type=fraction, default=1.0, help="fraction of every link's line rate the flows reach (default 1); the "
+                        "per-connection cap below applies to what is left")
     p.add_argument("--algorithm", choices=("ring", "tree"), default="ring", help="all-reduce algorithm (default ring)")
     p.add_argument("--channels-per-nic", type=int_in(1, 64, "a channel count"), default=2,
                    help="NCCL channels per NIC of a ring or tree group across hosts (NCCL duplicates its "
                         "channels; NCCL_MIN_NCHANNELS; default 2); the channels of one connection share its rate cap")
     p.add_argument("--connection-rate-fraction", type=_fraction_or_none, default=0.8,
                    help="most one connection (a group's hop from a rank to its peer through one NIC, all its "
-                        "channels and queue pairs together) moves, as a fraction of the NIC's line rate "
-                        "(default 0.8, an assumption: a ring alone reaches 0.8 of line rate and two rings on "
-                        "one NIC run 1.6x slower, not 2x; 1 or none: no cap, line-rate busbw as nccl-tests "
-                        "shows on an idle fabric)")
+                        "channels and queue pairs together) moves, as a fraction of the NIC's rate after "
+                        "--efficiency (default 0.8, an assumption: a ring alone reaches 0.8 of it and two rings "
+                        "on one NIC run 1.6x slower, not 2x; a NIC carrying two or more connections, e.g. both "
+                        "trees of a tree all-reduce or two GPUs' rings, can fill it; 1 or none: no cap, "
+                        "line-rate busbw as nccl-tests shows on an idle fabric)")
     g = p.add_argument_group("iteration time (compute model; defaults from the job YAML's hardware/overlap)")
     g.add_argument("--gpu", choices=GPU_NAMES, help="GPU preset: peak dense BF16 from the vendor datasheet")
     g.add_argument("--efficiency-gemm", type=fraction, help="achieved fraction of peak in GEMM/attention (0.65)")

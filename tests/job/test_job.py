@@ -59,6 +59,10 @@ def test_auto_dp_respects_global_batch():
      "must be >= 0 seconds, got -0.5"),
     ("model: {preset: gpt3-175b}\nhardware: {data_loading_s: .nan}\n", "job.yaml:2: hardware.data_loading_s",
      "a number"),
+    ("model: {preset: gpt3-175b}\nhardware: {data_loading_s: 1e14}\n", "job.yaml:2: hardware.data_loading_s",
+     "got '1e14' (YAML reads 1e14 as text: write it with a dot, e.g. 1.0e+14)"),
+    ("parallel: {tp: '8'}\nmodel: {preset: gpt3-175b}\n", "job.yaml:1: parallel.tp",
+     "got '8' (write 8 without quotes or exponent)"),
     ("model: {preset: gpt3-175b}\noverlap: {pp: true}\n", "job.yaml:2: overlap.pp", "unknown key"),
 ])
 def test_bad_jobs(text, where, what):

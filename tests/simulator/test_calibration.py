@@ -37,7 +37,9 @@ busbw), not the network simulator: the calibration checks the compute and schedu
 and a 12,288-GPU network simulation per case is too slow for a unit test; the fabric's share
 is what ``rankmap simulate --compare`` adds for a placement. NVLink all-reduce busbw
 230 GB/s (DGX A100, nccl-tests), 25 GB/s per GPU to the network (8 x 200 Gb/s HDR per node,
-Selene; MegaScale's 200G NICs), line rate.
+Selene; MegaScale's 200G NICs), line rate: the simulator's per-connection cap (0.8 of line
+rate by default, an assumption of :mod:`rankmap.simulator.collectives`) is not applied; at
+20 GB/s every case stays within 10% (MegaScale v = 3 54.5%, 175B 153.2, 1T 159.7 TFLOP/s).
 
 The honest test: ``efficiency_gemm`` is fitted once, on the 175B point (0.65, the
 default), and the 1T and MegaScale figures are predictions.

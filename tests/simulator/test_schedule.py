@@ -45,8 +45,8 @@ def test_overlap_switches():
                       optimizer_s=0.25)
     on = run_schedule(c)
     off = run_schedule(c, OverlapConfig(tp=False, dp_gather=False, dp_reduce=False))
-    assert on.time_s == pytest.approx(3.0 * 5 + 4.0 + 0.25)         # TP hidden, gather under data loading
-    assert off.time_s == pytest.approx(3.0 + 4.0 * 5 + 4.0 + 0.25)   # passes 1.5 + 2.5, gather first
+    assert on.time_s == pytest.approx(3.0 + 3.0 * 5 + 4.0 + 0.25)   # TP hidden, gather under data loading
+    assert off.time_s == pytest.approx(3.0 + 3.0 + 4.0 * 5 + 4.0 + 0.25)   # passes 1.5 + 2.5, load, then gather
 
 
 def test_dp_reduce_of_a_stage_starts_when_its_backward_ends():
@@ -93,16 +93,27 @@ def test_bucketed_reduce_per_chunk_waits_for_the_chunk_before():
     assert run_schedule(c, OverlapConfig(dp_reduce=False)).time_s == pytest.approx(10.0, rel=1e-12)
 
 
-@pytest.mark.parametrize("loading_s,on_s", [(0.5, 7.5), (0.0, 8.0), (2.0, 6.5)])
+@pytest.mark.parametrize("loading_s,on_s", [(0.5, 8.0), (0.0, 8.0), (2.0, 8.5)])
 def test_gather_first_chunk_under_data_loading_next_under_forward(loading_s, on_s):
-    # one stage, two chunks, one micro-batch, 1.5 s of gather per chunk. Loading 0.5 s: the
-    # first forward starts at 1; chunk 1's share runs [1, 2.5] under F.0 [1, 2], so F.1 waits
-    # to 2.5: F.1 [2.5, 3.5], B.1 [3.5, 5.5], B.0 [5.5, 7.5]. Loading 2 s hides chunk 0's
-    # share: F.0 [0, 1], chunk 1's share [0, 1.5], 0.5 s exposed.
+    # one stage, two chunks, one micro-batch, 1.5 s of gather per chunk from t = 0, beside
+    # loading the batch. Loading 0.5 s: F.0 waits for the gather, [1.5, 2.5]; chunk 1's share
+    # runs [1.5, 3] under it, so F.1 waits to 3: F.1 [3, 4], B.1 [4, 6], B.0 [6, 8]. Loading
+    # 2 s hides chunk 0's share: F.0 [2, 3], chunk 1's share [2, 3.5], F.1 [3.5, 4.5], 8.5 s:
+    # a longer load never shortens the iteration. Off: load, whole gather, then the passes.
     c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
                       m=1, v=2, dp_gather_s=3.0, data_loading_s=loading_s)
     assert run_schedule(c).time_s == pytest.approx(on_s, rel=1e-12)
-    assert run_schedule(c, OverlapConfig(dp_gather=False)).time_s == pytest.approx(3.0 + 6.0, rel=1e-12)
+    off = run_schedule(c, OverlapConfig(dp_gather=False))
+    assert off.time_s == pytest.approx(loading_s + 3.0 + 6.0, rel=1e-12)
+    compute, exposed, bubble, rest = off.timeline.breakdown_s()[0]
+    assert (exposed, rest) == pytest.approx((3.0, loading_s), abs=1e-12)     # loading is not communication
+
+
+def test_longer_loading_never_shortens_the_iteration():
+    c = dict(forward_s=(1.0,) * 2, backward_s=(2.0,) * 2, comm_forward_s=(0.0,) * 2, comm_backward_s=(0.0,) * 2,
+             m=4, v=2, dp_gather_s=3.0, reduce_buckets=4, dp_reduce_s=1.0)
+    times = [run_schedule(PipelineCosts(**c, data_loading_s=t)).time_s for t in (0.0, 0.5, 1.0, 2.0, 4.0, 100.0)]
+    assert times == sorted(times) and times[-1] >= 100.0
 
 
 @pytest.mark.parametrize("gather_s,begin_s,end_s", [(2.0, 0.5, 2.25), (0.4, 0.1, 1.1)])

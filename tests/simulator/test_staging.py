@@ -14,7 +14,7 @@ from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration, simulate_phase
 from rankmap.simulator.maxmin import FairShare
-from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, run_schedule
+from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, backward_pass_s, run_schedule
 from rankmap.simulator.staging import chunk_release_s, reduce_release_s, stage_reduce_s, staged_comm_times
 from rankmap.simulator.timing import comm_times, iteration_timing
 
@@ -142,6 +142,12 @@ def test_interleaved_releases_each_chunk_at_its_last_backward_by_hand():
     assert reduce_release_s(sched, OverlapConfig()).tolist() == [2.0, 0.0]
     # without the overlap every chunk waits for the stage's last backward
     assert chunk_release_s(sched, OverlapConfig(dp_reduce=False)).tolist() == [[2.0, 2.0], [0.0, 0.0]]
+    # in 4 buckets the first is ready 3/4 of a 2 s backward before it ends: every share 1.5 s
+    # earlier (the last stage's last chunk, here chunk 1 of stage 1, too: no logit layer)
+    lead = backward_pass_s(PipelineCosts(**c, reduce_buckets=4), OverlapConfig()) * (1 - 1 / 4)
+    assert lead.tolist() == [[1.5, 1.5], [1.5, 1.5]]
+    assert chunk_release_s(sched, OverlapConfig(), lead).tolist() == [[6.0, 2.0], [4.0, 0.0]]
+    assert chunk_release_s(sched, OverlapConfig(), lead * [[1, 0], [0, 0]]).tolist() == [[4.5, 2.0], [4.0, 0.0]]
     # the schedule starts chunk c's share (reduce_s / v) at that chunk's last backward:
     # stage 0: 11 + 1 = 12, then max(12, 15) + 1 = 16; stage 1: 9 + 1, then 13 + 1
     own = run_schedule(PipelineCosts(**c, dp_reduce_s=(2.0, 2.0)))

@@ -80,19 +80,23 @@ def test_configs_of_the_job_yaml():
 
 def test_data_loading_hides_the_first_all_gather():
     # 11 buckets of the first chunk's gather g run under stage 0's first forward F: it ends at
-    # max(g/11 + F, g + F/11) (g >> F here); loading the batch for L seconds before it starts
-    # the gather L earlier, so the iteration is shorter by min(L, exposed) until it is hidden
-    job = parse_job("model: {preset: gpt3-13b}\nparallel: {tp: 8, pp: 4, dp: 2}\nbatch: {num_micro_batches: 8}\n")
+    # max(g/11 + F, g + F/11) (g >> F here), g - F (1 - 1/11) exposed. Loading the batch for
+    # L seconds runs beside the gather, inside the iteration: L = 0.5 hides under the exposed
+    # gather (same time; the gather now costs 0.5 s less than the load would alone); L = 3
+    # hides the gather (no exposed DP) and costs L less that exposure.
+    text = "model: {preset: gpt3-13b}\nparallel: {tp: 8, pp: 4, dp: 2}\nbatch: {num_micro_batches: 8}\n"
     comm = CommTimes(dp_gather_s=2.0)
-    base = iteration_timing(job, comm)
+    base = iteration_timing(parse_job(text), comm)
     forward = base.schedule.timeline.pass_s[0, 0]
-    assert base.exposed_comm_s["dp"] == pytest.approx(2.0 - forward * (1 - 1 / 11), rel=1e-12)
-    loaded = parse_job("model: {preset: gpt3-13b}\nparallel: {tp: 8, pp: 4, dp: 2}\nbatch: {num_micro_batches: 8}\n"
-                       "hardware: {data_loading_s: 0.5}\n")
-    compute, _ = configs_of(loaded)
-    assert compute.data_loading_s == 0.5
-    assert iteration_timing(loaded, comm, compute).time_s == pytest.approx(base.time_s - 0.5, rel=1e-12)
-
+    gather_exposed = 2.0 - forward * (1 - 1 / 11)
+    assert base.exposed_comm_s["dp"] == pytest.approx(gather_exposed, rel=1e-12)
+    for loading_s, longer_s, exposed_s in ((0.5, 0.0, gather_exposed - 0.5), (3.0, 3.0 - gather_exposed, 0.0)):
+        job = parse_job(text + f"hardware: {{data_loading_s: {loading_s}}}\n")
+        compute, _ = configs_of(job)
+        assert compute.data_loading_s == loading_s
+        got = iteration_timing(job, comm, compute)
+        assert got.time_s == pytest.approx(base.time_s + longer_s, rel=1e-12)
+        assert got.exposed_comm_s.get("dp", 0.0) == pytest.approx(exposed_s, abs=1e-12)
 
 def test_workload_compute_times():
     w = parse_aicb_workload(

@@ -32,6 +32,7 @@ from rankmap.placement.count_search import count_search
 from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
+from rankmap.placement.nested_bands_layout import nested_bands_starts
 from rankmap.placement.objectives import ranking
 from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
@@ -212,7 +213,9 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
-        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
+        # and pods in bands with their groups in sub-bands inside them: one more
+        nested = [c for c in nested_bands_starts(problem) if feasible(c)]
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked, nested) if c]
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS

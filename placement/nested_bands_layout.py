@@ -1,0 +1,243 @@
+"""Nested bands: pods in bands of stages, each pod's ToR groups in sub-bands inside it.
+
+On a fabric of several tiers the two tiers want blocks of different heights: a ToR group
+of ``f`` hosts costs least as a block of about ``sqrt(f * w_col / w_row)`` stages, a pod of
+four such groups as a block about twice as tall (a block of ``h`` rows and ``w`` columns
+costs ``h * w_row`` ring crossings plus ``w * w_col`` pipeline hops on its boundary). A
+band layout per tier (:mod:`rankmap.placement.band_layout`) meets one of the two heights;
+this layout meets both at once: the grid is cut into *bands* of ``m * s`` rows, every band
+holds whole pods (side by side, each in its own columns), and each pod's ToR groups are
+shared out over its ``m`` *sub-bands* of ``s`` rows, each group a block of ``s`` rows inside
+the pod's columns. Every row then crosses its ring once per group piece and once per pod
+it passes, and the pipeline hops cross a pod only between bands.
+
+Per band, the pods are the fewest whole pods whose free hosts fill the band exactly
+(:mod:`rankmap.placement.subset_sum`; with no exact subset the last one is cut, its rest
+kept for the next band); the groups of each pod go to the sub-bands by dynamic programming
+over the sub-band's total (it must be exactly ``s * C`` hosts), keeping each pod's share of
+every sub-band as near its share of the band as the group sizes allow, so that a pod's
+columns in one sub-band line up with its columns in the next (a pod whose upper part is
+wider than its lower part sends the difference of pipeline hops across the pod tier). Pods
+are then ordered along the band so that these differences cancel as they accumulate.
+Sub-bands are laid as in the band layout: group by group, each group's columns dealt round
+robin over the sub-band's rows.
+
+References
+----------
+Arnold (arXiv 2509.15940): DP and PP groups kept within the fewest minipods; MegaScale
+(NSDI 2024): pods of ToR groups under a three-layer Clos.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.subset_sum import pick_subset
+
+__all__ = ["nested_band_cells", "nested_bands_starts"]
+
+# Pods with more usable groups than this split their groups among sub-bands by prefixes
+# of the group list (largest first) instead of every subset.
+MAX_SUBSET_GROUPS = 8
+
+
+def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
+    """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
+    band (those that fit the grid and succeed); empty on a one-tier fabric."""
+    if not problem.domains or problem.rows < 2:
+        return []
+    out = []
+    for s, m in itertools.product(range(1, 5), range(2, 5)):
+        if s * m <= problem.rows:
+            cells = nested_band_cells(problem, s, m)
+            if cells is not None:
+                out.append(cells)
+    return out
+
+
+def nested_band_cells(problem: GridProblem, s: int, m: int) -> np.ndarray | None:
+    """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
+
+    Parameters
+    ----------
+    problem : GridProblem
+        With ``domains[0][K]``, the pod of each ToR group.
+    s : int
+        Rows per sub-band (the last sub-band of the grid takes the rows left over).
+    m : int
+        Sub-bands per band.
+
+    Returns
+    -------
+    ndarray or None
+        ``cells[R, C]`` within every group's free hosts, or None when the free hosts do not
+        hold the grid or a band's sub-bands cannot be filled exactly.
+
+    Examples
+    --------
+    Four rows of 4 hosts; two pods, each of two groups of 4 hosts: one band of two
+    sub-bands of two rows, each pod two columns wide, its groups one above the other.
+
+    >>> p = GridProblem(4, 4, (4, 4, 4, 4), 10, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0))
+    >>> nested_band_cells(p, 2, 2).tolist()
+    [[0, 0, 2, 2], [0, 0, 2, 2], [1, 1, 3, 3], [1, 1, 3, 3]]
+    """
+    R, C = problem.rows, problem.cols
+    free = np.asarray(problem.free, dtype=np.int64).copy()
+    if free.sum() < R * C:
+        return None
+    dom = np.asarray(problem.domains[0])
+    cells = np.empty((R, C), dtype=np.int64)
+    r = 0
+    while r < R:
+        heights = [min(s, R - q) for q in range(r, min(R, r + s * m), s)]
+        pieces = _band_pods(dom, free, sum(heights) * C)
+        if pieces is None:
+            return None
+        split = _split_band(pieces, heights, C)
+        if split is None:
+            return None
+        for h, row in zip(heights, split):
+            _lay_sub_band(cells, r, h, row)
+            r += h
+    return cells
+
+
+def _band_pods(dom: np.ndarray, free: np.ndarray, need: int) -> list[list[tuple[int, int]]] | None:
+    """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
+    fewest whole pods that fill it exactly, else whole pods and part of one (its largest
+    groups first, the last cut); taken hosts leave ``free``."""
+    room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
+    if room.sum() < need:
+        return None
+    items = [(int(p), int(room[p])) for p in np.argsort(-room, kind="stable") if room[p] > 0]
+    exact = pick_subset(items, need)
+    if exact is not None:
+        chosen = [(p, int(room[p])) for p in exact]
+    else:  # whole pods, largest first, then part of the next one
+        chosen, left = [], need
+        for p, f in items:
+            if left == 0:
+                break
+            chosen.append((p, min(f, left)))
+            left -= min(f, left)
+    out = []
+    for p, hosts in chosen:
+        groups = [int(g) for g in np.nonzero((dom == p) & (free > 0))[0]]
+        groups.sort(key=lambda g: (-free[g], g))
+        pod = []
+        for g in groups:
+            if hosts == 0:
+                break
+            take = int(min(free[g], hosts))
+            pod.append((g, take))
+            free[g] -= take
+            hosts -= take
+        out.append(pod)
+    return out
+
+
+def _split_band(pods: list, heights: list[int], cols: int) -> list[list[tuple[int, int]]] | None:
+    """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
+    sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up."""
+    shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
+    rest = [list(p) for p in pods]
+    for j, h in enumerate(heights[:-1]):
+        frac = h / sum(heights[j:])
+        picked = _pick_share(rest, h * cols, frac)
+        if picked is None:
+            return None
+        for i, share in enumerate(picked):
+            shares[i].append(share)
+            taken = dict(share)
+            rest[i] = [(g, n - taken.get(g, 0)) for g, n in rest[i] if n - taken.get(g, 0) > 0]
+    for i in range(len(pods)):
+        shares[i].append(rest[i])
+    order = _line_up([[sum(n for _, n in part) / h for part, h in zip(sh, heights)] for sh in shares])
+    return [[piece for i in order for piece in shares[i][j]] for j in range(len(heights))]
+
+
+def _options(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:
+    """Subsets (as index tuples) of a pod's groups that may go to one sub-band."""
+    n = len(groups)
+    if n <= MAX_SUBSET_GROUPS:
+        return [c for k in range(n + 1) for c in itertools.combinations(range(n), k)]
+    return [tuple(range(k)) for k in range(n + 1)]
+
+
+def _pick_share(pods: list, target: int, frac: float) -> list | None:
+    """Per pod the ``[(group, hosts)]`` it gives one sub-band, summing to ``target`` over the
+    pods, each pod's share as near ``frac`` of its hosts as possible (dynamic programming
+    over the running total, the sum of ``|share - frac * hosts|`` minimised); with no exact
+    whole-group split, one group of the last pod that can is cut to make up the rest."""
+    inf = np.inf
+    best = np.full(target + 1, inf)
+    best[0] = 0.0
+    choice = []                                          # choice[pod][total] = option index
+    opts = [_options(p) for p in pods]
+    for pod, options in zip(pods, opts):
+        sizes = [sum(pod[i][1] for i in o) for o in options]
+        want = frac * sum(n for _, n in pod)
+        new, arg = np.full(target + 1, inf), np.full(target + 1, -1, dtype=np.int64)
+        for k, size in enumerate(sizes):
+            if size > target:
+                continue
+            cand = np.full(target + 1, inf)
+            cand[size:] = best[:target + 1 - size] + abs(size - want)
+            better = cand < new
+            new[better], arg[better] = cand[better], k
+        best = new
+        choice.append(arg)
+    total = target if np.isfinite(best[target]) else int(np.nonzero(np.isfinite(best))[0].max())
+    picks, t = [], total
+    for pod, options, arg in zip(reversed(pods), reversed(opts), reversed(choice)):
+        o = options[int(arg[t])]
+        picks.append([pod[i] for i in o])
+        t -= sum(pod[i][1] for i in o)
+    picks.reverse()
+    short = target - total
+    for i in range(len(pods) - 1, -1, -1):              # cut one group not yet in the share
+        if short == 0:
+            break
+        inside = {g for g, _ in picks[i]}
+        spare = [(g, n) for g, n in pods[i] if g not in inside and n > short]
+        if spare:
+            g, _ = max(spare, key=lambda gn: (gn[1], -gn[0]))
+            picks[i] = picks[i] + [(g, short)]
+            short = 0
+    return picks if short == 0 else None
+
+
+def _line_up(widths: list[list[float]]) -> list[int]:
+    """An order of the pods whose column offsets between sub-bands stay small: ``widths[P][m]``
+    the columns each pod takes per sub-band; greedily the pod that brings the running offset
+    of every sub-band against the first nearest zero (ties by index)."""
+    w = np.asarray(widths)                               # (P, m)
+    diff = w - w[:, :1]                                  # offsets against the first sub-band
+    offset = np.zeros(w.shape[1])
+    left, order = list(range(len(widths))), []
+    while left:
+        i = min(left, key=lambda i: (float(np.abs(offset + diff[i]).sum()), i))
+        offset += diff[i]
+        order.append(i)
+        left.remove(i)
+    return order
+
+
+def _lay_sub_band(cells: np.ndarray, r0: int, height: int, pieces: list[tuple[int, int]]) -> None:
+    """Lay ``pieces`` (``[(group, hosts)]``, ``height * C`` hosts in all) on rows
+    ``r0 .. r0 + height - 1`` left to right, each piece's columns dealt round robin over
+    the rows (every row gets exactly C; a piece's rows differ by at most one column)."""
+    widths = np.zeros((height, len(pieces)), dtype=np.int64)         # widths[row, piece]
+    nxt = 0
+    for i, (_, hosts) in enumerate(pieces):
+        q, rem = divmod(hosts, height)
+        widths[:, i] = q
+        widths[(nxt + np.arange(rem)) % height, i] += 1
+        nxt = (nxt + rem) % height
+    groups = [g for g, _ in pieces]
+    for h in range(height):
+        cells[r0 + h] = np.repeat(groups, widths[h])

@@ -42,6 +42,11 @@ __all__ = ["nested_band_cells", "nested_bands_starts"]
 # Pods with more usable groups than this split their groups among sub-bands by prefixes
 # of the group list (largest first) instead of every subset.
 MAX_SUBSET_GROUPS = 8
+# Columns of misalignment worth one pod share that does not fill whole columns of its
+# sub-band (its edge steps by a column between rows: a pipeline hop across the pod on
+# both tiers), tried in turn by :func:`nested_bands_starts`; 0 keeps the shares nearest
+# the pod's fraction only.
+RAGGED = (0.0, 2.0)
 
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
@@ -49,16 +54,42 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     band (those that fit the grid and succeed); empty on a one-tier fabric."""
     if not problem.domains or problem.rows < 2:
         return []
-    out = []
-    for s, m in itertools.product(range(1, 5), range(2, 5)):
-        if s * m <= problem.rows:
-            cells = nested_band_cells(problem, s, m)
-            if cells is not None:
-                out.append(cells)
+    out, seen = [], set()
+    for s, m, even, ragged in itertools.product(range(1, 5), range(2, 5), (False, True), RAGGED):
+        if s * m > problem.rows:
+            continue
+        heights = _even_heights(problem.rows, s, m) if even else _heights(problem.rows, s, m)
+        if (tuple(map(tuple, heights)), ragged) in seen:
+            continue
+        seen.add((tuple(map(tuple, heights)), ragged))
+        cells = nested_band_cells(problem, s, m, heights, ragged)
+        if cells is not None:
+            out.append(cells)
     return out
 
 
-def nested_band_cells(problem: GridProblem, s: int, m: int) -> np.ndarray | None:
+def _heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: bands of ``m`` sub-bands of ``s`` rows, the last sub-band
+    taking the rows left over."""
+    subs = [min(s, rows - q) for q in range(0, rows, s)]
+    return [subs[i:i + m] for i in range(0, len(subs), m)]
+
+
+def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: as many bands as ``rows / (s * m)`` rounds to, the rows
+    shared out as evenly as possible over the bands and, in each, over its ``m`` sub-bands
+    (e.g. 32 rows, s=3, m=2: five bands of 6, 6, 6, 7, 7 rows, sub-bands of 3 and 4)."""
+    bands = max(1, round(rows / (s * m)))
+    out = []
+    for b in range(bands):
+        height = rows // bands + (b >= bands - rows % bands)
+        k = min(m, height)
+        out.append([height // k + (j >= k - height % k) for j in range(k)])
+    return out
+
+
+def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
+                      ragged: float = 0.0) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -69,6 +100,12 @@ def nested_band_cells(problem: GridProblem, s: int, m: int) -> np.ndarray | None
         Rows per sub-band (the last sub-band of the grid takes the rows left over).
     m : int
         Sub-bands per band.
+    heights : list of list of int, optional
+        ``heights[B][m]``: the rows of each sub-band of each band, summing to R (default:
+        ``m`` sub-bands of ``s`` rows per band, the last sub-band taking the rows left over).
+    ragged : float
+        Columns of misalignment that a pod share not filling whole columns of its sub-band
+        is worth (:data:`RAGGED`).
 
     Returns
     -------
@@ -92,15 +129,14 @@ def nested_band_cells(problem: GridProblem, s: int, m: int) -> np.ndarray | None
     dom = np.asarray(problem.domains[0])
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
-    while r < R:
-        heights = [min(s, R - q) for q in range(r, min(R, r + s * m), s)]
-        pieces = _band_pods(dom, free, sum(heights) * C)
+    for band in heights or _heights(R, s, m):
+        pieces = _band_pods(dom, free, sum(band) * C)
         if pieces is None:
             return None
-        split = _split_band(pieces, heights, C)
+        split = _split_band(pieces, band, C, ragged)
         if split is None:
             return None
-        for h, row in zip(heights, split):
+        for h, row in zip(band, split):
             _lay_sub_band(cells, r, h, row)
             r += h
     return cells
@@ -140,14 +176,15 @@ def _band_pods(dom: np.ndarray, free: np.ndarray, need: int) -> list[list[tuple[
     return out
 
 
-def _split_band(pods: list, heights: list[int], cols: int) -> list[list[tuple[int, int]]] | None:
+def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) -> list[list[tuple[int, int]]] | None:
     """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
     sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up."""
     shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
     rest = [list(p) for p in pods]
     for j, h in enumerate(heights[:-1]):
         frac = h / sum(heights[j:])
-        picked = _pick_share(rest, h * cols, frac)
+        rows = (h, heights[j + 1]) if j + 2 == len(heights) else (h, 0)
+        picked = _pick_share(rest, h * cols, frac, rows, ragged)
         if picked is None:
             return None
         for i, share in enumerate(picked):
@@ -168,10 +205,12 @@ def _options(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:
     return [tuple(range(k)) for k in range(n + 1)]
 
 
-def _pick_share(pods: list, target: int, frac: float) -> list | None:
+def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragged: float = 0.0) -> list | None:
     """Per pod the ``[(group, hosts)]`` it gives one sub-band, summing to ``target`` over the
     pods, each pod's share as near ``frac`` of its hosts as possible (dynamic programming
-    over the running total, the sum of ``|share - frac * hosts|`` minimised); with no exact
+    over the running total, minimising the sum of ``|share - frac * hosts| / rows[0]``, the
+    columns by which the pod's share misses its fraction, plus ``ragged`` per share, here and
+    in the last sub-band of ``rows[1]`` rows, that fills no whole columns); with no exact
     whole-group split, one group of the last pod that can is cut to make up the rest."""
     inf = np.inf
     best = np.full(target + 1, inf)
@@ -180,13 +219,15 @@ def _pick_share(pods: list, target: int, frac: float) -> list | None:
     opts = [_options(p) for p in pods]
     for pod, options in zip(pods, opts):
         sizes = [sum(pod[i][1] for i in o) for o in options]
-        want = frac * sum(n for _, n in pod)
+        total = sum(n for _, n in pod)
+        want = frac * total
         new, arg = np.full(target + 1, inf), np.full(target + 1, -1, dtype=np.int64)
         for k, size in enumerate(sizes):
             if size > target:
                 continue
             cand = np.full(target + 1, inf)
-            cand[size:] = best[:target + 1 - size] + abs(size - want)
+            steps = (size % rows[0] != 0) + (rows[1] > 0 and (total - size) % rows[1] != 0)
+            cand[size:] = best[:target + 1 - size] + abs(size - want) / rows[0] + ragged * steps
             better = cand < new
             new[better], arg[better] = cand[better], k
         best = new

@@ -88,3 +88,11 @@ def test_not_offered_on_one_tier_or_one_row(problem):
 
 def test_too_few_free_hosts():
     assert nested_band_cells(GridProblem(4, 4, (4, 4, 4, 3), 2, 1, 0, ((0, 0, 1, 1),), (1.0, 1.0)), 2, 2) is None
+
+
+def test_even_band_heights_share_the_rows_out():
+    from rankmap.placement.nested_bands_layout import _even_heights, _heights
+
+    assert _heights(32, 3, 2) == [[3, 3], [3, 3], [3, 3], [3, 3], [3, 3], [2]]
+    assert _even_heights(32, 3, 2) == [[3, 3], [3, 3], [3, 3], [3, 4], [3, 4]]
+    assert _even_heights(16, 2, 2) == [[2, 2]] * 4

@@ -51,14 +51,17 @@ RAGGED = (0.0, 2.0)
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
-    band (those that fit the grid and succeed); empty on a one-tier fabric."""
+    band, the rows that do not fill a band laid three ways (:func:`_heights`,
+    :func:`_even_heights`, :func:`_last_heights`), each with the pod shares of every
+    :data:`RAGGED` weight (those that fit the grid and succeed); empty on a one-tier fabric."""
     if not problem.domains or problem.rows < 2:
         return []
     out, seen = [], set()
-    for s, m, even, ragged in itertools.product(range(1, 5), range(2, 5), (False, True), RAGGED):
+    for s, m, split, ragged in itertools.product(range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights),
+                                                 RAGGED):
         if s * m > problem.rows:
             continue
-        heights = _even_heights(problem.rows, s, m) if even else _heights(problem.rows, s, m)
+        heights = split(problem.rows, s, m)
         if (tuple(map(tuple, heights)), ragged) in seen:
             continue
         seen.add((tuple(map(tuple, heights)), ragged))
@@ -73,6 +76,15 @@ def _heights(rows: int, s: int, m: int) -> list[list[int]]:
     taking the rows left over."""
     subs = [min(s, rows - q) for q in range(0, rows, s)]
     return [subs[i:i + m] for i in range(0, len(subs), m)]
+
+
+def _last_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: bands of ``m`` sub-bands of ``s`` rows, the rows left over
+    shared out over the last band's sub-bands (e.g. 32 rows, s=3, m=2: four bands of 3 + 3
+    rows and one of 4 + 4)."""
+    bands = rows // (s * m)
+    last = rows - (bands - 1) * s * m
+    return [[s] * m] * (bands - 1) + [[last // m + (j >= m - last % m) for j in range(m)]]
 
 
 def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:

@@ -91,8 +91,10 @@ def test_too_few_free_hosts():
 
 
 def test_even_band_heights_share_the_rows_out():
-    from rankmap.placement.nested_bands_layout import _even_heights, _heights
+    from rankmap.placement.nested_bands_layout import _even_heights, _heights, _last_heights
 
     assert _heights(32, 3, 2) == [[3, 3], [3, 3], [3, 3], [3, 3], [3, 3], [2]]
     assert _even_heights(32, 3, 2) == [[3, 3], [3, 3], [3, 3], [3, 4], [3, 4]]
     assert _even_heights(16, 2, 2) == [[2, 2]] * 4
+    assert _last_heights(32, 3, 2) == [[3, 3]] * 4 + [[4, 4]]
+    assert _last_heights(16, 2, 2) == [[2, 2]] * 4 and _last_heights(7, 2, 3) == [[2, 2, 3]]

@@ -30,6 +30,7 @@ Arnold (arXiv 2509.15940): DP and PP groups kept within the fewest minipods; Meg
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
@@ -37,7 +38,7 @@ import numpy as np
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.subset_sum import pick_subset
 
-__all__ = ["nested_band_cells", "nested_bands_starts"]
+__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
 
 # Pods with more usable groups than this split their groups among sub-bands by prefixes
 # of the group list (largest first) instead of every subset.
@@ -47,28 +48,57 @@ MAX_SUBSET_GROUPS = 8
 # both tiers), tried in turn by :func:`nested_bands_starts`; 0 keeps the shares nearest
 # the pod's fraction only.
 RAGGED = (0.0, 2.0)
+# Pods per band: the fewest that fill it (False), or each band its share of the pods left
+# (True, :func:`_band_pods`); both are tried.
+BALANCED = (False, True)
 
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
     band, the rows that do not fill a band laid three ways (:func:`_heights`,
     :func:`_even_heights`, :func:`_last_heights`), each with the pod shares of every
-    :data:`RAGGED` weight (those that fit the grid and succeed); empty on a one-tier fabric."""
+    :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
+    groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
+    a one-tier fabric."""
     if not problem.domains or problem.rows < 2:
         return []
     out, seen = [], set()
-    for s, m, split, ragged in itertools.product(range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights),
-                                                 RAGGED):
+    for s, m, split, ragged, trim, balanced in itertools.product(
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights), RAGGED, (False, True), BALANCED):
         if s * m > problem.rows:
             continue
         heights = split(problem.rows, s, m)
-        if (tuple(map(tuple, heights)), ragged) in seen:
+        if (tuple(map(tuple, heights)), ragged, trim, balanced) in seen:
             continue
-        seen.add((tuple(map(tuple, heights)), ragged))
-        cells = nested_band_cells(problem, s, m, heights, ragged)
+        seen.add((tuple(map(tuple, heights)), ragged, trim, balanced))
+        sub = dataclasses.replace(problem, free=trimmed(problem, s)) if trim else problem
+        cells = nested_band_cells(sub, s, m, heights, ragged, balanced)
         if cells is not None:
             out.append(cells)
     return out
+
+
+def trimmed(problem: GridProblem, s: int) -> tuple[int, ...]:
+    """``free[K]`` with as many groups as the spare hosts allow cut down to a multiple of
+    ``s`` (fewest hosts dropped first, then the group index): a group that fills whole
+    columns of its sub-band has straight edges, so no pipeline hop steps across them.
+
+    Examples
+    --------
+    Two rows of 7 on groups of 4, 5 and 8 hosts (3 spare), sub-bands of 3 rows: the group of
+    4 loses one host, the group of 5 two; the group of 8 would need two more.
+
+    >>> trimmed(GridProblem(2, 7, (4, 5, 8), 10, 1), 3)
+    (3, 3, 8)
+    """
+    free = list(problem.free)
+    spare = sum(free) - problem.rows * problem.cols
+    for g in sorted(range(len(free)), key=lambda g: (free[g] % s, g)):
+        cut = free[g] % s
+        if 0 < cut <= spare:
+            free[g] -= cut
+            spare -= cut
+    return tuple(free)
 
 
 def _heights(rows: int, s: int, m: int) -> list[list[int]]:
@@ -101,7 +131,7 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
-                      ragged: float = 0.0) -> np.ndarray | None:
+                      ragged: float = 0.0, balanced: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -118,6 +148,8 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     ragged : float
         Columns of misalignment that a pod share not filling whole columns of its sub-band
         is worth (:data:`RAGGED`).
+    balanced : bool
+        Each band takes its share of the pods left rather than the fewest (:data:`BALANCED`).
 
     Returns
     -------
@@ -142,7 +174,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
     for band in heights or _heights(R, s, m):
-        pieces = _band_pods(dom, free, sum(band) * C)
+        pieces = _band_pods(dom, free, sum(band) * C, balanced)
         if pieces is None:
             return None
         split = _split_band(pieces, band, C, ragged)
@@ -154,15 +186,22 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     return cells
 
 
-def _band_pods(dom: np.ndarray, free: np.ndarray, need: int) -> list[list[tuple[int, int]]] | None:
+def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False) -> list | None:
     """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
-    fewest whole pods that fill it exactly, else whole pods and part of one (its largest
-    groups first, the last cut); taken hosts leave ``free``."""
+    fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's
+    share of the pods left, those nearest the mean size first, :func:`_exact_count`), else
+    whole pods and part of one (its largest groups first, the last cut); taken hosts leave
+    ``free``."""
     room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
     if room.sum() < need:
         return None
     items = [(int(p), int(room[p])) for p in np.argsort(-room, kind="stable") if room[p] > 0]
-    exact = pick_subset(items, need)
+    exact = None
+    if balanced:
+        k = max(1, round(need / float(np.mean([f for _, f in items]))))
+        exact = _exact_count(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
+    if exact is None:
+        exact = pick_subset(items, need)
     if exact is not None:
         chosen = [(p, int(room[p])) for p in exact]
     else:  # whole pods, largest first, then part of the next one
@@ -186,6 +225,30 @@ def _band_pods(dom: np.ndarray, free: np.ndarray, need: int) -> list[list[tuple[
             hosts -= take
         out.append(pod)
     return out
+
+
+def _exact_count(items: list[tuple[int, int]], need: int, k: int) -> list[int] | None:
+    """``k`` of ``items`` (``[(pod, hosts)]``) whose hosts sum to ``need`` exactly, the earliest
+    items preferred (the colexicographic least subset); None when there are none. Dynamic
+    programming over (count, sum) (Cormen et al., *Introduction to Algorithms*, 3rd ed.,
+    ch. 35.5, with the item count fixed)."""
+    reach = np.zeros((k + 1, need + 1), dtype=bool)              # reach[count, sum]
+    reach[0, 0] = True
+    before = []                                                  # reach before each item
+    for _, size in items:
+        before.append(reach.copy())
+        if size <= need:
+            reach[1:, size:] |= before[-1][:-1, :need + 1 - size]
+    if not reach[k, need]:
+        return None
+    picked, c, t = [], k, need
+    for i in range(len(items) - 1, -1, -1):
+        if c == 0:
+            break
+        if not before[i][c, t]:                                  # item i is needed
+            picked.append(items[i][0])
+            c, t = c - 1, t - items[i][1]
+    return picked[::-1]
 
 
 def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) -> list[list[tuple[int, int]]] | None:

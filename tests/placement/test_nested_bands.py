@@ -98,3 +98,24 @@ def test_even_band_heights_share_the_rows_out():
     assert _even_heights(16, 2, 2) == [[2, 2]] * 4
     assert _last_heights(32, 3, 2) == [[3, 3]] * 4 + [[4, 4]]
     assert _last_heights(16, 2, 2) == [[2, 2]] * 4 and _last_heights(7, 2, 3) == [[2, 2, 3]]
+
+
+def test_exact_count_prefers_the_earliest_items():
+    from rankmap.placement.nested_bands_layout import _exact_count
+
+    items = [(0, 5), (1, 4), (2, 3), (3, 2)]
+    assert _exact_count(items, 7, 2) == [1, 2]        # {4, 3} before {5, 2}: its latest item comes first
+    assert _exact_count(items, 9, 3) == [1, 2, 3]
+    assert _exact_count(items, 6, 1) is None
+
+
+def test_balanced_bands_take_their_share_of_the_pods():
+    # six pods of 8, 8, 8, 6, 6, 4 hosts (one group each), two bands of 20: the fewest pods
+    # give 8 + 8 + 4 then 8 + 6 + 6; balanced (3 pods a band, nearest 20/3 first) the same
+    # count, 6 + 6 + 8 then 8 + 8 + 4
+    p = GridProblem(4, 10, (8, 8, 8, 6, 6, 4), 2, 1, 0, ((0, 1, 2, 3, 4, 5),), (1.0, 1.0))
+    for balanced in (False, True):
+        cells = nested_band_cells(p, 1, 2, None, 0.0, balanced)
+        assert _within(p, cells)
+        top = sorted(set(cells[:2].ravel().tolist()))
+        assert len(top) == 3 and sum(p.free[g] for g in top) == 20

@@ -11,7 +11,8 @@ include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole 
 larger pods with split rings paired in the smaller ones
 (:mod:`rankmap.placement.split_pairs_layout`) and, for deep pipelines, pods as bands of
 stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`),
-and count exchanges
+pods in bands of stages with their groups in sub-bands inside them
+(:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
@@ -254,9 +255,10 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
                    feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start, from the best
     pods-first starts and from each of ``pairs`` (the best banded pods-first starts, the
-    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, and the best start
-    of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`; each reaches
-    its own local optimum), then (when the
+    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, the best start
+    of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`, and the best
+    nested band layout, :mod:`rankmap.placement.nested_bands_layout`; each reaches its own
+    local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))

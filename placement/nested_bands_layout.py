@@ -36,9 +36,9 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.subset_sum import pick_subset
+from rankmap.placement.subset_sum import min_counts, pick_subset
 
-__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
+__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed", "without_smallest_pods"]
 
 # Pods with more usable groups than this split their groups among sub-bands by prefixes
 # of the group list (largest first) instead of every subset.
@@ -51,6 +51,8 @@ RAGGED = (0.0, 2.0)
 # Pods per band: the fewest that fill it (False), or each band its share of the pods left
 # (True, :func:`_band_pods`); both are tried.
 BALANCED = (False, True)
+# Pods tried as the one a band takes only some whole groups of (:func:`_part_pod`).
+PART_PODS = 8
 
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
@@ -64,18 +66,43 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         return []
     out, seen = [], set()
     for s, m, split, ragged, trim, balanced in itertools.product(
-            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights), RAGGED, (False, True), BALANCED):
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights), RAGGED, (0, 1, 2), BALANCED):
         if s * m > problem.rows:
             continue
         heights = split(problem.rows, s, m)
         if (tuple(map(tuple, heights)), ragged, trim, balanced) in seen:
             continue
         seen.add((tuple(map(tuple, heights)), ragged, trim, balanced))
-        sub = dataclasses.replace(problem, free=trimmed(problem, s)) if trim else problem
+        sub = problem
+        if trim == 2:
+            sub = dataclasses.replace(sub, free=without_smallest_pods(sub))
+        if trim:
+            sub = dataclasses.replace(sub, free=trimmed(sub, s))
         cells = nested_band_cells(sub, s, m, heights, ragged, balanced)
         if cells is not None:
             out.append(cells)
     return out
+
+
+def without_smallest_pods(problem: GridProblem) -> tuple[int, ...]:
+    """``free[K]`` with the smallest pods (smallest first, then the pod index) left out as
+    long as the spare hosts cover them: every band then fills with fewer, whole pods.
+
+    Examples
+    --------
+    >>> without_smallest_pods(GridProblem(2, 5, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0)))
+    (3, 3, 4, 4, 0)
+    """
+    free = np.asarray(problem.free).copy()
+    dom = np.asarray(problem.domains[0])
+    spare = int(free.sum()) - problem.rows * problem.cols
+    room = np.bincount(dom, weights=free).astype(np.int64)
+    for p in sorted(np.nonzero(room)[0].tolist(), key=lambda p: (room[p], p)):
+        if room[p] > spare:
+            break
+        free[dom == p] = 0
+        spare -= int(room[p])
+    return tuple(int(f) for f in free)
 
 
 def trimmed(problem: GridProblem, s: int) -> tuple[int, ...]:
@@ -202,6 +229,10 @@ def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = Fa
         exact = _exact_count(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
     if exact is None:
         exact = pick_subset(items, need)
+    if exact is None:
+        part = _part_pod(dom, free, items, need)
+        if part is not None:
+            return part
     if exact is not None:
         chosen = [(p, int(room[p])) for p in exact]
     else:  # whole pods, largest first, then part of the next one
@@ -224,6 +255,34 @@ def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = Fa
             free[g] -= take
             hosts -= take
         out.append(pod)
+    return out
+
+
+def _part_pod(dom: np.ndarray, free: np.ndarray, items: list[tuple[int, int]], need: int) -> list | None:
+    """Whole pods and whole groups of one more pod (tried smallest first, at most
+    :data:`PART_PODS` of them) whose hosts fill ``need`` exactly, the fewest pods in all
+    (then the most hosts of the partial pod), as :func:`_band_pods` returns them (taken hosts
+    leave ``free``); None when there are none."""
+    best = None
+    for part, _ in sorted(items, key=lambda pf: (pf[1], pf[0]))[:PART_PODS]:
+        groups = [(int(g), int(free[g])) for g in np.nonzero((dom == part) & (free > 0))[0]]
+        others = [(p, f) for p, f in items if p != part]
+        counts = min_counts(others, need)
+        for option in _options(groups)[1:]:                      # at least one group of the partial pod
+            taken = sum(groups[i][1] for i in option)
+            if taken <= need and counts[need - taken] <= len(others):
+                score = (int(counts[need - taken]) + 1, -taken, part, option)
+                best = score if best is None or score < best else best
+    if best is None:
+        return None
+    _, taken, part, option = best
+    groups = [(int(g), int(free[g])) for g in np.nonzero((dom == part) & (free > 0))[0]]
+    pods = pick_subset([(p, f) for p, f in items if p != part], need + taken)
+    out = [[(int(g), int(free[g])) for g in np.nonzero((dom == p) & (free > 0))[0]] for p in pods]
+    out.append([groups[i] for i in option])
+    for pod in out:
+        for g, n in pod:
+            free[g] -= n
     return out
 
 

@@ -57,6 +57,9 @@ COUNT_SEARCH_CELLS = 6_000_000
 # and banded pods-first starts, besides those.
 POD_STARTS_SEARCHED = 3
 BANDED_SEARCHED = 2
+# Nested band starts (cheapest first, distinct) from which count exchanges run: their
+# local optima differ more than their starting costs do.
+NESTED_SEARCHED = 3
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -214,9 +217,10 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
-        # and pods in bands with their groups in sub-bands inside them: one more
-        nested = [c for c in nested_bands_starts(problem) if feasible(c)]
-        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked, nested) if c]
+        # and pods in bands with their groups in sub-bands inside them: the best few distinct ones
+        nested = list({c.tobytes(): c for c in nested_bands_starts(problem) if feasible(c)}.values())
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
+        pairs += sorted(nested, key=key)[:NESTED_SEARCHED]
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
@@ -257,7 +261,7 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     pods-first starts and from each of ``pairs`` (the best banded pods-first starts, the
     best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, the best start
     of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`, and the best
-    nested band layout, :mod:`rankmap.placement.nested_bands_layout`; each reaches its own
+    :data:`NESTED_SEARCHED` nested band layouts, :mod:`rankmap.placement.nested_bands_layout`; each reaches its own
     local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""

@@ -53,6 +53,7 @@ RAGGED = (0.0, 2.0)
 BALANCED = (False, True)
 # Pods tried as the one a band takes only some whole groups of (:func:`_part_pod`).
 PART_PODS = 8
+PART_POD_ALL = False
 
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
@@ -78,7 +79,7 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
             sub = dataclasses.replace(sub, free=without_smallest_pods(sub))
         if trim:
             sub = dataclasses.replace(sub, free=trimmed(sub, s))
-        cells = nested_band_cells(sub, s, m, heights, ragged, balanced)
+        cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=PART_POD_ALL or trim == 2)
         if cells is not None:
             out.append(cells)
     return out
@@ -158,7 +159,7 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
-                      ragged: float = 0.0, balanced: bool = False) -> np.ndarray | None:
+                      ragged: float = 0.0, balanced: bool = False, part: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -177,6 +178,9 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         is worth (:data:`RAGGED`).
     balanced : bool
         Each band takes its share of the pods left rather than the fewest (:data:`BALANCED`).
+    part : bool
+        A band that whole pods cannot fill takes whole groups of one more pod where they fill
+        it (:func:`_part_pod`) before cutting a group.
 
     Returns
     -------
@@ -201,7 +205,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
     for band in heights or _heights(R, s, m):
-        pieces = _band_pods(dom, free, sum(band) * C, balanced)
+        pieces = _band_pods(dom, free, sum(band) * C, balanced, part)
         if pieces is None:
             return None
         split = _split_band(pieces, band, C, ragged)
@@ -213,12 +217,13 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     return cells
 
 
-def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False) -> list | None:
+def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False,
+               part: bool = False) -> list | None:
     """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
     fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's
     share of the pods left, those nearest the mean size first, :func:`_exact_count`), else
-    whole pods and part of one (its largest groups first, the last cut); taken hosts leave
-    ``free``."""
+    (``part``) whole pods and whole groups of one more (:func:`_part_pod`), else whole pods
+    and part of one (its largest groups first, the last cut); taken hosts leave ``free``."""
     room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
     if room.sum() < need:
         return None
@@ -229,10 +234,10 @@ def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = Fa
         exact = _exact_count(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
     if exact is None:
         exact = pick_subset(items, need)
-    if exact is None:
-        part = _part_pod(dom, free, items, need)
-        if part is not None:
-            return part
+    if exact is None and part:
+        pods = _part_pod(dom, free, items, need)
+        if pods is not None:
+            return pods
     if exact is not None:
         chosen = [(p, int(room[p])) for p in exact]
     else:  # whole pods, largest first, then part of the next one

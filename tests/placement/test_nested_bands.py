@@ -119,3 +119,19 @@ def test_balanced_bands_take_their_share_of_the_pods():
         assert _within(p, cells)
         top = sorted(set(cells[:2].ravel().tolist()))
         assert len(top) == 3 and sum(p.free[g] for g in top) == 20
+
+
+def test_a_band_takes_whole_groups_of_one_more_pod_before_cutting():
+    from rankmap.placement.nested_bands_layout import _band_pods
+
+    # pods of 5 + 5 and 3 + 3 hosts; a band of 13: no whole pods fill it, pod 0 and one
+    # group of pod 1 do
+    dom, free = np.array([0, 0, 1, 1]), np.array([5, 5, 3, 3])
+    assert _band_pods(dom, free, 13, part=True) == [[(0, 5), (1, 5)], [(2, 3)]]
+    assert free.tolist() == [0, 0, 0, 3]
+    # pods of 5 + 5 and 4 + 2: a band of 12 takes pod 0 and the whole group of 2; without
+    # the partial-pod fill, 2 hosts cut from the group of 4
+    dom, free = np.array([0, 0, 1, 1]), np.array([5, 5, 4, 2])
+    assert _band_pods(dom, free, 12, part=True) == [[(0, 5), (1, 5)], [(3, 2)]]
+    free = np.array([5, 5, 4, 2])
+    assert _band_pods(dom, free, 12, part=False) == [[(0, 5), (1, 5)], [(2, 2)]]

@@ -333,7 +333,22 @@ def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) 
     for i in range(len(pods)):
         shares[i].append(rest[i])
     order = _line_up([[sum(n for _, n in part) / h for part, h in zip(sh, heights)] for sh in shares])
-    return [[piece for i in order for piece in shares[i][j]] for j in range(len(heights))]
+    return [_straight([shares[i][j] for i in order], h) for j, h in enumerate(heights)]
+
+
+def _straight(pods: list, height: int) -> list[tuple[int, int]]:
+    """One sub-band's pieces in lay order: pod by pod, inside each pod the piece that ends on a
+    whole column first (the running total of hosts a multiple of ``height``), so that as few
+    group edges as possible step by a column between rows (each step is a pipeline hop
+    across the edge); ties keep the pod's order."""
+    out, carry = [], 0
+    for pod in pods:
+        left = list(pod)
+        while left:
+            i = min(range(len(left)), key=lambda i: ((carry + left[i][1]) % height != 0, i))
+            carry = (carry + left[i][1]) % height
+            out.append(left.pop(i))
+    return out
 
 
 def _options(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:

@@ -135,3 +135,16 @@ def test_a_band_takes_whole_groups_of_one_more_pod_before_cutting():
     assert _band_pods(dom, free, 12, part=True) == [[(0, 5), (1, 5)], [(3, 2)]]
     free = np.array([5, 5, 4, 2])
     assert _band_pods(dom, free, 12, part=False) == [[(0, 5), (1, 5)], [(2, 2)]]
+
+
+def test_pieces_that_end_on_whole_columns_go_first():
+    from rankmap.placement.nested_bands_layout import _lay_sub_band, _straight
+
+    # sub-band of 2 rows: groups of 3, 4, 3 hosts in that order step twice (after 3 and
+    # after 3 + 4 the total is odd); with the group of 4 first, once
+    pieces = _straight([[(0, 3), (1, 4), (2, 3)]], 2)
+    assert pieces == [(1, 4), (0, 3), (2, 3)]
+    for order, steps in ((pieces, 1), ([(0, 3), (1, 4), (2, 3)], 2)):
+        cells = np.empty((2, 5), dtype=np.int64)
+        _lay_sub_band(cells, 0, 2, order)
+        assert int((cells[0] != cells[1]).sum()) == steps

@@ -59,7 +59,7 @@ POD_STARTS_SEARCHED = 3
 BANDED_SEARCHED = 2
 # Nested band starts (cheapest first, distinct) from which count exchanges run: their
 # local optima differ more than their starting costs do.
-NESTED_SEARCHED = 2
+NESTED_SEARCHED = 3
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:

@@ -35,25 +35,19 @@ import itertools
 
 import numpy as np
 
+from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.subset_sum import min_counts, pick_subset
 
-__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed", "without_smallest_pods"]
+__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
 
-# Pods with more usable groups than this split their groups among sub-bands by prefixes
-# of the group list (largest first) instead of every subset.
-MAX_SUBSET_GROUPS = 8
 # Columns of misalignment worth one pod share that does not fill whole columns of its
 # sub-band (its edge steps by a column between rows: a pipeline hop across the pod on
 # both tiers), tried in turn by :func:`nested_bands_starts`; 0 keeps the shares nearest
 # the pod's fraction only.
 RAGGED = (0.0, 2.0)
 # Pods per band: the fewest that fill it (False), or each band its share of the pods left
-# (True, :func:`_band_pods`); both are tried.
+# (True, :func:`~rankmap.placement.band_pods.band_pods`); both are tried.
 BALANCED = (False, True)
-# Pods tried as the one a band takes only some whole groups of (:func:`_part_pod`).
-PART_PODS = 8
-PART_POD_ALL = False
 
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
@@ -79,31 +73,10 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
             sub = dataclasses.replace(sub, free=without_smallest_pods(sub))
         if trim:
             sub = dataclasses.replace(sub, free=trimmed(sub, s))
-        cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=PART_POD_ALL or trim == 2)
+        cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=trim == 2)
         if cells is not None:
             out.append(cells)
     return out
-
-
-def without_smallest_pods(problem: GridProblem) -> tuple[int, ...]:
-    """``free[K]`` with the smallest pods (smallest first, then the pod index) left out as
-    long as the spare hosts cover them: every band then fills with fewer, whole pods.
-
-    Examples
-    --------
-    >>> without_smallest_pods(GridProblem(2, 5, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0)))
-    (3, 3, 4, 4, 0)
-    """
-    free = np.asarray(problem.free).copy()
-    dom = np.asarray(problem.domains[0])
-    spare = int(free.sum()) - problem.rows * problem.cols
-    room = np.bincount(dom, weights=free).astype(np.int64)
-    for p in sorted(np.nonzero(room)[0].tolist(), key=lambda p: (room[p], p)):
-        if room[p] > spare:
-            break
-        free[dom == p] = 0
-        spare -= int(room[p])
-    return tuple(int(f) for f in free)
 
 
 def trimmed(problem: GridProblem, s: int) -> tuple[int, ...]:
@@ -180,7 +153,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         Each band takes its share of the pods left rather than the fewest (:data:`BALANCED`).
     part : bool
         A band that whole pods cannot fill takes whole groups of one more pod where they fill
-        it (:func:`_part_pod`) before cutting a group.
+        it (:func:`~rankmap.placement.band_pods.part_pod`) before cutting a group.
 
     Returns
     -------
@@ -205,7 +178,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
     for band in heights or _heights(R, s, m):
-        pieces = _band_pods(dom, free, sum(band) * C, balanced, part)
+        pieces = band_pods(dom, free, sum(band) * C, balanced, part)
         if pieces is None:
             return None
         split = _split_band(pieces, band, C, ragged)
@@ -215,104 +188,6 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
             _lay_sub_band(cells, r, h, row)
             r += h
     return cells
-
-
-def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False,
-               part: bool = False) -> list | None:
-    """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
-    fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's
-    share of the pods left, those nearest the mean size first, :func:`_exact_count`), else
-    (``part``) whole pods and whole groups of one more (:func:`_part_pod`), else whole pods
-    and part of one (its largest groups first, the last cut); taken hosts leave ``free``."""
-    room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
-    if room.sum() < need:
-        return None
-    items = [(int(p), int(room[p])) for p in np.argsort(-room, kind="stable") if room[p] > 0]
-    exact = None
-    if balanced:
-        k = max(1, round(need / float(np.mean([f for _, f in items]))))
-        exact = _exact_count(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
-    if exact is None:
-        exact = pick_subset(items, need)
-    if exact is None and part:
-        pods = _part_pod(dom, free, items, need)
-        if pods is not None:
-            return pods
-    if exact is not None:
-        chosen = [(p, int(room[p])) for p in exact]
-    else:  # whole pods, largest first, then part of the next one
-        chosen, left = [], need
-        for p, f in items:
-            if left == 0:
-                break
-            chosen.append((p, min(f, left)))
-            left -= min(f, left)
-    out = []
-    for p, hosts in chosen:
-        groups = [int(g) for g in np.nonzero((dom == p) & (free > 0))[0]]
-        groups.sort(key=lambda g: (-free[g], g))
-        pod = []
-        for g in groups:
-            if hosts == 0:
-                break
-            take = int(min(free[g], hosts))
-            pod.append((g, take))
-            free[g] -= take
-            hosts -= take
-        out.append(pod)
-    return out
-
-
-def _part_pod(dom: np.ndarray, free: np.ndarray, items: list[tuple[int, int]], need: int) -> list | None:
-    """Whole pods and whole groups of one more pod (tried smallest first, at most
-    :data:`PART_PODS` of them) whose hosts fill ``need`` exactly, the fewest pods in all
-    (then the most hosts of the partial pod), as :func:`_band_pods` returns them (taken hosts
-    leave ``free``); None when there are none."""
-    best = None
-    for part, _ in sorted(items, key=lambda pf: (pf[1], pf[0]))[:PART_PODS]:
-        groups = [(int(g), int(free[g])) for g in np.nonzero((dom == part) & (free > 0))[0]]
-        others = [(p, f) for p, f in items if p != part]
-        counts = min_counts(others, need)
-        for option in _options(groups)[1:]:                      # at least one group of the partial pod
-            taken = sum(groups[i][1] for i in option)
-            if taken <= need and counts[need - taken] <= len(others):
-                score = (int(counts[need - taken]) + 1, -taken, part, option)
-                best = score if best is None or score < best else best
-    if best is None:
-        return None
-    _, taken, part, option = best
-    groups = [(int(g), int(free[g])) for g in np.nonzero((dom == part) & (free > 0))[0]]
-    pods = pick_subset([(p, f) for p, f in items if p != part], need + taken)
-    out = [[(int(g), int(free[g])) for g in np.nonzero((dom == p) & (free > 0))[0]] for p in pods]
-    out.append([groups[i] for i in option])
-    for pod in out:
-        for g, n in pod:
-            free[g] -= n
-    return out
-
-
-def _exact_count(items: list[tuple[int, int]], need: int, k: int) -> list[int] | None:
-    """``k`` of ``items`` (``[(pod, hosts)]``) whose hosts sum to ``need`` exactly, the earliest
-    items preferred (the colexicographic least subset); None when there are none. Dynamic
-    programming over (count, sum) (Cormen et al., *Introduction to Algorithms*, 3rd ed.,
-    ch. 35.5, with the item count fixed)."""
-    reach = np.zeros((k + 1, need + 1), dtype=bool)              # reach[count, sum]
-    reach[0, 0] = True
-    before = []                                                  # reach before each item
-    for _, size in items:
-        before.append(reach.copy())
-        if size <= need:
-            reach[1:, size:] |= before[-1][:-1, :need + 1 - size]
-    if not reach[k, need]:
-        return None
-    picked, c, t = [], k, need
-    for i in range(len(items) - 1, -1, -1):
-        if c == 0:
-            break
-        if not before[i][c, t]:                                  # item i is needed
-            picked.append(items[i][0])
-            c, t = c - 1, t - items[i][1]
-    return picked[::-1]
 
 
 def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) -> list[list[tuple[int, int]]] | None:
@@ -351,14 +226,6 @@ def _straight(pods: list, height: int) -> list[tuple[int, int]]:
     return out
 
 
-def _options(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:
-    """Subsets (as index tuples) of a pod's groups that may go to one sub-band."""
-    n = len(groups)
-    if n <= MAX_SUBSET_GROUPS:
-        return [c for k in range(n + 1) for c in itertools.combinations(range(n), k)]
-    return [tuple(range(k)) for k in range(n + 1)]
-
-
 def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragged: float = 0.0) -> list | None:
     """Per pod the ``[(group, hosts)]`` it gives one sub-band, summing to ``target`` over the
     pods, each pod's share as near ``frac`` of its hosts as possible (dynamic programming
@@ -370,7 +237,7 @@ def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragg
     best = np.full(target + 1, inf)
     best[0] = 0.0
     choice = []                                          # choice[pod][total] = option index
-    opts = [_options(p) for p in pods]
+    opts = [group_subsets(p) for p in pods]
     for pod, options in zip(pods, opts):
         sizes = [sum(pod[i][1] for i in o) for o in options]
         total = sum(n for _, n in pod)

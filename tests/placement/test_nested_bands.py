@@ -100,15 +100,6 @@ def test_even_band_heights_share_the_rows_out():
     assert _last_heights(16, 2, 2) == [[2, 2]] * 4 and _last_heights(7, 2, 3) == [[2, 2, 3]]
 
 
-def test_exact_count_prefers_the_earliest_items():
-    from rankmap.placement.nested_bands_layout import _exact_count
-
-    items = [(0, 5), (1, 4), (2, 3), (3, 2)]
-    assert _exact_count(items, 7, 2) == [1, 2]        # {4, 3} before {5, 2}: its latest item comes first
-    assert _exact_count(items, 9, 3) == [1, 2, 3]
-    assert _exact_count(items, 6, 1) is None
-
-
 def test_balanced_bands_take_their_share_of_the_pods():
     # six pods of 8, 8, 8, 6, 6, 4 hosts (one group each), two bands of 20: the fewest pods
     # give 8 + 8 + 4 then 8 + 6 + 6; balanced (3 pods a band, nearest 20/3 first) the same
@@ -119,22 +110,6 @@ def test_balanced_bands_take_their_share_of_the_pods():
         assert _within(p, cells)
         top = sorted(set(cells[:2].ravel().tolist()))
         assert len(top) == 3 and sum(p.free[g] for g in top) == 20
-
-
-def test_a_band_takes_whole_groups_of_one_more_pod_before_cutting():
-    from rankmap.placement.nested_bands_layout import _band_pods
-
-    # pods of 5 + 5 and 3 + 3 hosts; a band of 13: no whole pods fill it, pod 0 and one
-    # group of pod 1 do
-    dom, free = np.array([0, 0, 1, 1]), np.array([5, 5, 3, 3])
-    assert _band_pods(dom, free, 13, part=True) == [[(0, 5), (1, 5)], [(2, 3)]]
-    assert free.tolist() == [0, 0, 0, 3]
-    # pods of 5 + 5 and 4 + 2: a band of 12 takes pod 0 and the whole group of 2; without
-    # the partial-pod fill, 2 hosts cut from the group of 4
-    dom, free = np.array([0, 0, 1, 1]), np.array([5, 5, 4, 2])
-    assert _band_pods(dom, free, 12, part=True) == [[(0, 5), (1, 5)], [(3, 2)]]
-    free = np.array([5, 5, 4, 2])
-    assert _band_pods(dom, free, 12, part=False) == [[(0, 5), (1, 5)], [(2, 2)]]
 
 
 def test_pieces_that_end_on_whole_columns_go_first():

@@ -11,7 +11,8 @@ include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole 
 larger pods with split rings paired in the smaller ones
 (:mod:`rankmap.placement.split_pairs_layout`) and, for deep pipelines, pods as bands of
 stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`),
-and count exchanges
+pods in bands of stages with their groups in sub-bands inside them
+(:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
@@ -32,6 +33,7 @@ from rankmap.placement.count_search import count_search
 from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
+from rankmap.placement.nested_bands_layout import nested_bands_starts
 from rankmap.placement.objectives import ranking
 from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
@@ -55,6 +57,9 @@ COUNT_SEARCH_CELLS = 6_000_000
 # and banded pods-first starts, besides those.
 POD_STARTS_SEARCHED = 3
 BANDED_SEARCHED = 2
+# Nested band starts (cheapest first, distinct) from which count exchanges run: their
+# local optima differ more than their starting costs do.
+NESTED_SEARCHED = 3
 
 
 def constructive_starts(problem: GridProblem, greedy: np.ndarray, row_pins: dict) -> list:
@@ -212,7 +217,10 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
+        # and pods in bands with their groups in sub-bands inside them: the best few distinct ones
+        nested = list({c.tobytes(): c for c in nested_bands_starts(problem) if feasible(c)}.values())
         pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
+        pairs += sorted(nested, key=key)[:NESTED_SEARCHED]
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
@@ -251,9 +259,10 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
                    feasible: Callable, time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution, float, str]:
     """Several tiers, no pins: count exchanges from the best start, from the best
     pods-first starts and from each of ``pairs`` (the best banded pods-first starts, the
-    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, and the best start
-    of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`; each reaches
-    its own local optimum), then (when the
+    best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, the best start
+    of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`, and the best
+    :data:`NESTED_SEARCHED` nested band layouts, :mod:`rankmap.placement.nested_bands_layout`; each reaches its own
+    local optimum), then (when the
     analytic bounds leave a gap and the model is small) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))

@@ -1,0 +1,305 @@
+"""Nested bands: pods in bands of stages, each pod's ToR groups in sub-bands inside it.
+
+On a fabric of several tiers the two tiers want blocks of different heights: a ToR group
+of ``f`` hosts costs least as a block of about ``sqrt(f * w_col / w_row)`` stages, a pod of
+four such groups as a block about twice as tall (a block of ``h`` rows and ``w`` columns
+costs ``h * w_row`` ring crossings plus ``w * w_col`` pipeline hops on its boundary). A
+band layout per tier (:mod:`rankmap.placement.band_layout`) meets one of the two heights;
+this layout meets both at once: the grid is cut into *bands* of ``m * s`` rows, every band
+holds whole pods (side by side, each in its own columns), and each pod's ToR groups are
+shared out over its ``m`` *sub-bands* of ``s`` rows, each group a block of ``s`` rows inside
+the pod's columns. Every row then crosses its ring once per group piece and once per pod
+it passes, and the pipeline hops cross a pod only between bands.
+
+Per band, the pods are the fewest whole pods whose free hosts fill the band exactly
+(:mod:`rankmap.placement.subset_sum`; with no exact subset the last one is cut, its rest
+kept for the next band); the groups of each pod go to the sub-bands by dynamic programming
+over the sub-band's total (it must be exactly ``s * C`` hosts), keeping each pod's share of
+every sub-band as near its share of the band as the group sizes allow, so that a pod's
+columns in one sub-band line up with its columns in the next (a pod whose upper part is
+wider than its lower part sends the difference of pipeline hops across the pod tier). Pods
+are then ordered along the band so that these differences cancel as they accumulate.
+Sub-bands are laid as in the band layout: group by group, each group's columns dealt round
+robin over the sub-band's rows.
+
+References
+----------
+Arnold (arXiv 2509.15940): DP and PP groups kept within the fewest minipods; MegaScale
+(NSDI 2024): pods of ToR groups under a three-layer Clos.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+
+import numpy as np
+
+from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
+from rankmap.placement.grid_problem import GridProblem
+
+__all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
+
+# Columns of misalignment worth one pod share that does not fill whole columns of its
+# sub-band (its edge steps by a column between rows: a pipeline hop across the pod on
+# both tiers), tried in turn by :func:`nested_bands_starts`; 0 keeps the shares nearest
+# the pod's fraction only.
+RAGGED = (0.0, 2.0)
+# Pods per band: the fewest that fill it (False), or each band its share of the pods left
+# (True, :func:`~rankmap.placement.band_pods.band_pods`); both are tried.
+BALANCED = (False, True)
+
+
+def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
+    """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
+    band, the rows that do not fill a band laid three ways (:func:`_heights`,
+    :func:`_even_heights`, :func:`_last_heights`), each with the pod shares of every
+    :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
+    groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
+    a one-tier fabric."""
+    if not problem.domains or problem.rows < 2:
+        return []
+    out, seen = [], set()
+    for s, m, split, ragged, trim, balanced in itertools.product(
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights), RAGGED, (0, 1, 2), BALANCED):
+        if s * m > problem.rows:
+            continue
+        heights = split(problem.rows, s, m)
+        if (tuple(map(tuple, heights)), ragged, trim, balanced) in seen:
+            continue
+        seen.add((tuple(map(tuple, heights)), ragged, trim, balanced))
+        sub = problem
+        if trim == 2:
+            sub = dataclasses.replace(sub, free=without_smallest_pods(sub))
+        if trim:
+            sub = dataclasses.replace(sub, free=trimmed(sub, s))
+        cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=trim == 2)
+        if cells is not None:
+            out.append(cells)
+    return out
+
+
+def trimmed(problem: GridProblem, s: int) -> tuple[int, ...]:
+    """``free[K]`` with as many groups as the spare hosts allow cut down to a multiple of
+    ``s`` (fewest hosts dropped first, then the group index): a group that fills whole
+    columns of its sub-band has straight edges, so no pipeline hop steps across them.
+
+    Examples
+    --------
+    Two rows of 7 on groups of 4, 5 and 8 hosts (3 spare), sub-bands of 3 rows: the group of
+    4 loses one host, the group of 5 two; the group of 8 would need two more.
+
+    >>> trimmed(GridProblem(2, 7, (4, 5, 8), 10, 1), 3)
+    (3, 3, 8)
+    """
+    free = list(problem.free)
+    spare = sum(free) - problem.rows * problem.cols
+    for g in sorted(range(len(free)), key=lambda g: (free[g] % s, g)):
+        cut = free[g] % s
+        if 0 < cut <= spare:
+            free[g] -= cut
+            spare -= cut
+    return tuple(free)
+
+
+def _heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: bands of ``m`` sub-bands of ``s`` rows, the last sub-band
+    taking the rows left over."""
+    subs = [min(s, rows - q) for q in range(0, rows, s)]
+    return [subs[i:i + m] for i in range(0, len(subs), m)]
+
+
+def _last_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: bands of ``m`` sub-bands of ``s`` rows, the rows left over
+    shared out over the last band's sub-bands (e.g. 32 rows, s=3, m=2: four bands of 3 + 3
+    rows and one of 4 + 4)."""
+    bands = rows // (s * m)
+    last = rows - (bands - 1) * s * m
+    return [[s] * m] * (bands - 1) + [[last // m + (j >= m - last % m) for j in range(m)]]
+
+
+def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: as many bands as ``rows / (s * m)`` rounds to, the rows
+    shared out as evenly as possible over the bands and, in each, over its ``m`` sub-bands
+    (e.g. 32 rows, s=3, m=2: five bands of 6, 6, 6, 7, 7 rows, sub-bands of 3 and 4)."""
+    bands = max(1, round(rows / (s * m)))
+    out = []
+    for b in range(bands):
+        height = rows // bands + (b >= bands - rows % bands)
+        k = min(m, height)
+        out.append([height // k + (j >= k - height % k) for j in range(k)])
+    return out
+
+
+def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
+                      ragged: float = 0.0, balanced: bool = False, part: bool = False) -> np.ndarray | None:
+    """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
+
+    Parameters
+    ----------
+    problem : GridProblem
+        With ``domains[0][K]``, the pod of each ToR group.
+    s : int
+        Rows per sub-band (the last sub-band of the grid takes the rows left over).
+    m : int
+        Sub-bands per band.
+    heights : list of list of int, optional
+        ``heights[B][m]``: the rows of each sub-band of each band, summing to R (default:
+        ``m`` sub-bands of ``s`` rows per band, the last sub-band taking the rows left over).
+    ragged : float
+        Columns of misalignment that a pod share not filling whole columns of its sub-band
+        is worth (:data:`RAGGED`).
+    balanced : bool
+        Each band takes its share of the pods left rather than the fewest (:data:`BALANCED`).
+    part : bool
+        A band that whole pods cannot fill takes whole groups of one more pod where they fill
+        it (:func:`~rankmap.placement.band_pods.part_pod`) before cutting a group.
+
+    Returns
+    -------
+    ndarray or None
+        ``cells[R, C]`` within every group's free hosts, or None when the free hosts do not
+        hold the grid or a band's sub-bands cannot be filled exactly.
+
+    Examples
+    --------
+    Four rows of 4 hosts; two pods, each of two groups of 4 hosts: one band of two
+    sub-bands of two rows, each pod two columns wide, its groups one above the other.
+
+    >>> p = GridProblem(4, 4, (4, 4, 4, 4), 10, 1, domains=((0, 0, 1, 1),), weights=(1.0, 1.0))
+    >>> nested_band_cells(p, 2, 2).tolist()
+    [[0, 0, 2, 2], [0, 0, 2, 2], [1, 1, 3, 3], [1, 1, 3, 3]]
+    """
+    R, C = problem.rows, problem.cols
+    free = np.asarray(problem.free, dtype=np.int64).copy()
+    if free.sum() < R * C:
+        return None
+    dom = np.asarray(problem.domains[0])
+    cells = np.empty((R, C), dtype=np.int64)
+    r = 0
+    for band in heights or _heights(R, s, m):
+        pieces = band_pods(dom, free, sum(band) * C, balanced, part)
+        if pieces is None:
+            return None
+        split = _split_band(pieces, band, C, ragged)
+        if split is None:
+            return None
+        for h, row in zip(band, split):
+            _lay_sub_band(cells, r, h, row)
+            r += h
+    return cells
+
+
+def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) -> list[list[tuple[int, int]]] | None:
+    """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
+    sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up."""
+    shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
+    rest = [list(p) for p in pods]
+    for j, h in enumerate(heights[:-1]):
+        frac = h / sum(heights[j:])
+        rows = (h, heights[j + 1]) if j + 2 == len(heights) else (h, 0)
+        picked = _pick_share(rest, h * cols, frac, rows, ragged)
+        if picked is None:
+            return None
+        for i, share in enumerate(picked):
+            shares[i].append(share)
+            taken = dict(share)
+            rest[i] = [(g, n - taken.get(g, 0)) for g, n in rest[i] if n - taken.get(g, 0) > 0]
+    for i in range(len(pods)):
+        shares[i].append(rest[i])
+    order = _line_up([[sum(n for _, n in part) / h for part, h in zip(sh, heights)] for sh in shares])
+    return [_straight([shares[i][j] for i in order], h) for j, h in enumerate(heights)]
+
+
+def _straight(pods: list, height: int) -> list[tuple[int, int]]:
+    """One sub-band's pieces in lay order: pod by pod, inside each pod the piece that ends on a
+    whole column first (the running total of hosts a multiple of ``height``), so that as few
+    group edges as possible step by a column between rows (each step is a pipeline hop
+    across the edge); ties keep the pod's order."""
+    out, carry = [], 0
+    for pod in pods:
+        left = list(pod)
+        while left:
+            i = min(range(len(left)), key=lambda i: ((carry + left[i][1]) % height != 0, i))
+            carry = (carry + left[i][1]) % height
+            out.append(left.pop(i))
+    return out
+
+
+def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragged: float = 0.0) -> list | None:
+    """Per pod the ``[(group, hosts)]`` it gives one sub-band, summing to ``target`` over the
+    pods, each pod's share as near ``frac`` of its hosts as possible (dynamic programming
+    over the running total, minimising the sum of ``|share - frac * hosts| / rows[0]``, the
+    columns by which the pod's share misses its fraction, plus ``ragged`` per share, here and
+    in the last sub-band of ``rows[1]`` rows, that fills no whole columns); with no exact
+    whole-group split, one group of the last pod that can is cut to make up the rest."""
+    inf = np.inf
+    best = np.full(target + 1, inf)
+    best[0] = 0.0
+    choice = []                                          # choice[pod][total] = option index
+    opts = [group_subsets(p) for p in pods]
+    for pod, options in zip(pods, opts):
+        sizes = [sum(pod[i][1] for i in o) for o in options]
+        total = sum(n for _, n in pod)
+        want = frac * total
+        new, arg = np.full(target + 1, inf), np.full(target + 1, -1, dtype=np.int64)
+        for k, size in enumerate(sizes):
+            if size > target:
+                continue
+            cand = np.full(target + 1, inf)
+            steps = (size % rows[0] != 0) + (rows[1] > 0 and (total - size) % rows[1] != 0)
+            cand[size:] = best[:target + 1 - size] + abs(size - want) / rows[0] + ragged * steps
+            better = cand < new
+            new[better], arg[better] = cand[better], k
+        best = new
+        choice.append(arg)
+    total = target if np.isfinite(best[target]) else int(np.nonzero(np.isfinite(best))[0].max())
+    picks, t = [], total
+    for pod, options, arg in zip(reversed(pods), reversed(opts), reversed(choice)):
+        o = options[int(arg[t])]
+        picks.append([pod[i] for i in o])
+        t -= sum(pod[i][1] for i in o)
+    picks.reverse()
+    short = target - total
+    for i in range(len(pods) - 1, -1, -1):              # cut one group not yet in the share
+        if short == 0:
+            break
+        inside = {g for g, _ in picks[i]}
+        spare = [(g, n) for g, n in pods[i] if g not in inside and n > short]
+        if spare:
+            g, _ = max(spare, key=lambda gn: (gn[1], -gn[0]))
+            picks[i] = picks[i] + [(g, short)]
+            short = 0
+    return picks if short == 0 else None
+
+
+def _line_up(widths: list[list[float]]) -> list[int]:
+    """An order of the pods whose column offsets between sub-bands stay small: ``widths[P][m]``
+    the columns each pod takes per sub-band; greedily the pod that brings the running offset
+    of every sub-band against the first nearest zero (ties by index)."""
+    w = np.asarray(widths)                               # (P, m)
+    diff = w - w[:, :1]                                  # offsets against the first sub-band
+    offset = np.zeros(w.shape[1])
+    left, order = list(range(len(widths))), []
+    while left:
+        i = min(left, key=lambda i: (float(np.abs(offset + diff[i]).sum()), i))
+        offset += diff[i]
+        order.append(i)
+        left.remove(i)
+    return order
+
+
+def _lay_sub_band(cells: np.ndarray, r0: int, height: int, pieces: list[tuple[int, int]]) -> None:
+    """Lay ``pieces`` (``[(group, hosts)]``, ``height * C`` hosts in all) on rows
+    ``r0 .. r0 + height - 1`` left to right, each piece's columns dealt round robin over
+    the rows (every row gets exactly C; a piece's rows differ by at most one column)."""
+    widths = np.zeros((height, len(pieces)), dtype=np.int64)         # widths[row, piece]
+    nxt = 0
+    for i, (_, hosts) in enumerate(pieces):
+        q, rem = divmod(hosts, height)
+        widths[:, i] = q
+        widths[(nxt + np.arange(rem)) % height, i] += 1
+        nxt = (nxt + rem) % height
+    groups = [g for g, _ in pieces]
+    for h in range(height):
+        cells[r0 + h] = np.repeat(groups, widths[h])

@@ -91,9 +91,10 @@ class ComputeConfig:
     optimizer_bytes_per_param : float
         HBM bytes the optimizer moves per parameter it updates (assumed 32).
     data_loading_s : float
-        Seconds to load an iteration's batch, beside which the first model chunk's parameter
-        all-gather runs (MegaScale, NSDI'24, §3.2); 0 (default, no published figure): that
-        all-gather is exposed.
+        Seconds to load an iteration's batch before the first forward, inside the iteration,
+        beside which the first model chunk's parameter all-gather runs (MegaScale, NSDI'24,
+        §3.2); 0 (default, no published figure: the data loader prefetched the batch): that
+        all-gather runs under the first forward, bucket by bucket.
     """
 
     gpu: str = Hardware.gpu                    # the job spec's defaults: one place for the fitted 0.65

@@ -46,7 +46,7 @@ from rankmap.simulator.stats import IterationSweep, cables_by_load
 __all__ = ["figure", "render_png"]
 
 _COLORS = {"forward": "#4C72B0", "backward": "#223F6B", "comm": "#DD8452", "reduce": "#C44E52",
-           "optimizer": "#55A868", "bubble": "#E5E5E5"}
+           "optimizer": "#55A868", "bubble": "#E5E5E5", "loading": "#937860"}
 
 
 def _focus(sweeps: list[tuple[str, IterationSweep]]) -> tuple[str, str] | None:
@@ -206,8 +206,10 @@ def _timeline_panel(ax, name: str, timelines, it: dict | None, seeds) -> None:
     end = float(tl.backward_end_s.max())
     for s in range(p):
         ax.broken_barh([(tl.start_s, end - tl.start_s)], (s - 0.4, 0.8), color=_COLORS["bubble"])
-        if tl.start_s > 0:
-            ax.broken_barh([(0.0, tl.start_s)], (s - 0.4, 0.8), color=_COLORS["comm"])
+        if tl.loading_s > 0:                                          # loading the batch, then a gather not overlapped
+            ax.broken_barh([(0.0, tl.loading_s)], (s - 0.4, 0.8), color=_COLORS["loading"])
+        if tl.start_s > tl.loading_s:
+            ax.broken_barh([(tl.loading_s, tl.start_s - tl.loading_s)], (s - 0.4, 0.8), color=_COLORS["comm"])
         for col, (ends, kind) in enumerate(((tl.forward_end_s, "forward"), (tl.backward_end_s, "backward"))):
             stop = np.sort(ends[s].ravel())
             start = stop - tl.pass_s[s, col]
@@ -240,6 +242,8 @@ def _timeline_panel(ax, name: str, timelines, it: dict | None, seeds) -> None:
     handles = [Patch(color=_COLORS[k], label=label) for k, label in
                (("forward", "forward"), ("backward", "backward"), ("comm", "exposed comm"),
                 ("reduce", "DP reduction"), ("optimizer", "optimizer"), ("bubble", "bubble (idle)"))]
+    if tl.loading_s > 0:
+        handles.append(Patch(color=_COLORS["loading"], label="data loading"))
     every = "" if seeds is None else ", every seed"
     handles += [Line2D([], [], color="black", marker="|", linestyle="none", label=f"reduction end{every}"),
                 Line2D([], [], color="black", linestyle=":", label=f"iteration end{every}")]

@@ -12,7 +12,8 @@ Schema ``rankmap-simulation/v1``::
 
 The ``dp-reduce`` phase's ``time_s`` is every stage's DP groups released at t = 0 (what the
 ECMP figures measure); when the iteration model ran, it also has ``staged_time_s`` (over
-seeds: the slowest stage's reduction, each stage's groups released when its backward ends,
+seeds: the slowest stage's reduction, each stage's groups released as its last backward readies
+their gradients,
 :mod:`rankmap.simulator.staging`, as the iteration time uses them) and ``stage_time_s``
 (``[p]``, each stage's, mean over seeds).
 

@@ -65,6 +65,7 @@ chunk of the last stage only (``logit_forward_s``, ``logit_backward_s``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -182,8 +183,8 @@ class StageTimeline:
         forward), the TP/CP/EP collectives not hidden in the passes and the stage's gradient
         reduction past ``P``; the bubble is the stage's other idle time from the first
         forward's start to ``P`` (``(p - 1)/(m + p - 1)`` of it for equal stages); the rest
-        is waiting for slower stages' reductions and the optimizer step. Each row sums to
-        ``time_s``.
+        is loading the batch, waiting for slower stages' reductions and the optimizer step.
+        Each row sums to ``time_s``.
 
         Examples
         --------
@@ -214,8 +215,9 @@ class ScheduleResult:
     pipeline_s : float
         From the first forward's start to the last backward's end.
     bubble_fraction : float
-        ``1 - busy / (pipeline_s - waits)`` for the busiest stage, ``waits`` the time its
-        forwards waited for gathered parameters (exposed DP communication, not bubble).
+        ``1 - busy / pipeline`` for the busiest stage, the pipeline timed with the all-gather
+        free: time forwards wait for gathered parameters is exposed DP communication, not
+        bubble.
     busy_s : ndarray
         ``busy_s[p]``: time each stage spends in its passes.
     backward_end_s : ndarray
@@ -408,9 +410,11 @@ def run_schedule(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> 
     fend, bend, busy, wait = _run_passes(costs, overlap, start)
     pipeline = float(bend.max()) - start
     reduce_end = _reduce_end(costs, overlap, bend)
-    waited = wait.sum(axis=1)                                # exposed gather, not bubble
-    busiest = int(np.argmax(busy + waited))
-    bubble = 1.0 - float(busy[busiest] / (pipeline - waited[busiest])) if pipeline > waited[busiest] else 0.0
+    free = pipeline                                          # the pipeline with its gather free: waits are exposed DP
+    if wait.any():
+        _, bend_free, _, _ = _run_passes(dataclasses.replace(costs, dp_gather_s=0.0), overlap, start)
+        free = float(bend_free.max()) - start
+    bubble = 1.0 - float(busy.max()) / free if free > 0 else 0.0
     time_s = float(reduce_end.max()) + costs.optimizer_s
     p, v = costs.p, costs.v
     pass_s = np.array([[np.mean([_pass_s(costs, overlap, s, f, ch) for ch in range(v)]) for f in (True, False)]

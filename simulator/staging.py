@@ -147,8 +147,19 @@ def stage_reduce_s(network: Network, placement: RankPlacement, layout, ops, rele
 
 def _chunk_reduce_s(network: Network, placement: RankPlacement, layout, ops, release_s: np.ndarray,
                     config: CollectiveConfig, routing: EcmpConfig) -> np.ndarray | None:
-    """:func:`stage_reduce_s` with one release per (stage, chunk): ``v`` copies of the phase's
-    flows, each ``1/v`` of the bytes, copy ``c`` of a stage's groups released at ``release_s[stage, c]``."""
+    """:func:`stage_reduce_s` with one release per (stage, chunk) (see :func:`_chunk_finish_s`)."""
+    finish = _chunk_finish_s(network, placement, layout, ops, release_s, config, routing)
+    if finish is None:
+        return None
+    first = release_s.min(axis=1)
+    return np.fmax(np.nanmax(np.where(np.isnan(finish), -np.inf, finish), axis=1), first) - first
+
+
+def _chunk_finish_s(network: Network, placement: RankPlacement, layout, ops, release_s: np.ndarray,
+                    config: CollectiveConfig, routing: EcmpConfig) -> np.ndarray | None:
+    """``finish_s[p, v]``: when each stage's share of each chunk left the network (NaN for a
+    stage without reduction bytes): ``v`` copies of the phase's flows, each ``1/v`` of the
+    bytes, copy ``c`` of a stage's groups released at ``release_s[stage, c]``."""
     p, v = release_s.shape
     shares = tuple(dataclasses.replace(o, size_bytes=o.size_bytes / v) if o.phase == "dp-reduce" else o for o in ops)
     flows, tables = phase_flows(placement, layout, shares, "dp-reduce", config)
@@ -162,9 +173,24 @@ def _chunk_reduce_s(network: Network, placement: RankPlacement, layout, ops, rel
     chunk = np.repeat(np.arange(v), flows.n_coflows)           # (v * C,) each copy's chunk
     stage = np.tile(stage, v)
     result = run_flows(network, copies, routing, config, release_s=release_s[stage, chunk])
-    end = release_s.min(axis=1)                               # (p,) a stage without bytes takes 0
-    np.maximum.at(end, stage, result.finish_s)
-    return end - release_s.min(axis=1)
+    finish = np.full((p, v), -np.inf)
+    np.maximum.at(finish, (stage, chunk), result.finish_s)
+    return np.where(np.isfinite(finish), finish, np.nan)
+
+
+def _busy_s(release_s: np.ndarray, finish_s: np.ndarray) -> np.ndarray:
+    """``[p]``: how long each stage's shares were in the network, the shares taken in release
+    order and overlaps counted once (0 for a stage without bytes). A lower bound of the
+    stage's reduction time: what it takes with no backward left to hide it."""
+    busy = np.zeros(release_s.shape[0])
+    for s in range(release_s.shape[0]):
+        t = -np.inf
+        for c in np.argsort(release_s[s], kind="stable"):
+            if np.isnan(finish_s[s, c]):
+                continue
+            busy[s] += max(finish_s[s, c] - max(release_s[s, c], t), 0.0)
+            t = max(t, finish_s[s, c])
+    return busy
 
 
 def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, job: JobSpec, comm: CommTimes,
@@ -194,12 +220,21 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
     schedule = run_schedule(costs, overlap)
     lead = backward_pass_s(costs, overlap) * (1 - 1 / costs.reduce_buckets) * overlap.dp_reduce   # first bucket ready
     release = chunk_release_s(schedule, overlap, lead)
-    reduce_s = stage_reduce_s(network, placement, layout, ops, release, config, routing)
+    if (release == release[:, :1]).all():                    # one release per stage
+        reduce_s = stage_reduce_s(network, placement, layout, ops, release, config, routing)
+    else:                                                    # shares apart: fit the schedule to the network
+        finish = _chunk_finish_s(network, placement, layout, ops, release, config, routing)
+        if finish is None:
+            return comm
+        first = release.min(axis=1)
+        span = np.fmax(np.nanmax(np.where(np.isnan(finish), -np.inf, finish), axis=1), first) - first
+        offset = float((schedule.timeline.backward_end_s.max(axis=1) - lead).min())        # release 0 on the clock
+        fitted = _fit_reduce_s(costs, overlap, offset + first + span, span)
+        # a network done before the last backward ends fits to 0: the reduction still takes
+        # the time its shares spent in the network, which the schedule hides as it can
+        reduce_s = np.maximum(fitted, _busy_s(release, finish))
     if reduce_s is None:
         return comm
-    if (release != release[:, :1]).any():                    # shares apart: fit the schedule to the network
-        offset = float((schedule.timeline.backward_end_s.max(axis=1) - lead).min())        # release 0 on the clock
-        reduce_s = _fit_reduce_s(costs, overlap, offset + release.min(axis=1) + reduce_s, reduce_s)
     return dataclasses.replace(comm, dp_reduce_stage_s=tuple(float(t) for t in reduce_s))
 
 

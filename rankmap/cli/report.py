@@ -282,7 +282,7 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
     if staged:
         console.print("dp-reduce at t=0: every stage's DP groups in the network at once (what comm, vs spray and "
                       "the ECMP figures count); staged: the slowest stage's reduction, each stage's DP groups "
-                      "released when its backward ends (what the iteration time below uses)", markup=False)
+                      "released as its last backward readies their gradients (what the iteration time below uses)", markup=False)
     for p in doc["placements"]:
         slow = p["slowest_group"]
         if slow:
@@ -335,8 +335,9 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     compute = (f"{c['gpu']} {c['peak_tflops']:g} TFLOP/s x {c['efficiency_gemm']:g} GEMM efficiency, "
                f"recompute {'on' if c['recompute'] else 'off'}" if sources == {"flops"} else
                f"compute times from the workload file ({c['gpu']} {c['peak_tflops']:g} TFLOP/s for MFU)")
+    loading = f", data loading {c['data_loading_s']:g} s" if c.get("data_loading_s") else ""
     console.print(f"predicted iteration ({c['schedule']}, {compute}, "
-                  f"overlap: {', '.join(overlaps) or 'none'}; {n_seeds} seed(s), mean)", markup=False)
+                  f"overlap: {', '.join(overlaps) or 'none'}{loading}; {n_seeds} seed(s), mean)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
     rows = []

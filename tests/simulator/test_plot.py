@@ -203,3 +203,29 @@ def test_heat_map_has_a_block_of_rows_per_seed(sims):
     assert shown.shape == (2 * used.size, network.rails * network.uplinks)
     assert (shown[:used.size] == grids[0][used]).all() and (shown[used.size:] == grids[1][used]).all()
     assert "every seed" in ax.get_title() and not (grids[0] == grids[1]).all()
+
+
+@pytest.mark.parametrize("gather_on", [True, False])
+def test_timeline_draws_data_loading_apart_from_exposed_comm(gather_on):
+    # 2 s of loading: drawn [0, 2] as loading on every stage; with the gather overlap off its
+    # 1 s follows as exposed comm [2, 3]; with it on the gather hides under the load (no bar)
+    import matplotlib.colors as mc
+    from matplotlib.figure import Figure
+
+    from rankmap.simulator.plot import _COLORS, _timeline_panel
+    from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, run_schedule
+
+    c = PipelineCosts(forward_s=(1.0,) * 2, backward_s=(2.0,) * 2, comm_forward_s=(0.0,) * 2,
+                      comm_backward_s=(0.0,) * 2, m=4, dp_gather_s=1.0, data_loading_s=2.0)
+    tl = run_schedule(c, OverlapConfig(dp_gather=gather_on)).timeline
+    ax = Figure().add_subplot()
+    _timeline_panel(ax, "x", [tl], None, [0])
+
+    def bars(kind):
+        return sorted((round(float(p.vertices[0][0]), 9), round(float(p.vertices[2][0]), 9), round(float(p.vertices[0][1]), 1))
+                      for coll in ax.collections if len(coll.get_facecolor())
+                      and mc.same_color(coll.get_facecolor()[0], _COLORS[kind]) for p in coll.get_paths())
+
+    assert [b[:2] for b in bars("loading")] == [(0.0, 2.0)] * 2
+    assert [b[:2] for b in bars("comm")] == ([] if gather_on else [(2.0, 3.0)] * 2)
+    assert "data loading" in [t.get_text() for t in ax.get_legend().get_texts()]

@@ -148,3 +148,22 @@ def test_logit_layer_in_the_last_chunk_of_the_last_stage_only():
     assert r.timeline.forward_end_s[0, 0].tolist() == [1.0, 2.5]
     assert r.timeline.backward_end_s[0, 0].tolist() == [7.5, 5.5]
     assert r.timeline.pass_s[0].tolist() == [1.25, 2.5]                 # mean over the two chunks
+
+
+def test_exposed_gather_is_not_bubble():
+    # 4 stages, 8 micro-batches: the bubble is 3/11 with the gather free; a 5 s gather that
+    # the first forward cannot hide moves the whole pipeline, not its bubble
+    free = run_schedule(_costs(4, 8))
+    gathered = run_schedule(_costs(4, 8, dp_gather_s=5.0, reduce_buckets=4))
+    assert gathered.time_s > free.time_s + 3.0
+    assert gathered.bubble_fraction == pytest.approx(free.bubble_fraction, rel=1e-12)
+    assert free.bubble_fraction == pytest.approx(3 / 11, rel=1e-12)
+
+
+def test_gather_buckets_only_with_the_gradient_overlap():
+    # Megatron-LM buckets parameters only with --overlap-grad-reduce: without it the first
+    # forward waits for the whole 2 s gather, with it for the first of 4 buckets (ends 2.25 s)
+    c = PipelineCosts(forward_s=(1.0,), backward_s=(2.0,), comm_forward_s=(0.0,), comm_backward_s=(0.0,),
+                      m=1, dp_gather_s=2.0, reduce_buckets=4)
+    assert run_schedule(c).timeline.forward_end_s[0, 0, 0] == pytest.approx(2.25, rel=1e-12)
+    assert run_schedule(c, OverlapConfig(dp_reduce=False)).timeline.forward_end_s[0, 0, 0] == pytest.approx(3.0)

@@ -9,13 +9,14 @@ from scipy import sparse
 from rankmap.job.rank_map import RankMap
 from rankmap.job.spec import JobSpec, ModelShape
 from rankmap.simulator.collectives import CollectiveConfig, simulate_collective
+from rankmap.simulator.compute import StageTimes
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.events import complete_coflows
 from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import job_comm_ops, simulate_iteration, simulate_phase
 from rankmap.simulator.maxmin import FairShare
 from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, backward_pass_s, run_schedule
-from rankmap.simulator.staging import chunk_release_s, reduce_release_s, stage_reduce_s, staged_comm_times
+from rankmap.simulator.staging import _busy_s, chunk_release_s, reduce_release_s, stage_reduce_s, staged_comm_times
 from rankmap.simulator.timing import comm_times, iteration_timing
 
 
@@ -200,3 +201,30 @@ def test_staged_comm_times_put_each_reduction_end_where_the_network_ends_it(inte
     span = stage_reduce_s(net, placement, rm.layout, ops, release, config, routing)
     zero = sched.timeline.backward_end_s.max(axis=1).min()
     assert sched.timeline.reduce_end_s == pytest.approx(zero + release[:, 1] + span, rel=1e-9)
+
+
+def test_busy_time_of_shares_by_hand():
+    # shares apart: 0.5 + 0.2 s; overlapping: [0, 0.5] then [0.5, 0.9] (the second waited)
+    assert _busy_s(np.array([[0.0, 1.0]]), np.array([[0.5, 1.2]])).tolist() == pytest.approx([0.7])
+    assert _busy_s(np.array([[0.0, 0.2]]), np.array([[0.5, 0.9]])).tolist() == pytest.approx([0.9])
+    assert _busy_s(np.array([[0.0, 0.2]]), np.array([[np.nan, np.nan]])).tolist() == [0.0]
+
+
+def test_shares_done_before_the_last_backward_still_take_their_network_time(synth):
+    # A model of ~0.4e9 parameters per rank and chunk reduces in 10 Megatron buckets; 2 s
+    # backwards release each chunk's share 1.8 s before its last backward ends, and the share
+    # (~64 ms alone) leaves the network long before: the stage's reduction is the time its two
+    # shares spent in the network (each alone: stages and chunks seconds apart), not 0.
+    net = synth.network(2, 4, uplinks=1, uplink_gbps=200, nic_gbps=200)
+    job = JobSpec(tp=1, pp=2, dp=4, num_micro_batches=4, global_batch_size=16, virtual_stages=2,
+                  model=ModelShape(layers=8, hidden=4096, heads=32, seq_len=512))
+    rm = RankMap.from_hosts(job, net.cluster, [f"g{g:02d}n{i:03d}" for i in range(1, 5) for g in range(2)], 1)
+    placement = RankPlacement.from_rankmap(rm, net)
+    ops, config, routing = job_comm_ops(job), CollectiveConfig(), EcmpConfig(mode="spray")
+    stages = StageTimes(forward_s=(1.0,) * 2, backward_s=(2.0,) * 2, optimizer_s=0.0)
+    comm = comm_times(simulate_iteration(net, placement, rm.layout, ops, config, routing), job)
+    staged = staged_comm_times(net, placement, rm.layout, ops, job, comm, config, routing, stages)
+    apart = stage_reduce_s(net, placement, rm.layout, ops, np.array([[0.0, 100.0], [200.0, 300.0]]), config, routing)
+    share_s = apart - 100.0                                           # one share alone
+    assert (share_s > 0.01).all()
+    assert staged.dp_reduce_stage_s == pytest.approx(2 * share_s, rel=1e-6)

@@ -1,0 +1,66 @@
+"""The joint ToR + pod bound of :mod:`rankmap.placement.pod_pattern_bound` against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from test_pod_box_bound import _pod_terms, _tiled, _wide_ring_instances
+from test_pod_profile_bound import _brute_two_levels
+
+from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.pod_box_bound import pod_box_bound, pod_box_costs
+from rankmap.placement.pod_pattern_bound import pattern_lp, pod_pattern_bound, pod_pattern_costs
+from rankmap.placement.tier_search import tier_bound, tier_bound_method
+
+
+def _every_pod_layout(rows: int, cols: int, k: int) -> np.ndarray:
+    """``cells[M, rows, cols]``: every labelling of the grid by groups ``0 .. k - 1`` or ``k`` (empty)."""
+    codes = np.arange((k + 1) ** (rows * cols))
+    seq = (codes[:, None] // (k + 1) ** np.arange(rows * cols)[None, :]) % (k + 1)
+    return seq.reshape(-1, rows, cols)
+
+
+def _phi(cells: np.ndarray, k: int, w_row: float, w_col: float, w0: float, w1: float) -> np.ndarray:
+    """``Phi[M]`` (module docstring) of each labelling: the rows and columns the pod and each group touch."""
+    inside = cells < k
+    phi = w1 * (w_row * inside.any(2).sum(1) + w_col * inside.any(1).sum(1))
+    for g in range(k):
+        mine = cells == g
+        phi = phi + w0 * (w_row * mine.any(2).sum(1) + w_col * mine.any(1).sum(1))
+    return phi
+
+
+@pytest.mark.parametrize("rows, cols, free, w_row, w_col, w1", [
+    (3, 3, (3, 3, 2), 5, 1, 1.0), (3, 3, (2, 2, 4), 3, 2, 2.0), (2, 4, (2, 2, 2, 1), 6, 1, 1.0),
+    (2, 4, (3, 3, 1, 1), 2, 3, 1.0), (3, 4, (5, 6), 4, 1, 1.0), (3, 4, (4, 4), 1, 1, 3.0),
+    (4, 3, (6, 5), 7, 1, 1.0), (3, 3, (4, 4, 1), 9, 2, 1.0),
+])
+def test_every_pod_layout_costs_at_least_its_bound(rows, cols, free, w_row, w_col, w1):
+    # Every labelling of a small grid by the pod's groups (any number of hosts used, each group
+    # within its free hosts): Phi is at least H[hosts]; and H is reached at some host count.
+    k = len(free)
+    problem = GridProblem(rows, cols, free, w_row, w_col, 0, ((0,) * k,), (1.0, w1))
+    cells = _every_pod_layout(rows, cols, k)
+    counts = np.stack([(cells == g).sum(axis=(1, 2)) for g in range(k)], axis=1)
+    cells = cells[(counts <= np.asarray(free)[None, :]).all(axis=1)]
+    hosts = (cells < k).sum(axis=(1, 2))
+    phi = _phi(cells, k, w_row, w_col, 1.0, w1)
+    bound = pod_pattern_costs(list(free), problem)
+    box = pod_box_costs(list(free), problem)
+    assert (bound >= box - 1e-9).all()
+    least = np.full(sum(free) + 1, np.inf)
+    np.minimum.at(least, hosts, phi)
+    assert (least >= bound - 1e-6).all(), (least, bound)
+
+
+def test_never_exceeds_brute_force_and_never_below_the_pod_boxes():
+    tight = 0
+    for problem in _wide_ring_instances(30, seed=21):
+        best = _brute_two_levels(problem)
+        bound = pod_pattern_bound(problem)
+        assert 0 < pod_box_bound(problem) - 1e-9 <= bound <= best + 1e-6, problem
+        assert tier_bound(problem, 0) <= best + 1e-6, problem
+        tight += abs(bound - best) < 1e-6
+    assert tight >= 5, tight

@@ -50,6 +50,7 @@ Programming and Extensions" (1963), ch. 14.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -76,13 +77,18 @@ def _patterns(k: int, r_d: int):
     return itertools.combinations_with_replacement(range(1, 1 << k), r_d)
 
 
-def _kappa_lines(heights: np.ndarray, masks: list, r_d: int) -> list[tuple[float, float]]:
+def _kappa_lines(heights: np.ndarray | None, masks: list, r_d: int, disjoint: bool = False) -> list[tuple[float, float]]:
     """``(alpha, beta)`` of the lower convex hull's edges of ``kappa(q)``, ``q = 1 .. r_d``
-    (the fewest groups whose rows cover ``q`` rows; module docstring)."""
-    k = len(heights)
+    (the fewest groups whose rows cover ``q`` rows; module docstring); with ``disjoint``,
+    the rows of a set of groups counted as the sum of theirs (at least the union: a lower
+    ``kappa``)."""
+    k = len(masks)
     kappa = np.full(r_d + 1, np.inf)
     for sub in range(1, 1 << k):
-        rows = bin(int(np.bitwise_or.reduce([masks[g] for g in range(k) if sub >> g & 1]))).count("1")
+        if disjoint:
+            rows = min(r_d, sum(bin(masks[g]).count("1") for g in range(k) if sub >> g & 1))
+        else:
+            rows = bin(int(np.bitwise_or.reduce([masks[g] for g in range(k) if sub >> g & 1]))).count("1")
         n = bin(sub).count("1")
         kappa[1:rows + 1] = np.minimum(kappa[1:rows + 1], n)
     pts = [(q, float(kappa[q])) for q in range(1, r_d + 1)]
@@ -167,7 +173,16 @@ def pattern_lp(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tupl
     return float(res.fun), float(res.eqlin.marginals[-1])
 
 
-def _classes(k: int, free: tuple):
+@functools.lru_cache(maxsize=None)
+def _class_lines(r_d: int, heights: tuple) -> tuple:
+    """``((alpha, beta), ...)``: :func:`_kappa_lines` with each set of groups covering the sum
+    of its heights (at most their union), padded to :data:`MAX_HEIGHT` lines by ``(0, 0)``."""
+    lines = _kappa_lines(None, [(1 << h) - 1 for h in heights if h > 0], r_d, disjoint=True)
+    return tuple(lines) + ((0.0, 0.0),) * (MAX_HEIGHT - len(lines))
+
+
+@functools.lru_cache(maxsize=None)
+def _classes(k: int):
     """``{(r_d, r[k]): [patterns]}``: the patterns over ``r_d <= MAX_HEIGHT`` rows grouped by the
     rows each group touches (0: unused)."""
     out: dict = {}
@@ -195,10 +210,29 @@ def _simple_bounds(keys: list, free: tuple, cap: int, w0: float, w1: float) -> n
     rate = np.where(r_s > 0, 1.0 / np.maximum(r_s, 1), 0.0)
     extra = A - r.sum(axis=1, keepdims=True)                          # (P, A)
     fill = np.clip(extra[:, None, :] - start[:, :, None], 0.0, width[:, :, None])   # (P, k, A)
-    split = used.sum(axis=1, keepdims=True) + (rate[:, :, None] * fill).sum(axis=1)
-    low = w1 * A / rd + w0 * split
+    split = used.sum(axis=1, keepdims=True) + (rate[:, :, None] * fill).sum(axis=1)     # (P, A)
     ok = (extra >= 0) & (extra <= width.sum(axis=1, keepdims=True)) & (r <= f).all(axis=1, keepdims=True)
-    return np.where(ok, low, np.inf)
+    return np.where(ok, w1 * A / rd + w0 * split, np.inf), np.where(ok, split, np.inf)
+
+
+def _cover_bounds(keys: list, split: np.ndarray, w0: float, w1: float) -> np.ndarray:
+    """``low[P, A]``: :func:`_simple_bounds` with ``sum_g c_g >= alpha c_d + beta A`` for the
+    lines below ``kappa`` (the fewest groups whose rows may cover q rows: at most their r_g
+    summed); ``split[P, A]`` its least ``sum_g a_g / r_g``. The least over ``c_d >= A / r_d``
+    is at a kink: ``A / q`` or where a line meets ``split``."""
+    A = np.arange(split.shape[1], dtype=float)[None, None, :]         # (1, 1, A)
+    rd = np.array([key[0] for key in keys], dtype=float)[:, None, None]
+    ab = np.array([_class_lines(int(key[0]), tuple(sorted(key[1]))) for key in keys])   # (P, L, 2)
+    alpha, beta = ab[:, :, 0][:, :, None], ab[:, :, 1][:, :, None]                   # (P, L, 1)
+    fin = np.where(np.isfinite(split), split, 0.0)[:, None, :]                         # (P, 1, A)
+    qs = np.arange(1, MAX_HEIGHT + 1, dtype=float)[None, :, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        meet = np.where(alpha > 0, (fin - beta * A) / alpha, 0.0)                      # (P, L, A)
+    per_q = np.broadcast_to(A / qs, (len(keys), MAX_HEIGHT, A.shape[2]))
+    cd = np.maximum(np.concatenate([per_q, meet], axis=1), A / rd)                     # (P, Q + L, A)
+    cover = (alpha[:, None, :, :] * cd[:, :, None, :] + beta[:, None, :, :] * A[:, None, :, :]).max(axis=2)
+    low = (w1 * cd + w0 * np.maximum(fin, cover)).min(axis=1)                          # (P, A)
+    return np.where(np.isfinite(split), low, np.inf)
 
 
 def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
@@ -222,12 +256,16 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     w_row, w_col = float(problem.w_row), float(problem.w_col)
     tall = pod_box_costs(list(free), problem, heights=range(MAX_HEIGHT + 1, min(problem.rows, cap) + 1))
     low_box = pod_box_costs(list(free), problem, heights=range(1, min(MAX_HEIGHT, problem.rows, cap) + 1))
-    classes = {key: pats for key, pats in _classes(k, free).items() if key[0] <= problem.rows}
+    classes = {key: pats for key, pats in _classes(k).items() if key[0] <= problem.rows}
     keys = sorted(classes)
     rowpart = np.array([w_row * (w1 * rd + w0 * sum(r)) for rd, r in keys])[:, None]     # (P, 1)
-    low = _simple_bounds(keys, free, cap, w0, w1)
-    simple = np.where(np.isfinite(low), rowpart + w_col * np.where(np.isfinite(low), low, 0.0), np.inf)  # (P, A)
+    low, split = _simple_bounds(keys, free, cap, w0, w1)
     best_cap = float(tall[cap])
+    # the cover lines only where a class may be least at the full pod (elsewhere low is valid)
+    near = np.nonzero(rowpart[:, 0] + w_col * low[:, cap] < best_cap)[0]
+    if near.size:
+        low[near] = _cover_bounds([keys[p] for p in near], split[near], w0, w1)
+    simple = np.where(np.isfinite(low), rowpart + w_col * np.where(np.isfinite(low), low, 0.0), np.inf)  # (P, A)
     lines = simple.copy()
     A = np.arange(cap + 1, dtype=float)
     solved = 0

@@ -64,3 +64,51 @@ def test_never_exceeds_brute_force_and_never_below_the_pod_boxes():
         assert tier_bound(problem, 0) <= best + 1e-6, problem
         tight += abs(bound - best) < 1e-6
     assert tight >= 5, tight
+
+
+def test_three_stage_pod_pays_for_its_middle_row():
+    # Four groups of 48 (w_row 20, w_col 1) on 3 stages. Pattern {X, Y}, {Y, Z}, {Z, W}: X and
+    # W fill one row each, so Y and Z share the middle row; the least is c_d = 72 with Y and Z
+    # 24 wide: 72 + 48 + 24 + 24 + 48 = 216 columns, 20 x 9 rows: 396. Groups of two rows each
+    # ({X, Z}, {X, Y, Z, W}, {Y, W}) fill a column only in pairs: c_d + sum c_g >= 192, 412.
+    problem, _ = _tiled(5)
+    value, slope = pattern_lp((0b0011, 0b0110, 0b1100), (48,) * 4, 192, 1.0, 1.0)
+    assert abs(value + 20 * 9 - 396.0) < 1e-6
+    value, _ = pattern_lp((0b0101, 0b1111, 0b1010), (48,) * 4, 192, 1.0, 1.0)
+    assert abs(value + 20 * 11 - 412.0) < 1e-6
+    assert pod_box_costs([48] * 4, problem)[192] == 383.0
+    assert pod_pattern_costs([48] * 4, problem)[192] == 384.0
+
+
+def test_dual_line_is_below_the_programme_at_every_host_count():
+    # The line from the dual solution at A = 180 against the programme solved at each A.
+    types, free = (0b011, 0b110, 0b101, 0b010), (20, 25, 30)
+    value, slope = pattern_lp(types, free, 60, 1.0, 2.0)
+    for A in range(8, 76):
+        out = pattern_lp(types, free, A, 1.0, 2.0)
+        if out is not None:
+            assert value + slope * (A - 60) <= out[0] + 1e-7, A
+    assert pattern_lp(types, free, 76, 1.0, 2.0) is None                # more hosts than the groups hold
+
+
+def test_every_pod_of_perturbed_layouts_costs_at_least_its_pattern_bound():
+    # Placements whose pods are 3 and 4 stages tall (the tiling of the pod boxes tests, and
+    # fills of 4 x 11 blocks by groups of 9, 11, 13 and 12 hosts), each with random swaps
+    # of two cells: every pod's Phi is at least its bound at its host count.
+    rng = np.random.default_rng(3)
+    four, tiling = _tiled(3)
+    free = (9, 11, 13, 12, 9, 11, 13, 12)
+    mixed = GridProblem(4, 22, free, 7, 2, 0, ((0, 0, 0, 0, 1, 1, 1, 1),), (1.0, 2.0))
+    fill = np.repeat(np.arange(8), free)[:88]
+    cells = np.concatenate([fill[:44].reshape(4, 11), fill[44:].reshape(4, 11)], axis=1)
+    for problem, start in ((four, tiling), (mixed, cells)):
+        cells = start.copy()
+        pods = {}
+        for _ in range(400):
+            (r1, r2), (c1, c2) = rng.integers(0, problem.rows, 2), rng.integers(0, problem.cols, 2)
+            cells[r1, c1], cells[r2, c2] = cells[r2, c2], cells[r1, c1]
+            for d, hosts, phi in _pod_terms(problem, cells):
+                groups = [f for f, e in zip(problem.free, problem.domains[0]) if e == d]
+                if d not in pods:
+                    pods[d] = pod_pattern_costs(groups, problem)
+                assert phi >= pods[d][hosts] - 1e-6, (d, hosts, phi, pods[d][hosts])

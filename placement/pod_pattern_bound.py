@@ -77,7 +77,7 @@ def _patterns(k: int, r_d: int):
     return itertools.combinations_with_replacement(range(1, 1 << k), r_d)
 
 
-def _kappa_lines(heights: np.ndarray | None, masks: list, r_d: int, disjoint: bool = False) -> list[tuple[float, float]]:
+def _kappa_lines(masks: list, r_d: int, disjoint: bool = False) -> list[tuple[float, float]]:
     """``(alpha, beta)`` of the lower convex hull's edges of ``kappa(q)``, ``q = 1 .. r_d``
     (the fewest groups whose rows cover ``q`` rows; module docstring); with ``disjoint``,
     the rows of a set of groups counted as the sum of theirs (at least the union: a lower
@@ -140,7 +140,7 @@ def pattern_lp(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tupl
         row({ic[g]: 1.0, icd: -1.0}, 0.0)                             # c_g <= c_d
         row({ic[g]: 1.0, ia[g]: -1.0}, 0.0)                           # c_g <= a_g
     masks = [sum(1 << i for i, t in enumerate(types) if t >> g & 1) for g in used]
-    for alpha, beta in _kappa_lines(np.array([bin(m).count("1") for m in masks]), masks, r_d):
+    for alpha, beta in _kappa_lines(masks, r_d):
         row({**{ic[g]: -1.0 for g in used}, icd: alpha, iA: beta}, 0.0)  # sum c_g >= alpha c_d + beta A
     eq_rows, eq_rhs = [], []
     for g in used:
@@ -177,7 +177,7 @@ def pattern_lp(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tupl
 def _class_lines(r_d: int, heights: tuple) -> tuple:
     """``((alpha, beta), ...)``: :func:`_kappa_lines` with each set of groups covering the sum
     of its heights (at most their union), padded to :data:`MAX_HEIGHT` lines by ``(0, 0)``."""
-    lines = _kappa_lines(None, [(1 << h) - 1 for h in heights if h > 0], r_d, disjoint=True)
+    lines = _kappa_lines([(1 << h) - 1 for h in heights if h > 0], r_d, disjoint=True)
     return tuple(lines) + ((0.0, 0.0),) * (MAX_HEIGHT - len(lines))
 
 
@@ -193,11 +193,10 @@ def _classes(k: int):
     return out
 
 
-def _simple_bounds(keys: list, free: tuple, cap: int, w0: float, w1: float) -> np.ndarray:
+def _simple_bounds(keys: list, free: tuple, cap: int, w0: float, w1: float) -> tuple[np.ndarray, np.ndarray]:
     """``low[P, cap + 1]`` (units of ``w_col``): ``w1 A / r_d + w0 sum_g a_g / r_g`` at the best
-    split of ``A`` hosts (each used group at least ``r_g``, at most ``free_g``), inf where no
-    split exists."""
-    k = len(free)
+    split of ``A`` hosts (each used group at least ``r_g``, at most ``free_g``), and
+    ``split[P, cap + 1]``, that least ``sum_g a_g / r_g``; inf where no split exists."""
     A = np.arange(cap + 1, dtype=float)[None, :]                      # (1, A)
     rd = np.array([key[0] for key in keys], dtype=float)[:, None]     # (P, 1)
     r = np.array([key[1] for key in keys], dtype=float)               # (P, k)

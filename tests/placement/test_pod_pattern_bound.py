@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 from test_pod_box_bound import _pod_terms, _tiled, _wide_ring_instances
@@ -12,7 +10,7 @@ from test_pod_profile_bound import _brute_two_levels
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.pod_box_bound import pod_box_bound, pod_box_costs
 from rankmap.placement.pod_pattern_bound import pattern_lp, pod_pattern_bound, pod_pattern_costs
-from rankmap.placement.tier_search import tier_bound, tier_bound_method
+from rankmap.placement.tier_search import tier_bound
 
 
 def _every_pod_layout(rows: int, cols: int, k: int) -> np.ndarray:

@@ -69,7 +69,7 @@ MAX_HEIGHT = 4
 # At most this many linear programmes per pod (the rest keep their simple bound).
 MAX_LPS = 60
 # Dual lines are lowered by this much (units of w_col) against the solver's rounding.
-SLACK = 1e-6
+SLACK = 1e-4
 
 
 def _patterns(k: int, r_d: int):
@@ -234,6 +234,14 @@ def _cover_bounds(keys: list, split: np.ndarray, w0: float, w1: float) -> np.nda
     return np.where(np.isfinite(split), low, np.inf)
 
 
+def _rounder(w0: float, w1: float):
+    """Rounds a lower bound on the column part ``w1 c_d + w0 sum_g c_g`` up to an integer when
+    both weights are integers (the columns counted are whole numbers); else leaves it."""
+    if float(w0).is_integer() and float(w1).is_integer():
+        return lambda x: np.ceil(np.asarray(x) - 1e-4)
+    return lambda x: np.asarray(x)
+
+
 def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     """``H[A]``: a lower bound on ``Phi_d`` (module docstring) of a pod of these groups holding
     ``A`` hosts, ``A = 0 .. sum(groups)``; at least
@@ -264,7 +272,8 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     near = np.nonzero(rowpart[:, 0] + w_col * low[:, cap] < best_cap)[0]
     if near.size:
         low[near] = _cover_bounds([keys[p] for p in near], split[near], w0, w1)
-    simple = np.where(np.isfinite(low), rowpart + w_col * np.where(np.isfinite(low), low, 0.0), np.inf)  # (P, A)
+    up = _rounder(w0, w1)
+    simple = np.where(np.isfinite(low), rowpart + w_col * up(np.where(np.isfinite(low), low, 0.0)), np.inf)  # (P, A)
     lines = simple.copy()
     A = np.arange(cap + 1, dtype=float)
     solved = 0
@@ -277,7 +286,7 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
             out = pattern_lp(types, free, cap, w0, w1)
             if out is not None:
                 value, slope = out
-                least = np.minimum(least, rowpart[p, 0] + w_col * (value - SLACK + slope * (A - cap)))
+                least = np.minimum(least, rowpart[p, 0] + w_col * up(value - SLACK + slope * (A - cap)))
         if solved > MAX_LPS:
             break                                                     # the class not finished: keep its simple bound
         lines[p] = np.where(np.isfinite(simple[p]), np.maximum(simple[p], least), np.inf)

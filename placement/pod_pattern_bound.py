@@ -24,16 +24,25 @@ the pod's *pattern*, and it fixes ``r_g`` (the rows whose type holds g) and so t
   ``alpha + beta q`` below ``kappa`` on ``1 .. r_d`` (``sum_j q_j = A``);
 - ``c_g <= c_d``, ``c_g <= a_g``.
 
-The least ``w1 w_col c_d + w0 w_col sum_g c_g`` under these (a linear programme, integrality
-relaxed) is a lower bound on the pattern's column part, so ``Phi_d`` is at least the least
-over patterns of that plus the row part. A dual solution of the programme at ``A = free``
-(the pod full) is feasible at every ``A``, so it gives a line below the pattern's value at
-every ``A`` (weak duality); patterns whose simple bound (``c_d >= A / r_d``,
-``c_g >= a_g / r_g``) is already above the least found at ``A = free`` are not solved and
-keep that simple bound. Pods of at most :data:`MAX_GROUPS` groups and heights up to
-:data:`MAX_HEIGHT` are enumerated; taller pods keep the pod boxes bound
-(:func:`rankmap.placement.pod_box_bound.box_costs`), and the result is never below
-:func:`rankmap.placement.pod_box_bound.pod_box_costs`.
+The least ``w1 w_col c_d + w0 w_col sum_g c_g`` under these (a linear programme,
+:func:`pattern_lp`, integrality relaxed) is a lower bound on the pattern's column part, so
+``Phi_d`` is at least the least over patterns of that plus the row part. When ``w0`` and
+``w1`` are integers the column part is a whole number, so the bound rounds up.
+
+Every ``A`` at once: a dual solution of the programme at ``A = free`` (the pod full) stays
+dual feasible at every ``A`` (only the right-hand side moves), so ``value + y (A - free)``,
+``y`` the dual of ``A = free``, is below the programme's value at every ``A`` (weak
+duality). Patterns are grouped into *classes* by ``(r_d, r[k])``; a class's *simple* bound
+holds for all its patterns: ``c_d >= A / r_d``, ``c_g >= a_g / r_g`` at the best split of
+``A`` (each used group holds ``r_g .. free_g`` hosts) and, where the class may be least at
+the full pod, the column count with ``kappa`` taken from the heights alone (a set of groups
+covers at most the sum of its heights, so ``kappa`` only falls). Classes are solved in the
+order of their simple bound at ``A = free`` until that bound reaches the least value found
+(or :data:`MAX_LPS` programmes are spent); the other classes keep their simple bound, every
+class is counted, so the minimum over classes is a bound at every ``A``. Only pods of at
+most :data:`MAX_GROUPS` groups and heights up to :data:`MAX_HEIGHT` are enumerated; taller
+pods keep the pod boxes bound (:func:`rankmap.placement.pod_box_bound.box_costs`), and the
+result is never below :func:`rankmap.placement.pod_box_bound.pod_box_costs`.
 
 On a pod of four groups of 48 (w_row 20, w_col 1), three stages: pattern
 ``{X, Y}, {Y, Z}, {Z, W}`` (X and W one row each) pays 396 (Y and Z each fill half of the

@@ -33,11 +33,15 @@ def _phi(cells: np.ndarray, k: int, w_row: float, w_col: float, w0: float, w1: f
 @pytest.mark.parametrize("rows, cols, free, w_row, w_col, w1", [
     (3, 3, (3, 3, 2), 5, 1, 1.0), (3, 3, (2, 2, 4), 3, 2, 2.0), (2, 4, (2, 2, 2, 1), 6, 1, 1.0),
     (2, 4, (3, 3, 1, 1), 2, 3, 1.0), (3, 4, (5, 6), 4, 1, 1.0), (3, 4, (4, 4), 1, 1, 3.0),
-    (4, 3, (6, 5), 7, 1, 1.0), (3, 3, (4, 4, 1), 9, 2, 1.0),
+    (4, 3, (6, 5), 7, 1, 1.0), (3, 3, (4, 4, 1), 9, 2, 1.0), (5, 2, (4, 3), 2, 1, 1.0),
+    (6, 2, (5, 4), 1, 2, 1.0), (2, 5, (3, 3, 2), 4, 1, 1.5),
+    (2, 5, (3, 5), 5, 2, 2.0), (2, 6, (5, 1), 10, 4, 2.0), (3, 4, (3, 1), 7, 6, 1.0),
+    (3, 3, (4, 2, 2), 2, 5, 1.0), (2, 6, (2, 5), 9, 4, 1.0),
 ])
 def test_every_pod_layout_costs_at_least_its_bound(rows, cols, free, w_row, w_col, w1):
     # Every labelling of a small grid by the pod's groups (any number of hosts used, each group
-    # within its free hosts): Phi is at least H[hosts]; and H is reached at some host count.
+    # within its free hosts): Phi is at least H[hosts], and H is reached at 4 host counts or
+    # more. The last five are pods where the patterns lift the full pod above the pod boxes.
     k = len(free)
     problem = GridProblem(rows, cols, free, w_row, w_col, 0, ((0,) * k,), (1.0, w1))
     cells = _every_pod_layout(rows, cols, k)
@@ -51,6 +55,7 @@ def test_every_pod_layout_costs_at_least_its_bound(rows, cols, free, w_row, w_co
     least = np.full(sum(free) + 1, np.inf)
     np.minimum.at(least, hosts, phi)
     assert (least >= bound - 1e-6).all(), (least, bound)
+    assert (np.abs(least - bound) < 1e-6).sum() >= 4, (least, bound)
 
 
 def test_never_exceeds_brute_force_and_never_below_the_pod_boxes():
@@ -110,3 +115,22 @@ def test_every_pod_of_perturbed_layouts_costs_at_least_its_pattern_bound():
                 if d not in pods:
                     pods[d] = pod_pattern_costs(groups, problem)
                 assert phi >= pods[d][hosts] - 1e-6, (d, hosts, phi, pods[d][hosts])
+
+
+@pytest.mark.parametrize("rows, cols, free, w_row, w_col, w1, least, box", [
+    (2, 5, (3, 5), 5, 2, 2.0, 65.0, 62.0), (2, 6, (5, 1), 10, 4, 2.0, 110.0, 108.0),
+    (3, 4, (3, 1), 7, 6, 1.0, 65.0, 64.0), (3, 3, (4, 2, 2), 2, 5, 1.0, 55.0, 53.75),
+    (2, 6, (2, 5), 9, 4, 1.0, 81.0, 80.0),
+])
+def test_full_pod_reaches_the_brute_force_optimum_where_the_boxes_do_not(rows, cols, free, w_row, w_col, w1, least,
+                                                                          box):
+    # ``least``: the fewest-cost labelling of the grid holding every free host (every labelling
+    # enumerated by the test above); the patterns reach it in 4 of these 5, 1 below in the first.
+    k, cap = len(free), sum(free)
+    problem = GridProblem(rows, cols, free, w_row, w_col, 0, ((0,) * k,), (1.0, w1))
+    cells = _every_pod_layout(rows, cols, k)
+    counts = np.stack([(cells == g).sum(axis=(1, 2)) for g in range(k)], axis=1)
+    cells = cells[(counts == np.asarray(free)[None, :]).all(axis=1)]
+    assert _phi(cells, k, w_row, w_col, 1.0, w1).min() == least
+    assert pod_box_costs(list(free), problem)[cap] == box
+    assert pod_pattern_costs(list(free), problem)[cap] == (least - 1 if free == (3, 5) else least)

@@ -63,20 +63,20 @@ import functools
 import itertools
 
 import numpy as np
-from scipy.optimize import linprog
 
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.perimeter_bound import _min_plus, pod_free_hosts
 from rankmap.placement.pod_box_bound import MAX_WORK, MULTIPLIERS, pod_box_costs
 
-__all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS"]
+__all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "pattern_lps", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS"]
 
 # Pods of more ToR groups than this keep the pod boxes bound.
 MAX_GROUPS = 4
 # Patterns of pods over at most this many rows are enumerated (taller ones: the pod boxes bound).
 MAX_HEIGHT = 4
-# At most this many linear programmes per pod (the rest keep their simple bound).
-MAX_LPS = 60
+# No class is solved once this many patterns' programmes were solved for a pod (the rest keep
+# their simple bound).
+MAX_LPS = 300
 # Dual lines are lowered by this much (units of w_col) against the solver's rounding.
 SLACK = 1e-4
 
@@ -121,6 +121,45 @@ def pattern_lp(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tupl
     pattern ``types`` (one bit mask of groups per row) at ``A0`` hosts: ``(value, slope)``,
     the value and a dual line's slope (the line ``value + slope (A - A0)`` is below the
     programme's value at every ``A``); None when infeasible at ``A0``."""
+    return pattern_lps([types], free, A0, w0, w1)[0]
+
+
+def pattern_lps(patterns: list, free: tuple, A0: int, w0: float, w1: float) -> list:
+    """:func:`pattern_lp` of each of ``patterns``, solved as one block-diagonal programme (the
+    blocks share no variable, so each block's part of an optimum is optimal for it, and its
+    duals are its own); one by one when the whole is infeasible."""
+    # imported when first needed (~50 MB)
+    from scipy.optimize import linprog
+    from scipy.sparse import block_diag
+
+    parts = [_lp_parts(types, free, A0, w0, w1) for types in patterns]
+    res = linprog(np.concatenate([p[0] for p in parts]), A_ub=block_diag([p[1] for p in parts], format="csr"),
+                  b_ub=np.concatenate([p[2] for p in parts]), A_eq=block_diag([p[3] for p in parts], format="csr"),
+                  b_eq=np.concatenate([p[4] for p in parts]), bounds=[b for p in parts for b in p[5]], method="highs")
+    if res.status != 0:
+        return [_one_lp(p) for p in parts] if len(parts) > 1 else [None]
+    out, x0, e0 = [], 0, 0
+    for cost, _, _, a_eq, _, _ in parts:
+        n, m = cost.size, a_eq.shape[0]
+        out.append((float(cost @ res.x[x0:x0 + n]), float(res.eqlin.marginals[e0 + m - 1])))
+        x0, e0 = x0 + n, e0 + m
+    return out
+
+
+def _one_lp(part: tuple) -> tuple[float, float] | None:
+    """One block of :func:`pattern_lps` alone."""
+    from scipy.optimize import linprog
+
+    cost, a_ub, b_ub, a_eq, b_eq, bounds = part
+    res = linprog(cost, A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq, bounds=bounds, method="highs")
+    if res.status != 0:
+        return None
+    return float(res.fun), float(res.eqlin.marginals[-1])
+
+
+def _lp_parts(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tuple:
+    """``(cost, A_ub, b_ub, A_eq, b_eq, bounds)`` of :func:`pattern_lp`; the last equality row
+    is ``A = A0``."""
     k, r_d = len(free), len(types)
     used = [g for g in range(k) if any(t >> g & 1 for t in types)]
     gi = [(g, i) for i, t in enumerate(types) for g in used if t >> g & 1]
@@ -175,11 +214,7 @@ def pattern_lp(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tupl
         bounds[ia[g]] = (0, free[g])
     for j in ix.values():
         bounds[j] = (1, None)
-    res = linprog(cost, A_ub=np.array(ub_rows), b_ub=np.array(ub_rhs), A_eq=np.array(eq_rows), b_eq=np.array(eq_rhs),
-                  bounds=bounds, method="highs")
-    if res.status != 0:
-        return None
-    return float(res.fun), float(res.eqlin.marginals[-1])
+    return cost, np.array(ub_rows), np.array(ub_rhs), np.array(eq_rows), np.array(eq_rhs), bounds
 
 
 @functools.lru_cache(maxsize=None)
@@ -290,14 +325,11 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
         if not simple[p, cap] < best_cap or solved >= MAX_LPS:
             break
         least = np.full(cap + 1, np.inf)
-        for types in classes[keys[p]]:
-            solved += 1
-            out = pattern_lp(types, free, cap, w0, w1)
+        solved += len(classes[keys[p]])
+        for out in pattern_lps(classes[keys[p]], free, cap, w0, w1):
             if out is not None:
                 value, slope = out
                 least = np.minimum(least, rowpart[p, 0] + w_col * up(value - SLACK + slope * (A - cap)))
-        if solved > MAX_LPS:
-            break                                                     # the class not finished: keep its simple bound
         lines[p] = np.where(np.isfinite(simple[p]), np.maximum(simple[p], least), np.inf)
         best_cap = min(best_cap, float(lines[p, cap]))
     pattern = lines.min(axis=0)

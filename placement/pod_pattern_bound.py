@@ -40,7 +40,8 @@ covers at most the sum of its heights, so ``kappa`` only falls). Classes are sol
 order of their simple bound at ``A = free`` until that bound reaches the least value found
 (or :data:`MAX_LPS` programmes are spent); the other classes keep their simple bound, every
 class is counted, so the minimum over classes is a bound at every ``A``. Only pods of at
-most :data:`MAX_GROUPS` groups and heights up to :data:`MAX_HEIGHT` are enumerated; taller
+most :data:`MAX_GROUPS` groups (the first :data:`MAX_PODS` distinct ones) and heights up to
+:data:`MAX_HEIGHT` are enumerated; taller
 pods keep the pod boxes bound (:func:`rankmap.placement.pod_box_bound.box_costs`), and the
 result is never below :func:`rankmap.placement.pod_box_bound.pod_box_costs`.
 
@@ -74,7 +75,7 @@ from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.perimeter_bound import _min_plus, pod_free_hosts
 from rankmap.placement.pod_box_bound import MAX_WORK, MULTIPLIERS, pod_box_costs
 
-__all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "pattern_lps", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS"]
+__all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "pattern_lps", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS", "MAX_PODS"]
 
 # Pods of more ToR groups than this keep the pod boxes bound.
 MAX_GROUPS = 4
@@ -83,6 +84,9 @@ MAX_HEIGHT = 4
 # No class is solved once this many patterns' programmes were solved for a pod (the rest keep
 # their simple bound).
 MAX_LPS = 300
+# At most this many distinct pods (their groups' free hosts) get the patterns (about 40 ms of
+# CPU each); the others keep the pod boxes bound.
+MAX_PODS = 100
 # Dual lines are lowered by this much (units of w_col) against the solver's rounding.
 SLACK = 1e-4
 
@@ -379,7 +383,9 @@ def pod_pattern_bound(problem: GridProblem) -> float:
     work = sum(min(R, c) * len(MULTIPLIERS) * c * (c + len(p) * max(p)) for p, c in zip(pods, caps))
     if sum(caps) < n or max(caps) >= C or work + len(pods) * n * max(caps) > MAX_WORK:
         return 0.0
-    costs = {p: pod_pattern_costs(list(p), problem) for p in sorted(set(pods))}
+    shapes = sorted(set(pods))
+    costs = {p: (pod_pattern_costs(list(p), problem) if i < MAX_PODS else pod_box_costs(list(p), problem))
+             for i, p in enumerate(shapes)}
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):

@@ -249,7 +249,7 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
-    for name in ("nested blocks", "shared columns", "pod rows", "pod boxes"):
+    for name in ("nested blocks", "shared columns", "pod rows", "pod patterns"):
         if how.endswith(f"({name})"):
             return f" + band + crossing count per tier; {name} (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"

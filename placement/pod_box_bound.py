@@ -91,9 +91,10 @@ def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float,
     return h
 
 
-def pod_box_costs(groups: list, problem: GridProblem) -> np.ndarray:
+def pod_box_costs(groups: list, problem: GridProblem, heights: range | None = None) -> np.ndarray:
     """``H[A]``: a lower bound on ``Phi_d`` (module docstring) of a pod of these groups holding
-    ``A`` hosts, ``A = 0 .. sum(groups)``.
+    ``A`` hosts, ``A = 0 .. sum(groups)``; with ``heights``, of such a pod over that many rows
+    only (inf where none fits).
 
     Examples
     --------
@@ -107,7 +108,7 @@ def pod_box_costs(groups: list, problem: GridProblem) -> np.ndarray:
     383.0
     """
     cap = sum(groups)
-    heights = range(1, min(problem.rows, cap) + 1)
+    heights = range(1, min(problem.rows, cap) + 1) if heights is None else heights
     # every multiplier set holds the zero multipliers, so a height whose zero-multiplier bound
     # is nowhere below the least so far cannot lower it: skip its other multipliers
     plain = {r_d: box_costs(groups, problem, r_d, MULTIPLIERS[:1]) for r_d in heights}

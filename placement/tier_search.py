@@ -36,7 +36,7 @@ from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem, grid_cost
 from rankmap.placement.lower_bounds import analytic_lower_bound, band_lower_bound
 from rankmap.placement.perimeter_bound import nested_perimeter_bound, perimeter_lower_bound
-from rankmap.placement.pod_box_bound import pod_box_bound
+from rankmap.placement.pod_pattern_bound import pod_pattern_bound
 from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.pod_rows_bound import pod_rows_bound
 from rankmap.placement.shared_columns_bound import shared_columns_bound
@@ -100,7 +100,9 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     :func:`~rankmap.placement.shared_columns_bound.shared_columns_bound`, and with each pod's
     row pieces filled by its groups, :func:`~rankmap.placement.pod_rows_bound.pod_rows_bound`,
     and with each pod's box of rows and columns filled by its groups,
-    :func:`~rankmap.placement.pod_box_bound.pod_box_bound`); the largest sum is returned."""
+    :func:`~rankmap.placement.pod_box_bound.pod_box_bound`, computed within the stronger
+    :func:`~rankmap.placement.pod_pattern_bound.pod_pattern_bound`, which also enumerates
+    which groups touch each of a pod's rows); the largest sum is returned."""
     return tier_bound_method(problem, bound0)[0]
 
 
@@ -123,7 +125,7 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
                            (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)"),
                            (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)"),
                            (pod_rows_bound(problem) + rest, "ToR and pod tiers jointly (pod rows)"),
-                           (pod_box_bound(problem) + rest, "ToR and pod tiers jointly (pod boxes)")):
+                           (pod_pattern_bound(problem) + rest, "ToR and pod tiers jointly (pod patterns)")):
             if joint > total:
                 total, best = joint, how
         if total > float(sum(levels)):

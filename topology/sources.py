@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from rankmap.errors import SpecError, TopologyError
@@ -328,10 +329,12 @@ def warn_odd_names(leaves: list[Leaf], diags: Diagnostics, source: str, host_lin
         if len(names) < 3:
             continue
         patterns = [name_pattern(n) for n in names]
-        counts = {p: patterns.count(p) for p in patterns}
+        counts = Counter(patterns)                            # one pass: a leaf can hold 10^5 hosts
+        usual = max(counts, key=lambda p: (counts[p], p))
+        if counts[usual] < 2:
+            continue
         for name, pattern in zip(names, patterns):
-            if counts[pattern] == 1 and max(counts.values()) >= 2:
-                usual = max(counts, key=lambda p: (counts[p], p))
+            if counts[pattern] == 1:
                 line = (host_lines or {}).get(name, leaf.line)
                 diags.warn(f"host {name} does not look like its {len(names) - 1} neighbours in {what} {leaf.name} "
                            f"(pattern {pattern!r}, {counts[usual]} of them {usual!r}): a typo?", source=source,

@@ -150,8 +150,7 @@ def run_plan(args: argparse.Namespace) -> int:
         else:
             print_plan(cluster, result, written, time.perf_counter() - t0)
 
-    # an old plan.png beside the new map would show another plan: it goes in the same commit
-    write_map(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",), report=report)
+    write_map(result.rankmap, args.out, extra, report=report)
     return EXIT_OK
 
 
@@ -257,8 +256,12 @@ def stale_launch_folders(out: Path) -> list[Path]:
     return stale
 
 
-def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), report) -> None:
+def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
     """Commit ``rm`` (rankmap.json, hostfile, ``extra``) into ``out`` after printing ``report``.
+
+    An old ``plan.png`` in ``out`` that ``extra`` does not redraw would show another map (the
+    failed host of a replan still in use): it is removed in the same commit, and stderr says how
+    to draw the new map (``rankmap show``).
 
     Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
     with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
@@ -274,6 +277,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
 
     stale = stale_launch_folders(out)
     aside: list[tuple[Path, Path]] = []
+    old_picture = "plan.png" not in (extra or {}) and (out / "plan.png").is_file()
 
     def before_commit(paths) -> None:
         report_before_commit(report)(paths)
@@ -283,7 +287,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
             aside.append((folder, trash))
 
     try:
-        api.write_plan_files(rm, out, extra, remove=remove, before_commit=before_commit)
+        api.write_plan_files(rm, out, extra, remove=("plan.png",) if old_picture else (), before_commit=before_commit)
     except BaseException:
         for folder, trash in reversed(aside):
             os.rename(trash, folder)
@@ -294,6 +298,9 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
         print(f"rankmap: removed {', '.join(f'{f}/' for f in stale)}: launch files of the map this one replaces "
               f"(`rankmap launch --rankmap {out / 'rankmap.json'} --format ...` writes them for the new map)",
               file=sys.stderr)
+    if old_picture:
+        print(f"rankmap: removed {out / 'plan.png'}: it drew the map this one replaces (`rankmap show "
+              f"{out / 'rankmap.json'}` draws the new one)", file=sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:

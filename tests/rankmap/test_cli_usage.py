@@ -315,3 +315,17 @@ def test_tier_weights_with_the_tiers_objective_reach_the_plan(capsys, tmp_path):
             "--objective", " tiers=1, uplink=4", "--tier-weights", "spine=2"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["tier_weights"] == [2.0]
+
+
+def test_replan_into_the_maps_own_folder_removes_its_old_picture(tmp_path):
+    """plan.png of the map replan replaces still draws the failed host in use: it goes with the
+    old map (as `plan --no-picture` removes it), and stderr says how to draw the new one."""
+    out = tmp_path / "p"
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", out).returncode == 0
+    assert (out / "plan.png").is_file()
+    failed = json.loads((out / "rankmap.json").read_text())["ranks"][0]["host"]
+    run = rankmap("replan", "--rankmap", out / "rankmap.json", "--failed", failed, "--out", out)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["hostfile", "rankmap.json"]
+    assert (f"rankmap: removed {out}/plan.png: it drew the map this one replaces (`rankmap show "
+            f"{out}/rankmap.json` draws the new one)") in run.stderr

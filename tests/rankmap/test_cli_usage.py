@@ -329,3 +329,19 @@ def test_replan_into_the_maps_own_folder_removes_its_old_picture(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["hostfile", "rankmap.json"]
     assert (f"rankmap: removed {out}/plan.png: it drew the map this one replaces (`rankmap show "
             f"{out}/rankmap.json` draws the new one)") in run.stderr
+
+
+def test_a_reservation_in_a_constraints_file_is_blamed_on_its_line_not_on_the_flag(tmp_path, racks_plan):
+    """replan refuses a reserved map that holds hosts it keeps; a `reserve:` of a constraints file
+    is named by file, line and item (there is no --reserve flag to blame)."""
+    other, mine = racks_plan(4), tmp_path / "mine" / "rankmap.json"
+    mine.parent.mkdir()
+    mine.write_bytes(racks_plan(2).read_bytes())  # the dp=2 hosts lie among the dp=4 ones
+    (tmp_path / "c.yaml").write_text(f"exclude: gpu-r4-n12\nreserve:\n  - {other}\n")
+    failed = json.loads(mine.read_text())["ranks"][0]["host"]
+    run = rankmap("replan", "--rankmap", mine, "--failed", failed, "--constraints", tmp_path / "c.yaml",
+                  "--out", tmp_path / "r")
+    assert run.returncode == 3
+    assert run.stderr.startswith(f"rankmap: error: {tmp_path}/c.yaml:3: reserve[0]: 7 host(s) of the map that replan "
+                                 f"keeps are reserved for the job of rank map {other}: "), run.stderr
+    assert not (tmp_path / "r").exists()

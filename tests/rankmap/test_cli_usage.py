@@ -58,6 +58,10 @@ def racks_map(racks_plan):
      "--example racks conflicts with --cluster and --job"),
     (("simulate", "--example", "racks", "--cluster", RACKS_CLUSTER, "--rankmap", "m.json"),
      "--example racks conflicts with --cluster and --rankmap"),
+    # half an example mixed with another file: refused too (the job of one, the cluster of another)
+    (("plan", "--cluster", RACKS_CLUSTER, "--example", "racks"), "rankmap: error: --example racks conflicts with "
+     "--cluster: an example is a cluster and its job together; give --example alone, or the files"),
+    (("simulate", "--example", "racks", "--job", RACKS_JOB), "--example racks conflicts with --job: an example is"),
     (("plan", "--example", "racks", "--objective", "moved"), "--objective moved: 'moved' counts hosts changed against "
                                                              "--previous; give --previous"),
     (("plan", "--example", "racks", "--objective", "tiers=0"), "argument --objective: every weight of 'tiers=0' is 0"),

@@ -124,6 +124,12 @@ def hostlist_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
     if not text.startswith("@"):
         comma_items(text, "hostlists", split=_outer_items)
+        from rankmap.errors import SpecError
+        from rankmap.topology.hostnames import expand_hostlist
+        try:  # its syntax, names and duplicates (n[1-2],n2) are the flag's value: a usage error
+            expand_hostlist(text)
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
     return text
 
 
@@ -143,6 +149,10 @@ def hostname_arg(text: str) -> str:
     "$NODE_NAME"`` with the variable unset) is refused, not taken as "use the default"."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"no host given (got {text!r})")
+    from rankmap.names import host_problem
+    why = host_problem(text)  # the grammar launch checks hosts with (rankmap.launch.common.check_host)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a valid hostname or IP address: {why}")
     return text
 
 

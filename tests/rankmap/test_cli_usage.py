@@ -105,6 +105,22 @@ def racks_map(racks_plan):
     (("show", "m.json", "--out", "-"), "--out names the PNG file to write"),
     (("show", "m.json", "--out", "x.png/"), "argument --out: 'x.png/' ends in '/', which names a folder"),
     (("topo", "export", "--to", "slurm", "c.yaml", "--out", "topology.conf/"), "'topology.conf/' ends in '/'"),
+    # a flag's value or a combination of flags is a usage error (2), whatever part of rankmap finds it
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--plan-in-allocation"),
+     "rankmap: error: --plan-in-allocation needs --cluster CLUSTER.yaml"),
+    (("launch", "--rankmap", "m.json", "--format", "torchrun", "--plan-in-allocation", "--cluster", "c.yaml"),
+     "--plan-in-allocation and --cluster go with --format slurm, not --format torchrun"),
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--cluster", "c.yaml"),
+     "--cluster goes with --plan-in-allocation: it would do nothing here"),
+    (("topo", "import", "--from", "k8s-labels", "n.json", "--kueue-topology", "kt.yaml", "--levels", "a", "--out",
+      "o.yaml"), "rankmap: error: give --levels or --kueue-topology, not both"),
+    (("topo", "import", "--from", "slurm", "t.conf", "--out", "./t.conf"), "--out t.conf is the input file"),
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--master-addr", "a;b"),
+     "argument --master-addr: 'a;b' is not a valid hostname or IP address: character ';' is not allowed"),
+    (("node-rank", "--rankmap", "m.json", "--host", "n1", "--master-addr", "a;b"), "argument --master-addr: 'a;b' is"),
+    (("replan", "--rankmap", "m.json", "--failed", "gpu-r3-n[01-02],gpu-r3-n02"),
+     "argument --failed: host 'gpu-r3-n02' appears twice in hostlist 'gpu-r3-n[01-02],gpu-r3-n02'"),
+    (("plan", "--example", "racks", "--exclude", "n[1-"), "argument --exclude: bad hostlist 'n[1-': unbalanced"),
 ])
 def test_flags_that_would_do_nothing_are_usage_errors(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)

@@ -110,7 +110,7 @@ def test_import_refuses_to_overwrite_its_input(tmp_path, capsys):
     conf = tmp_path / "t.conf"
     conf.write_text("SwitchName=l1 Nodes=n1\n")
     code, _, stderr = run(capsys, "import", "--from", "slurm", str(conf), "--out", str(conf))
-    assert code == 3 and "refusing to overwrite it" in stderr and conf.read_text() == "SwitchName=l1 Nodes=n1\n"
+    assert code == 2 and "refusing to overwrite it" in stderr and conf.read_text() == "SwitchName=l1 Nodes=n1\n"
 
 
 def test_bad_option_values_are_usage_errors(capsys):

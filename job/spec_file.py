@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rankmap.errors import SpecError
-from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, virtual_stages_rule
+from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, layout_rule, virtual_stages_rule
 from rankmap.job.generators import DIMS
 from rankmap.job.spec import DEFAULT_ORDER, GPU_NAMES, MODEL_PRESETS, Hardware, JobSpec, ModelShape, check_batch
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
@@ -222,6 +222,18 @@ def _check_magnitude(job: JobSpec, fields: dict[str, Fields]) -> None:
                                                         f"(over {MAX_VOLUME_BYTES})")
 
 
+def _check_framework(job: JobSpec, par: Fields) -> None:
+    """The job's framework can build its groups (:func:`rankmap.job.frameworks.layout_rule`): its
+    order, CP/EP and interleaving, refused here (plan time) rather than by ``launch --flags``.
+    With dp auto, refused only when no dp (1 or more) would pass."""
+    sizes = {"tp": job.tp, "cp": job.cp, "ep": job.ep, "pp": job.pp}
+    rules = [layout_rule(job.framework, {**sizes, "dp": dp}, job.order, job.virtual_stages)
+             for dp in ((job.dp,) if job.dp is not None else (2, 1))]
+    if all(rules):
+        key, why = rules[0]
+        raise par.error(key, f"{why} (framework: {job.framework})")
+
+
 def _check_model(job: JobSpec, par: Fields) -> None:
     model = job.model
     if model.layers % job.pp:
@@ -231,6 +243,7 @@ def _check_model(job: JobSpec, par: Fields) -> None:
         raise par.error("vpp", why)
     if model.layers % (job.pp * job.virtual_stages):
         raise par.error("vpp", f"pp*vpp = {job.pp * job.virtual_stages} must divide the model's {model.layers} layers")
+    _check_framework(job, par)
     if model.heads % job.tp:
         raise par.error("tp", f"tp={job.tp} must divide the model's {model.heads} attention heads")
     if model.hidden % model.heads:

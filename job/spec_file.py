@@ -171,11 +171,17 @@ def _hardware_dict(hw: Hardware) -> dict:
 
 
 def _model(f: Fields) -> ModelShape:
+    shape_keys = ("layers", "hidden", "heads", "seq_len", "vocab", "params", "experts", "top_k")
     if f.has("preset"):
+        extra = [k for k in f.data if k != "preset"]
+        if extra and extra[0] in shape_keys:  # model: {preset: gpt3-13b, layers: 41}
+            raise f.error(extra[0], f"a preset fixes the whole shape, so preset and {extra[0]} cannot be combined: "
+                                    f"give the preset alone, or the shape keys ({', '.join(shape_keys[:4])}, ...) "
+                                    f"without it")
         f.only("preset")
         name = f.choice("preset", tuple(MODEL_PRESETS))
         return MODEL_PRESETS[name]
-    f.only("layers", "hidden", "heads", "seq_len", "vocab", "params", "experts", "top_k")
+    f.only(*shape_keys)
     shape = ModelShape(layers=f.int("layers", minimum=1), hidden=f.int("hidden", minimum=1),
                        heads=f.int("heads", minimum=1), seq_len=f.int("seq_len", minimum=1),
                        vocab=f.int("vocab", 50257, minimum=1), params=f.int("params", 0, minimum=0),

@@ -236,3 +236,14 @@ def test_deepspeed_interleaving_is_blamed_on_vpp_not_on_the_micro_batches():
     assert str(err.value) == ("job.yaml:5: parallel.vpp: DeepSpeed's pipeline engine runs one non-interleaved "
                               "schedule: it cannot run the job's vpp=2 model chunks per pipeline rank; plan with "
                               "vpp=1 (framework: deepspeed)")
+
+
+def test_a_preset_with_shape_keys_says_they_cannot_be_combined():
+    """README lists layers as a model key: 'unknown key' beside a preset misled; the message says why."""
+    with pytest.raises(SpecError) as err:
+        parse_job("model:\n  preset: gpt3-13b\n  layers: 41\n", "job.yaml")
+    assert str(err.value) == ("job.yaml:3: model.layers: a preset fixes the whole shape, so preset and layers cannot "
+                              "be combined: give the preset alone, or the shape keys (layers, hidden, heads, seq_len, "
+                              "...) without it")
+    with pytest.raises(SpecError, match="job.yaml:3: model.colour: unknown key 'colour' \\(expected one of: preset\\)"):
+        parse_job("model:\n  preset: gpt3-13b\n  colour: red\n", "job.yaml")

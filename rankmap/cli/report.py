@@ -385,8 +385,11 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
 
 def print_import_summary(result, lines: list[str], stream=None) -> None:
     """Summary of an imported topology on ``stream`` (default stdout; stderr when the spec itself goes to
-    stdout); warnings again on stderr, one line each, so they are not missed."""
+    stdout); its warnings once, on stderr, one line each (not also among the summary lines, which
+    a terminal would show twice)."""
+    listed = {f"warning: {w}" for w in result.warnings}
     for line in lines:
-        print(line, file=stream or sys.stdout)
+        if line not in listed:
+            print(line, file=stream or sys.stdout)
     for warning in result.warnings:
         print(f"rankmap: warning: {warning}", file=sys.stderr)

@@ -75,7 +75,11 @@ def add_parsers(sub) -> None:
     add_json_arg(p)
     p.set_defaults(func=run_plan)
 
-    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
+    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks",
+                       description="Replace the failed hosts of a rank map (--failed, and those the cluster spec "
+                                   "marks failed) with spare hosts, preferring each one's own ToR group: only their "
+                                   "ranks move, every other rank keeps its host. Writes the new rankmap.json and "
+                                   "hostfile to --out.")
     r.add_argument("--rankmap", type=path_arg, required=True, help="the current rankmap.json")
     r.add_argument("--cluster", type=path_arg,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
@@ -101,7 +105,10 @@ def add_show_parser(sub) -> None:
 
 def add_verify_parser(sub) -> None:
     """Add ``verify`` to the subparsers."""
-    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
+    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)",
+                       description="Check a rank map: the schema, every rank once, ranks and coordinates as its "
+                                   "order gives them; with --cluster, that it was made for that cluster and that "
+                                   "none of its hosts is marked failed there (busy ones are warned about).")
     v.add_argument("rankmap", type=path_arg, help="rankmap.json")
     v.add_argument("--cluster", type=path_arg, help="cluster spec YAML the map must belong to")
     add_json_arg(v)

@@ -178,8 +178,13 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
                   "uplinks, in and out; gap: to the lower bound"
                   + "".join(f"; {label}: tier {name}" for label, name in zip(labels, tiers) if label != name),
                   markup=False)
-    console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
-                  f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
+    if not result.has_bound:  # no bound computed: "lower bound 0 B (... none)" contradicted itself
+        why = result.bound_method.removeprefix("none").strip(" ()")
+        bound_text = f"no lower bound{f' ({why})' if why else ''}, so no gap"
+    else:
+        bound_text = (f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
+                      f"{result.bound_method})")
+    console.print(f"{bound_text}; solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)

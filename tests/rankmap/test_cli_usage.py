@@ -300,6 +300,9 @@ def test_gap_without_a_bound_is_a_dash_and_null(tmp_path):
     rows = [line.split() for line in run.stdout.splitlines() if line.strip().startswith(("rankmap plan", "spread"))]
     assert len(rows) == 2 and all(row[-1] == "-" for row in rows)
     assert "no bound" in run.stdout and "100.0%" not in run.stdout
+    # not "lower bound 0 B (valid for every placement ...; none (...))", which contradicted itself
+    assert "no lower bound (hosts of different sizes), so no gap; solved in" in run.stdout
+    assert "lower bound 0 B" not in run.stdout
     doc = json.loads((tmp_path / "p" / "rankmap.json").read_text())
     assert doc["summary"]["bound_method"].startswith("none") and doc["summary"]["lower_bound_bytes"] == 0
     assert doc["summary"]["plan"]["gap_to_bound"] is None
@@ -365,3 +368,20 @@ def test_a_reservation_in_a_constraints_file_is_blamed_on_its_line_not_on_the_fl
     assert run.stderr.startswith(f"rankmap: error: {tmp_path}/c.yaml:3: reserve[0]: 7 host(s) of the map that replan "
                                  f"keeps are reserved for the job of rank map {other}: "), run.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_every_subcommand_help_has_a_description():
+    """`rankmap replan --help` printed usage and flags only: every command says what it does."""
+    import argparse
+
+    from rankmap.cli import build_parser
+
+    def commands(parser, prefix=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*prefix, name), sub
+                    yield from commands(sub, (*prefix, name))
+
+    missing = [" ".join(name) for name, sub in commands(build_parser()) if not sub.description]
+    assert missing == []

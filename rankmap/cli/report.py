@@ -214,8 +214,10 @@ def short_bytes(n: float) -> str:
     --------
     >>> short_bytes(272.41e12), short_bytes(6.994e12), short_bytes(14.15e12), short_bytes(0)
     ('272 TB', '6.99 TB', '14.2 TB', '0 B')
+    >>> short_bytes(26254e12), short_bytes(3.2e18)
+    ('26.3 PB', '3.20 EB')
     """
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             v = n / scale
             return f"{v:.{max(0, 2 - int(abs(v) >= 10) - int(abs(v) >= 100))}f} {unit}"

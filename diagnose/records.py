@@ -272,32 +272,43 @@ def read_run(run_dir: str | Path, run_id: str | None = None) -> RunRecords:
     return _read_folder(top / run_id if run_id else top, run_id)
 
 
-_NAME = re.compile(r"^(?:hang-)?rank-(\d+)\.jsonl?$")
+# A record file, or a look-alike of one: a name beginning (in any letter case) with "rank" or
+# "hang-rank". Each is refused unless it bears the recorder's exact name, so that no renamed,
+# copied or backed-up record (rank1.jsonl, Rank-00001.jsonl, rank-00001.jsonl.bak, ...~) is
+# silently read twice or left out. Other files (stacks-rank-*, fr-rank-*, notes) are not records;
+# hidden ones are atomic writes' temporaries.
+_LOOKALIKE = re.compile(r"^(hang[-_]?)?rank", re.IGNORECASE)
+_RANK = re.compile(r"^(?:hang[-_]?)?rank[-_]?(\d+)(?=\.|~|$)", re.IGNORECASE)
 
 
-def _record_files(folder: Path, pattern: str, path_of) -> list[tuple[int, Path]]:
-    """``(rank, path)`` of the record files in ``folder`` matching ``pattern``, by rank.
+def _record_files(folder: Path, hang: bool, path_of) -> list[tuple[int, Path]]:
+    """``(rank, path)`` of the event files (``hang``: hang records) in ``folder``, by rank.
 
-    Every such file must bear the name the recorder writes for its rank (``path_of(folder, rank)``:
-    :func:`event_path`, :func:`hang_path`). A file renamed or copied by hand (``rank-1.jsonl``,
-    ``rank-000001.jsonl``) would add a rank's events twice, or under no rank: it is an error
-    naming it, and two files for one rank are an error naming both.
+    Every file whose name begins with ``rank`` (``hang-rank`` for hang records), in any letter
+    case, must bear the name the recorder writes for its rank (``path_of(folder, rank)``:
+    :func:`event_path`, :func:`hang_path`). A file renamed, copied or backed up by hand
+    (``rank-1.jsonl``, ``Rank-00001.jsonl``, ``rank-00001.JSONL``, ``rank-00001.jsonl.bak``,
+    ``rank-00001.jsonl~``, ``rank-00001.json``) would add a rank's events twice, or be left out
+    unseen: it is an error naming it, and two files for one rank are an error naming both.
 
     Raises
     ------
     RankmapError
-        Two files for one rank, or a file whose name is not the recorder's.
+        Two files for one rank, or a record-like file whose name is not the recorder's.
     """
     by_rank: dict[int, Path] = {}
-    for path in sorted(folder.glob(pattern)):
-        m = _NAME.match(path.name)
-        rank = int(m.group(1)) if m else None
-        if rank is not None and rank in by_rank:
-            raise RankmapError(f"{by_rank[rank]} and {path}: two files for rank {rank} (the recorder writes "
-                               f"{path_of(folder, rank).name} only): remove the copy")
-        if rank is None or path.name.startswith("hang-") != path.name.endswith(".json"):
+    for path in sorted(folder.iterdir()):
+        m = _LOOKALIKE.match(path.name)
+        if m is None or path.name.startswith(".") or bool(m.group(1)) != hang:
+            continue
+        m = _RANK.match(path.name)
+        if m is None:
             raise RankmapError(f"{path}: not a record file name (the recorder writes rank-NNNNN.jsonl and "
                                f"hang-rank-NNNNN.json, the rank in at least 5 digits): rename or remove it")
+        rank = int(m.group(1))
+        if rank in by_rank:
+            raise RankmapError(f"{by_rank[rank]} and {path}: two files for rank {rank} (the recorder writes "
+                               f"{path_of(folder, rank).name} only): remove the copy")
         by_rank[rank] = path
     for rank, path in by_rank.items():
         if path != path_of(folder, rank):
@@ -318,7 +329,7 @@ def _read_folder(folder: Path, run_id: str) -> RunRecords:
     events: list[Event] = []
     ranks: set[int] = set()
     problems: list[str] = []
-    for rank, path in _record_files(folder, "rank-*.jsonl", event_path):
+    for rank, path in _record_files(folder, False, event_path):
         try:
             lines = path.read_text(encoding="utf-8", errors="replace").split("\n")
         except OSError as exc:
@@ -347,7 +358,7 @@ def _read_folder(folder: Path, run_id: str) -> RunRecords:
         if not any(line.strip() for line in lines):
             problems.append(f"{path}: empty: rank {rank} left out")
     hangs = []
-    for rank, path in _record_files(folder, "hang-rank-*.json", hang_path):
+    for rank, path in _record_files(folder, True, hang_path):
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
             hang = Hang(**{**rec, "peers": tuple(rec["peers"])})

@@ -9,12 +9,77 @@ parallel folding (:data:`FOLDING_SINCE`, see :mod:`rankmap.job.generators`).
 
 from __future__ import annotations
 
-__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "release", "interleaved_rounds", "interleaved_rule",
-           "virtual_stages_rule"]
+__all__ = ["FRAMEWORKS", "DEFAULT_FRAMEWORK", "FOLDING_SINCE", "FRAMEWORK_NAMES", "FRAMEWORK_ORDERS", "release",
+           "interleaved_rounds", "interleaved_rule", "virtual_stages_rule", "effective_order", "layout_rule"]
 
 FOLDING_SINCE = (0, 10)   # Megatron-Core release that builds expert groups with their own generator
 FRAMEWORKS = ("engine", "megatron", "torchtitan", "deepspeed")
 DEFAULT_FRAMEWORK = "engine"
+FRAMEWORK_NAMES = {"engine": "rankmap's engine", "megatron": "Megatron-LM", "torchtitan": "torchtitan",
+                   "deepspeed": "DeepSpeed"}
+#: Rank orders (fastest first) each framework builds its groups in; the engine reads any order from the map.
+#: Megatron-LM: the default and ``--use-tp-pp-dp-mapping`` (``megatron/core/parallel_state.py``
+#: ``RankGenerator``); torchtitan: ``ParallelDims``' mesh ``(pp, dp_replicate, dp_shard, cp, tp)``
+#: (``torchtitan/distributed/parallel_dims.py``); DeepSpeed: ``PipeModelDataParallelTopology``'s axes
+#: ``(pipe, data, model)`` (``deepspeed/runtime/pipe/topology.py``).
+FRAMEWORK_ORDERS = {"megatron": ("tp-cp-ep-dp-pp", "tp-cp-ep-pp-dp"), "torchtitan": ("tp-cp-dp-pp",),
+                    "deepspeed": ("tp-dp-pp",)}
+
+
+def effective_order(order: str, sizes: dict) -> tuple[str, ...]:
+    """The order's dimensions of size > 1, fastest first: what decides the groups.
+
+    Examples
+    --------
+    >>> effective_order("tp-cp-ep-dp-pp", {"tp": 8, "cp": 1, "ep": 1, "dp": 4, "pp": 2})
+    ('tp', 'dp', 'pp')
+    """
+    return tuple(d for d in order.split("-") if sizes.get(d, 1) > 1)
+
+
+def layout_rule(framework: str, sizes: dict, order: str, vpp: int = 1,
+                subject: str = "the job") -> tuple[str, str] | None:
+    """Why ``framework`` cannot build the groups of a job of ``sizes`` (``{dim: size}`` for tp, cp,
+    ep, dp, pp) ranked in ``order`` with ``vpp`` model chunks per pipeline rank, as
+    ``(parallel key to blame, reason)``; None when it can. ``subject`` names the job in the
+    reason ("the job", "the map").
+
+    - torchtitan carves EP out of its ``dp_shard`` x ``cp`` dimensions, not from a digit of its
+      own, and builds only the order ``tp-cp-dp-pp`` (``ParallelDims``).
+    - DeepSpeed's ``PipeModelDataParallelTopology`` has axes pipe, data and model only (no CP,
+      no EP; order ``tp-dp-pp``), and its pipeline engine has no interleaved schedule.
+    - Megatron-LM builds ``tp-cp-ep-dp-pp`` and, with ``--use-tp-pp-dp-mapping``, ``tp-cp-ep-pp-dp``.
+    - rankmap's engine builds its groups from the map: any order.
+
+    Only the dimensions of size > 1 decide the groups, so ``tp-cp-ep-pp-dp`` with dp = 1 is
+    torchtitan's order too.
+
+    Examples
+    --------
+    >>> sizes = {"tp": 8, "cp": 1, "ep": 1, "dp": 2, "pp": 4}
+    >>> layout_rule("torchtitan", sizes, "tp-cp-ep-pp-dp")[0]
+    'order'
+    >>> layout_rule("torchtitan", {**sizes, "dp": 1}, "tp-cp-ep-pp-dp") is None
+    True
+    """
+    name = FRAMEWORK_NAMES.get(framework, framework)
+    if framework == "torchtitan" and sizes.get("ep", 1) > 1:
+        return "ep", (f"torchtitan carves EP out of its dp_shard x cp dimensions, not from a digit of its own: it "
+                      f"cannot build {subject}'s EP groups; plan with ep=1")
+    if framework == "deepspeed" and (sizes.get("cp", 1) > 1 or sizes.get("ep", 1) > 1):
+        return ("cp" if sizes.get("cp", 1) > 1 else "ep"), (
+            f"DeepSpeed's PipeModelDataParallelTopology has axes pipe, data and model only: it cannot build "
+            f"{subject}'s CP or EP groups; plan with cp=1 ep=1")
+    if framework == "deepspeed" and vpp > 1 and sizes.get("pp", 1) > 1:
+        return "vpp", (f"DeepSpeed's pipeline engine runs one non-interleaved schedule: it cannot run {subject}'s "
+                       f"vpp={vpp} model chunks per pipeline rank; plan with vpp=1")
+    orders = FRAMEWORK_ORDERS.get(framework)
+    want = effective_order(order, sizes)
+    if orders is None or any(effective_order(o, sizes) == want for o in orders):
+        return None
+    return "order", (f"{name} cannot build {subject}'s groups: {subject} orders ranks {order} (fastest first; "
+                     f"dimensions of size > 1: {'-'.join(want) or 'none'}), {name} only {' or '.join(orders)}; "
+                     f"plan with --order {orders[0]}")
 
 
 def release(text: str | None) -> tuple[int, ...] | None:

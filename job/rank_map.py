@@ -32,7 +32,7 @@ import numpy as np
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import ParallelLayout
-from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document
+from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document, job_ints
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
@@ -245,7 +245,7 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     if isinstance(doc.get("nprocs"), list):
         doc["nprocs"] = [as_int(n) for n in doc["nprocs"]]
     try:
-        job = job_from_data(doc.get("job"), source + " (job)")
+        job = job_from_data(job_ints(doc.get("job")), source + " (job)")  # "tp": 8.0 is 8, as for the schema
         g = doc["nproc_per_node"]
         nprocs = doc.get("nprocs")
         ranks = doc["ranks"]

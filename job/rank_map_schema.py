@@ -21,7 +21,7 @@ import re
 
 from rankmap.errors import RankMapFileError
 
-__all__ = ["SCHEMA", "check_document", "as_int"]
+__all__ = ["SCHEMA", "check_document", "as_int", "job_ints"]
 
 SCHEMA = "rankmap/v1"
 _REQUIRED = ("schema", "cluster", "job", "world_size", "nproc_per_node", "num_nodes", "summary", "ranks")
@@ -43,14 +43,27 @@ def as_int(value):
     JSON has one number type (RFC 8259 §6), and JSON Schema's ``"integer"`` is "any number with a
     zero fractional part" (JSON Schema 2020-12 Core §4.2.1; Validation §6.1.1), so a validator
     accepts ``"rail": 1.0``: the reader reads it as 1, agreeing with the schema, while ``1.5``,
-    ``true`` and ``"1"`` stay refused.
+    ``true`` and ``"1"`` stay refused. A float of magnitude 2**53 or more stays a float: it no
+    longer names one integer exactly (IEEE 754 binary64), and no count of a rank map comes near it,
+    so it is refused as out of range, printed as written (``1e+300``), not as 301 digits.
 
-    >>> as_int(1.0), as_int(3), as_int(1.5), as_int(True)
-    (1, 3, 1.5, True)
+    >>> as_int(1.0), as_int(3), as_int(1.5), as_int(True), as_int(1e300)
+    (1, 3, 1.5, True, 1e+300)
     """
-    if isinstance(value, float) and value.is_integer():
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value
+
+
+def job_ints(job):
+    """The rank map's ``job`` section with the integer-valued numbers of its all-integer
+    sections (``parallel``, ``model``, ``batch``, ``precision``) read as integers, as the schema's
+    integers are (:func:`as_int`): ``"tp": 8.0`` is tp 8. Other sections (``hardware``'s rates)
+    keep their numbers as written, and a job that is no object is returned as it is."""
+    if not isinstance(job, dict):
+        return job
+    return {k: {n: as_int(v) for n, v in sub.items()} if k in ("parallel", "model", "batch", "precision")
+            and isinstance(sub, dict) else sub for k, sub in job.items()}
 
 
 class _Check:
@@ -90,6 +103,8 @@ class _Check:
         if kind == "i":
             value = as_int(value)
         types = (int,) if kind == "i" else (int, float)
+        if kind == "i" and isinstance(value, float) and value.is_integer():
+            self.fail(key, f"must be below 2**53, got {_show(value)}")
         if not isinstance(value, types) or isinstance(value, bool):
             self.fail(key, f"expected {'an integer' if kind == 'i' else 'a number'}, got {_show(value)}")
         if minimum is not None and value < minimum or maximum is not None and value > maximum:

@@ -36,7 +36,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rankmap.errors import SpecError
-from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, virtual_stages_rule
+from rankmap.job.frameworks import DEFAULT_FRAMEWORK, FRAMEWORKS, layout_rule, virtual_stages_rule
 from rankmap.job.generators import DIMS
 from rankmap.job.spec import DEFAULT_ORDER, GPU_NAMES, MODEL_PRESETS, Hardware, JobSpec, ModelShape, check_batch
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
@@ -171,11 +171,17 @@ def _hardware_dict(hw: Hardware) -> dict:
 
 
 def _model(f: Fields) -> ModelShape:
+    shape_keys = ("layers", "hidden", "heads", "seq_len", "vocab", "params", "experts", "top_k")
     if f.has("preset"):
+        extra = [k for k in f.data if k != "preset"]
+        if extra and extra[0] in shape_keys:  # model: {preset: gpt3-13b, layers: 41}
+            raise f.error(extra[0], f"a preset fixes the whole shape, so preset and {extra[0]} cannot be combined: "
+                                    f"give the preset alone, or the shape keys ({', '.join(shape_keys[:4])}, ...) "
+                                    f"without it")
         f.only("preset")
         name = f.choice("preset", tuple(MODEL_PRESETS))
         return MODEL_PRESETS[name]
-    f.only("layers", "hidden", "heads", "seq_len", "vocab", "params", "experts", "top_k")
+    f.only(*shape_keys)
     shape = ModelShape(layers=f.int("layers", minimum=1), hidden=f.int("hidden", minimum=1),
                        heads=f.int("heads", minimum=1), seq_len=f.int("seq_len", minimum=1),
                        vocab=f.int("vocab", 50257, minimum=1), params=f.int("params", 0, minimum=0),
@@ -222,6 +228,18 @@ def _check_magnitude(job: JobSpec, fields: dict[str, Fields]) -> None:
                                                         f"(over {MAX_VOLUME_BYTES})")
 
 
+def _check_framework(job: JobSpec, par: Fields) -> None:
+    """The job's framework can build its groups (:func:`rankmap.job.frameworks.layout_rule`): its
+    order, CP/EP and interleaving, refused here (plan time) rather than by ``launch --flags``.
+    With dp auto, refused only when no dp (1 or more) would pass."""
+    sizes = {"tp": job.tp, "cp": job.cp, "ep": job.ep, "pp": job.pp}
+    rules = [layout_rule(job.framework, {**sizes, "dp": dp}, job.order, job.virtual_stages)
+             for dp in ((job.dp,) if job.dp is not None else (2, 1))]
+    if all(rules):
+        key, why = rules[0]
+        raise par.error(key, f"{why} (framework: {job.framework})")
+
+
 def _check_model(job: JobSpec, par: Fields) -> None:
     model = job.model
     if model.layers % job.pp:
@@ -231,6 +249,7 @@ def _check_model(job: JobSpec, par: Fields) -> None:
         raise par.error("vpp", why)
     if model.layers % (job.pp * job.virtual_stages):
         raise par.error("vpp", f"pp*vpp = {job.pp * job.virtual_stages} must divide the model's {model.layers} layers")
+    _check_framework(job, par)
     if model.heads % job.tp:
         raise par.error("tp", f"tp={job.tp} must divide the model's {model.heads} attention heads")
     if model.hidden % model.heads:

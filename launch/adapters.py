@@ -47,6 +47,7 @@ References
 from __future__ import annotations
 
 from rankmap.errors import LaunchError
+from rankmap.job.frameworks import effective_order, layout_rule
 from rankmap.job.rank_map import RankMap
 
 __all__ = ["FRAMEWORKS", "MEGATRON_ORDERS", "framework_flags", "effective_order"]
@@ -56,33 +57,25 @@ FRAMEWORKS = ("megatron", "torchtitan", "deepspeed", "engine")
 MEGATRON_ORDERS = {"tp-cp-ep-dp-pp": (), "tp-cp-ep-pp-dp": ("--use-tp-pp-dp-mapping",)}
 
 
-def effective_order(order: str, sizes: dict) -> tuple[str, ...]:
-    """The order's dimensions of size > 1, fastest first: what decides the groups.
-
-    Examples
-    --------
-    >>> effective_order("tp-cp-ep-dp-pp", {"tp": 8, "cp": 1, "ep": 1, "dp": 4, "pp": 2})
-    ('tp', 'dp', 'pp')
-    """
-    return tuple(d for d in order.split("-") if sizes.get(d, 1) > 1)
-
-
-def _express(rm: RankMap, framework: str, orders: dict) -> tuple:
-    """The extra flags of the first framework order equivalent to the map's; else refuse."""
-    sizes = rm.job.sizes()
-    want = effective_order(rm.job.order, sizes)
-    for order, extra in orders.items():
-        if effective_order(order, sizes) == want:
-            return extra
-    raise LaunchError(f"{framework} cannot build the map's groups: the map orders ranks {rm.job.order} (fastest "
-                      f"first; dimensions of size > 1: {'-'.join(want) or 'none'}), {framework} only "
-                      f"{' or '.join(orders)}; plan with --order {next(iter(orders))}")
+def _express(rm: RankMap, framework: str) -> tuple:
+    """Refuse a map ``framework`` cannot build (:func:`rankmap.job.frameworks.layout_rule`, the rule
+    a job naming that framework is held to when it is planned); else the extra flags of the first
+    of its orders equivalent to the map's (Megatron-LM's ``--use-tp-pp-dp-mapping``)."""
+    job = rm.job
+    sizes = job.sizes()
+    rule = layout_rule(framework, sizes, job.order, job.virtual_stages, subject="the map")
+    if rule:
+        raise LaunchError(rule[1])
+    if framework != "megatron":
+        return ()
+    want = effective_order(job.order, sizes)
+    return next(extra for order, extra in MEGATRON_ORDERS.items() if effective_order(order, sizes) == want)
 
 
 def megatron_flags(rm: RankMap) -> list[str]:
     """Megatron-LM flags for the map's sizes and order (see the module docstring)."""
     job = rm.job
-    extra = _express(rm, "Megatron-LM", MEGATRON_ORDERS)
+    extra = _express(rm, "megatron")
     etp = ["--expert-tensor-parallel-size", str(job.etp)] if job.etp not in (None, job.tp) else []
     vpp = ["--num-virtual-stages-per-pipeline-rank", str(job.virtual_stages)] if _interleaved(job) else []
     return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp),
@@ -115,10 +108,7 @@ def _torchtitan_pipeline(job) -> list[str]:
 def torchtitan_flags(rm: RankMap) -> list[str]:
     """torchtitan ``[parallelism]`` overrides (one replicate group: FSDP over all of DP)."""
     job = rm.job
-    if job.ep > 1:
-        raise LaunchError("torchtitan carves EP out of its dp_shard x cp dimensions, not from a digit of its own: "
-                          "it cannot build the map's EP groups; plan with ep=1")
-    _express(rm, "torchtitan", {"tp-cp-dp-pp": ()})
+    _express(rm, "torchtitan")
     return ["--parallelism.tensor_parallel_degree", str(job.tp), "--parallelism.pipeline_parallel_degree",
             str(job.pp), "--parallelism.context_parallel_degree", str(job.cp),
             "--parallelism.data_parallel_shard_degree", str(job.dp), "--parallelism.data_parallel_replicate_degree",
@@ -128,13 +118,7 @@ def torchtitan_flags(rm: RankMap) -> list[str]:
 def deepspeed_flags(rm: RankMap) -> list[str]:
     """Megatron-DeepSpeed flags; DeepSpeed's pipeline topology is tp-dp-pp."""
     job = rm.job
-    if job.cp > 1 or job.ep > 1:
-        raise LaunchError("DeepSpeed's PipeModelDataParallelTopology has axes pipe, data and model only: it cannot "
-                          "build the map's CP or EP groups; plan with cp=1 ep=1")
-    if _interleaved(job):
-        raise LaunchError(f"DeepSpeed's pipeline engine runs one non-interleaved schedule: it cannot run the map's "
-                          f"vpp={job.virtual_stages} model chunks per pipeline rank; plan with vpp=1")
-    _express(rm, "DeepSpeed", {"tp-dp-pp": ()})
+    _express(rm, "deepspeed")
     return ["--tensor-model-parallel-size", str(job.tp), "--pipeline-model-parallel-size", str(job.pp)]
 
 

@@ -43,6 +43,8 @@ class PlacementConstraints:
     rank_pins: dict = field(default_factory=dict)
     source: str = "<command line>"
     lines: dict = field(default_factory=dict, compare=False)  # key path -> line of ``source``, for errors
+    # host identity -> (file, line, key, rank map path) of the reservation that took it, for errors
+    reserved_by: dict = field(default_factory=dict, compare=False)
 
     def check_names(self, cluster: Cluster) -> None:
         """Every named host and ToR group exists (SpecError naming FILE:LINE and the key otherwise).
@@ -99,13 +101,17 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     exclude = tuple(expand_hostlist(top.str("exclude"), source=source, line=top.line_of("exclude"), key="exclude")
                     if top.has("exclude") else ())
     reserve: list[str] = []
-    for item in top.seq("reserve", []):
+    reserved_by: dict = {}
+    items = top.seq("reserve", [])
+    item_lines = getattr(items, "item_lines", None) or [top.line_of("reserve")] * len(items)
+    for i, item in enumerate(items):
         if not isinstance(item, str):
             raise top.error("reserve", f"expected rank map paths, got {item!r}")
         rm = read_rankmap(Path(path).parent / item)
         if cluster is not None:
             rm.verify_cluster(cluster)
         reserve += rm.hosts
+        reserved_by |= {host_identity(h): (source, item_lines[i], f"reserve[{i}]", item) for h in rm.hosts}
     quotas = {}
     q = top.sub("quotas")
     for name in list(q.data):
@@ -118,7 +124,7 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     lines |= {f"pins.stages.{k}": stages.line_of(k) for k in stage_pins}
     lines |= {f"pins.ranks.{k}": ranks.line_of(k) for k in rank_pins}
     out = PlacementConstraints(exclude=exclude, reserve=tuple(reserve), quotas=quotas, stage_pins=stage_pins,
-                               rank_pins=rank_pins, source=source, lines=lines)
+                               rank_pins=rank_pins, source=source, lines=lines, reserved_by=reserved_by)
     return out.in_spelling_of(cluster) if cluster is not None else out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from rankmap.errors import SpecError
 from rankmap.fileio import parse_json, read_text
-from rankmap.names import check_host, host_identity
+from rankmap.names import check_host, host_identity, host_problem
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.topology.hostnames import expand_hostlist
 from rankmap.topology.model import Cluster
@@ -75,24 +75,33 @@ def _names_from_json(text: str, path: str) -> list[str]:
                             key="--hosts")
     except SpecError as exc:
         raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
+    from rankmap.topology.k8s import json_item_lines
+
+    def line_of(i: int) -> int:  # the item's own line (where its metadata.name is written)
+        return json_item_lines(text, doc)[i]
+
     what = "pod"
     if doc.get("kind") == "NodeList" or (items and all(item.get("kind") == "Node" for item in items)):
         what = "node item"
         names = [(item.get("metadata") or {}).get("name") for item in items]
-        if not all(isinstance(n, str) and n for n in names):
-            raise SpecError("a node has no metadata.name", source=path, key="--hosts")
+        bad = [i for i, n in enumerate(names) if not (isinstance(n, str) and n)]
+        if bad:
+            raise SpecError(f"node item items[{bad[0]}] has no metadata.name", source=path, line=line_of(bad[0]),
+                            key="--hosts")
     else:
         names = [(pod.get("spec") or {}).get("nodeName") for pod in items]
         if None in names:
-            pod = items[names.index(None)].get("metadata", {}).get("name", "?")
-            raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, key="--hosts")
-    for name in names:
-        check_host(name, source=path, key="--hosts")
+            i = names.index(None)
+            pod = (items[i].get("metadata") or {}).get("name", f"items[{i}]")
+            raise SpecError(f"pod {pod} is not scheduled yet (no spec.nodeName)", source=path, line=line_of(i),
+                            key="--hosts")
+    for i, name in enumerate(names):
+        if host_problem(name):
+            check_host(name, source=path, line=line_of(i), key="--hosts")
     first: dict[str, int] = {}
     for i, name in enumerate(names):  # the rule of hostlists: a host named twice is refused
         j = first.setdefault(host_identity(name), i)
         if j != i:
-            from rankmap.topology.k8s import json_item_lines
             lines = json_item_lines(text, doc)  # the duplicate is cited at its own line, the first named
             who = [str((items[k].get("metadata") or {}).get("name", f"items[{k}]")) for k in (j, i)]
             raise SpecError(f"host {name!r} is named twice, by {what}s {who[0]} (line {lines[j]}) and {who[1]} "

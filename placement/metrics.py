@@ -166,10 +166,10 @@ def human_bytes(n: float) -> str:
 
     Examples
     --------
-    >>> human_bytes(4.3387e12), human_bytes(55.6e9), human_bytes(12)
-    ('4.34 TB', '55.60 GB', '12 B')
+    >>> human_bytes(4.3387e12), human_bytes(55.6e9), human_bytes(12), human_bytes(26254e12)
+    ('4.34 TB', '55.60 GB', '12 B', '26.25 PB')
     """
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.2f} {unit}"
     return f"{n:.0f} B"

@@ -119,7 +119,8 @@ def _check_reserved(previous: RankMap, down: list[int], constraints: PlacementCo
     Raises
     ------
     SpecError
-        Key ``--reserve``, naming the hosts (a hostlist) and their node ranks.
+        Located where the reservation was made (``FILE:LINE: reserve[I]`` of a constraints file,
+        or ``--reserve PATH``), naming the hosts (a hostlist) and their node ranks.
     """
     from rankmap.names import host_identity
     from rankmap.topology.hostnames import compress_hostlist
@@ -127,11 +128,16 @@ def _check_reserved(previous: RankMap, down: list[int], constraints: PlacementCo
     reserved = {host_identity(h) for h in constraints.reserve}
     clash = [(n, h) for n, h in enumerate(previous.hosts) if n not in down and host_identity(h) in reserved]
     if clash:
+        source, line, key, path = constraints.reserved_by.get(host_identity(clash[0][1]),
+                                                              (None, None, "--reserve", None))
+        clash = [(n, h) for n, h in clash  # the hosts of that one reservation
+                 if constraints.reserved_by.get(host_identity(h), (None, None, "--reserve", None))[2] == key]
         hosts = compress_hostlist(sorted(h for _, h in clash))
-        raise SpecError(f"{len(clash)} host(s) of the map that replan keeps are reserved for another job: {hosts} "
+        held = f"the job of rank map {path}" if path else "another job"
+        raise SpecError(f"{len(clash)} host(s) of the map that replan keeps are reserved for {held}: {hosts} "
                         f"(node ranks {', '.join(str(n) for n, _ in clash[:8])}{' ...' if len(clash) > 8 else ''}); "
-                        f"two jobs cannot share hosts: drop the reservation that holds them, or name them in "
-                        f"--failed to move this job's ranks off them", key="--reserve")
+                        f"two jobs cannot share hosts: drop that reservation if the map is stale, or name the hosts in "
+                        f"--failed to move this job's ranks off them", source=source, line=line, key=key)
 
 
 def _replacement_group(cost, hosts: list[str], node: int, pool: dict[int, list[str]], own: int) -> int:

@@ -359,6 +359,10 @@ def _gpus(name, labels, resources, options, diags, source, line) -> int:
 def parse_kueue_levels(text: str, source: str) -> tuple[str, ...]:
     """Label keys of a Kueue ``Topology`` object (``spec.levels[].nodeLabel``), top first.
 
+    A label key given twice is refused (SpecError at the second's line, naming the first's), as
+    Kueue's API server refuses the object (``TopologySpec.levels``: "must be unique",
+    ``apis/kueue/v1alpha1/topology_types.go``) and as ``--levels a,a`` is refused.
+
     Examples
     --------
     >>> parse_kueue_levels("kind: Topology\\nspec:\\n  levels:\\n  - nodeLabel: blk\\n"
@@ -371,10 +375,16 @@ def parse_kueue_levels(text: str, source: str) -> tuple[str, ...]:
     spec = doc.sub("spec", required=True).only("levels")
     levels = spec.seq("levels")
     out = []
+    first: dict[str, int] = {}
     for i, entry in enumerate(levels):
         f = Fields(entry, source, f"spec.levels[{i}]", levels.item_lines[i]).only("nodeLabel")
-        out.append(LevelKey(f.str("nodeLabel"), source=source, line=levels.item_lines[i],
-                            key=f"spec.levels[{i}].nodeLabel"))
+        label = f.str("nodeLabel")
+        if label in first:
+            j = first[label]
+            raise f.error("nodeLabel", f"label key {label!r} is given twice (spec.levels[{j}], line "
+                                       f"{levels.item_lines[j]}): each level needs its own key (Kueue: must be unique)")
+        first[label] = i
+        out.append(LevelKey(label, source=source, line=levels.item_lines[i], key=f"spec.levels[{i}].nodeLabel"))
     if not out:
         raise spec.error("levels", "needs at least one level")
     return tuple(out)

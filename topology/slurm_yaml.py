@@ -112,7 +112,8 @@ def parse_slurm_yaml(text: str, source: str, options: ImportOptions | None = Non
     SpecError
         At ``FILE:LINE`` with the key: not a list of topologies, an unknown key, a topology
         with none or several of tree/block/flat, a repeated or unknown topology name, and
-        everything topology.conf's tree and block readers refuse.
+        everything topology.conf's tree and block readers refuse; two ``cluster_default: true``
+        topologies when ``topology`` names none.
 
     Examples
     --------
@@ -122,6 +123,9 @@ def parse_slurm_yaml(text: str, source: str, options: ImportOptions | None = Non
     >>> r = parse_slurm_yaml(text, "topology.yaml")
     >>> r.cluster.name, [(g.name, g.hosts) for g in r.cluster.tor_groups]
     ('f', [('l1', ('a1', 'a2')), ('l2', ('b1',))])
+
+    Two topologies with ``cluster_default: true`` are refused, naming both lines, unless
+    ``topology`` picks one: slurmctld would take the first without a word (topology.yaml(5)).
     """
     options = options or ImportOptions()
     if slurm_release(options.slurm_version) < TOPOLOGY_YAML_SINCE:
@@ -198,7 +202,14 @@ def _choose(entries: list[_Entry], wanted: str | None, source: str) -> _Entry:
             raise SpecError(f"no topology named {wanted!r} (the file has: {', '.join(seen)})", source=source,
                             line=1, key="--topology")
         return seen[wanted]
-    return next((e for e in entries if e.default), entries[0])
+    defaults = [e for e in entries if e.default]
+    if len(defaults) > 1:  # slurmctld takes the first (topology.yaml(5)); which one was meant is a guess
+        first, second = defaults[:2]
+        raise second.fields.error("cluster_default", (
+            f"topologies {first.name!r} (line {first.fields.line_of('cluster_default')}) and {second.name!r} "
+            f"(line {second.fields.line_of('cluster_default')}) both have cluster_default: true; slurmctld would "
+            f"use the first one silently: set it on one topology, or pick one with --topology NAME"))
+    return next(iter(defaults), entries[0])
 
 
 def _import_one(e: _Entry, source: str, options: ImportOptions) -> ImportResult:

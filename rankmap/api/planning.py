@@ -56,7 +56,9 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     for rm in maps:
         rm.verify_cluster(cluster)
     reserved = tuple(h for rm in maps for h in rm.hosts)
-    out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved)
+    by = base.reserved_by | {host_identity(h): (None, None, f"--reserve {path}", str(path))
+                             for path, rm in zip(reserve, maps) for h in rm.hosts}
+    out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved, reserved_by=by)
     out = out.in_spelling_of(cluster)
     if hosts:
         chosen = select_hosts(cluster, hosts, out)

@@ -124,6 +124,12 @@ def hostlist_arg(text: str) -> str:
         raise argparse.ArgumentTypeError("no hosts given: expected @FILE, got '@'")
     if not text.startswith("@"):
         comma_items(text, "hostlists", split=_outer_items)
+        from rankmap.errors import SpecError
+        from rankmap.topology.hostnames import expand_hostlist
+        try:  # its syntax, names and duplicates (n[1-2],n2) are the flag's value: a usage error
+            expand_hostlist(text)
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(exc.message) from None
     return text
 
 
@@ -143,6 +149,10 @@ def hostname_arg(text: str) -> str:
     "$NODE_NAME"`` with the variable unset) is refused, not taken as "use the default"."""
     if not text.strip():
         raise argparse.ArgumentTypeError(f"no host given (got {text!r})")
+    from rankmap.names import host_problem
+    why = host_problem(text)  # the grammar launch checks hosts with (rankmap.launch.common.check_host)
+    if why:
+        raise argparse.ArgumentTypeError(f"{text[:60]!r} is not a valid hostname or IP address: {why}")
     return text
 
 
@@ -283,23 +293,30 @@ def add_example_args(p: argparse.ArgumentParser, cluster_help: str, job_help: st
     names = example_names()
     example = p.add_argument("--example", default=None, metavar="NAME",
                              help=f"use an embedded example's cluster and job: {', '.join(names)} "
-                                  f"(default {DEFAULT_EXAMPLE})")
+                                  f"(default {DEFAULT_EXAMPLE}, for whichever of --cluster and --job is not given; "
+                                  f"not combined with them)")
     example.completions = names  # offered by `rankmap completion bash`; a wrong name gets the one-line error
 
 
 def example_inputs(args: argparse.Namespace, job_from: str | None = None) -> tuple[Path, Path]:
-    """Cluster and job spec paths from ``--cluster``/``--job``, the rest from ``--example``.
+    """Cluster and job spec paths from ``--cluster``/``--job``, else the embedded example's
+    (``--example``, or the default example for whichever of the two is missing).
 
-    ``job_from`` names another flag that gives the job instead (``--rankmap`` of simulate).
-    Raises UsageError (exit 2) when ``--example`` is given but every input comes from other
-    flags: the example would be used for nothing.
+    ``job_from`` names another flag that gives the job instead (``--rankmap`` of simulate: with
+    ``--example`` alone, the map's job on the example's cluster). Raises UsageError (exit 2) when
+    ``--example`` is given beside ``--cluster`` or ``--job``: an example is a cluster and its job together, and half of one silently mixed
+    with another file (``--cluster tree.yaml --example racks`` planning racks' job on tree) is
+    rarely what was meant.
     """
     from rankmap.examples import example_inputs as _inputs
 
-    job_given = "--job" if args.job is not None else job_from
-    if args.example is not None and args.cluster is not None and job_given:
-        raise UsageError(f"--example {args.example} conflicts with --cluster and {job_given}: the example would be "
-                         f"used for nothing; give the example or the files")
+    given = ["--cluster"] if args.cluster is not None else []
+    if args.job is not None or (given and job_from):  # --example NAME --rankmap M: the map's job on NAME's cluster
+        given.append("--job" if args.job is not None else job_from)
+    if args.example is not None and given:
+        raise UsageError(f"--example {args.example} conflicts with {' and '.join(given)}: an example is a cluster "
+                         f"and its job together; give --example alone, or the files (--cluster CLUSTER.yaml "
+                         f"--job JOB.yaml)")
     return _inputs(args.example, args.cluster, args.job)
 
 

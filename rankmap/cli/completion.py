@@ -18,7 +18,9 @@ __all__ = ["add_parser", "bash_script"]
 
 def add_parser(sub) -> None:
     """Add ``completion`` to the subparsers."""
-    p = sub.add_parser("completion", help="print a shell completion script (bash)")
+    p = sub.add_parser("completion", help="print a shell completion script (bash)",
+                       description="Print a bash completion script for rankmap's commands, flags and example "
+                                   "names; load it with `source <(rankmap completion bash)`.")
     p.add_argument("shell", choices=("bash",), help="the shell (zsh: run `autoload bashcompinit && bashcompinit`)")
     p.set_defaults(func=lambda args: print(bash_script(args.root_parser), end="") or EXIT_OK)
 

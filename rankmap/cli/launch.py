@@ -81,7 +81,6 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
 def run_launch(args: argparse.Namespace) -> int:
     """Run ``rankmap launch``; errors are RankmapError (one line, exit code 3)."""
     from rankmap import api
-    from rankmap.errors import LaunchError
 
     _check_mode_flags(args)
     rm = api.read_rankmap(args.rankmap)
@@ -99,10 +98,6 @@ def run_launch(args: argparse.Namespace) -> int:
         else:
             print(text)
         return EXIT_OK
-    if (args.plan_in_allocation or args.cluster) and args.format != "slurm":
-        raise LaunchError("--plan-in-allocation and --cluster go with --format slurm")
-    if args.plan_in_allocation and not args.cluster:
-        raise LaunchError("--plan-in-allocation needs --cluster CLUSTER.yaml (the spec naming the nodes)")
     if not args.command:  # fail here, before anything starts, on a bad engine config
         api.check_engine_run(rm, args.config, args.steps)
     if args.local:
@@ -130,6 +125,12 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
         if mode not in modes and getattr(args, dest) not in (None, False, []):
             goes = " or ".join(f"--{m}" for m in modes)
             raise UsageError(f"{flag} goes with {goes}, not --{mode}: it would do nothing here")
+    if mode == "format" and (args.plan_in_allocation or args.cluster) and args.format != "slurm":
+        raise UsageError(f"--plan-in-allocation and --cluster go with --format slurm, not --format {args.format}")
+    if mode == "format" and args.plan_in_allocation and not args.cluster:
+        raise UsageError("--plan-in-allocation needs --cluster CLUSTER.yaml (the spec naming the nodes)")
+    if mode == "format" and args.cluster and not args.plan_in_allocation:
+        raise UsageError("--cluster goes with --plan-in-allocation: it would do nothing here")
 
 
 def _options(args: argparse.Namespace):
@@ -169,11 +170,6 @@ def _files(args: argparse.Namespace, rm) -> int:
     for path in written:
         if path.suffix in (".sh", ".sbatch"):
             path.chmod(path.stat().st_mode | 0o111)
-    return EXIT_OK
-    what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
-    print(f"rankmap launch: {what} for {rm.world_size} ranks on {len(rm.hosts)} hosts (node 0: {rm.hosts[0]}):")
-    for path in written:
-        print(f"  {path}")
     return EXIT_OK
 
 

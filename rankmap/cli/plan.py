@@ -75,7 +75,11 @@ def add_parsers(sub) -> None:
     add_json_arg(p)
     p.set_defaults(func=run_plan)
 
-    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks")
+    r = sub.add_parser("replan", help="replace failed hosts in a rank map, moving only their ranks",
+                       description="Replace the failed hosts of a rank map (--failed, and those the cluster spec "
+                                   "marks failed) with spare hosts, preferring each one's own ToR group: only their "
+                                   "ranks move, every other rank keeps its host. Writes the new rankmap.json and "
+                                   "hostfile to --out.")
     r.add_argument("--rankmap", type=path_arg, required=True, help="the current rankmap.json")
     r.add_argument("--cluster", type=path_arg,
                    help="cluster spec YAML the map was made for (default: the embedded example of that name)")
@@ -101,7 +105,10 @@ def add_show_parser(sub) -> None:
 
 def add_verify_parser(sub) -> None:
     """Add ``verify`` to the subparsers."""
-    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)")
+    v = sub.add_parser("verify", help="check a rank map (and that it belongs to a cluster)",
+                       description="Check a rank map: the schema, every rank once, ranks and coordinates as its "
+                                   "order gives them; with --cluster, that it was made for that cluster and that "
+                                   "none of its hosts is marked failed there (busy ones are warned about).")
     v.add_argument("rankmap", type=path_arg, help="rankmap.json")
     v.add_argument("--cluster", type=path_arg, help="cluster spec YAML the map must belong to")
     add_json_arg(v)
@@ -150,8 +157,7 @@ def run_plan(args: argparse.Namespace) -> int:
         else:
             print_plan(cluster, result, written, time.perf_counter() - t0)
 
-    # an old plan.png beside the new map would show another plan: it goes in the same commit
-    write_map(result.rankmap, args.out, extra, remove=() if extra else ("plan.png",), report=report)
+    write_map(result.rankmap, args.out, extra, report=report)
     return EXIT_OK
 
 
@@ -257,8 +263,12 @@ def stale_launch_folders(out: Path) -> list[Path]:
     return stale
 
 
-def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), report) -> None:
+def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
     """Commit ``rm`` (rankmap.json, hostfile, ``extra``) into ``out`` after printing ``report``.
+
+    An old ``plan.png`` in ``out`` that ``extra`` does not redraw would show another map (the
+    failed host of a replan still in use): it is removed in the same commit, and stderr says how
+    to draw the new map (``rankmap show``).
 
     Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
     with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
@@ -274,6 +284,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
 
     stale = stale_launch_folders(out)
     aside: list[tuple[Path, Path]] = []
+    old_picture = "plan.png" not in (extra or {}) and (out / "plan.png").is_file()
 
     def before_commit(paths) -> None:
         report_before_commit(report)(paths)
@@ -283,7 +294,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
             aside.append((folder, trash))
 
     try:
-        api.write_plan_files(rm, out, extra, remove=remove, before_commit=before_commit)
+        api.write_plan_files(rm, out, extra, remove=("plan.png",) if old_picture else (), before_commit=before_commit)
     except BaseException:
         for folder, trash in reversed(aside):
             os.rename(trash, folder)
@@ -294,6 +305,9 @@ def write_map(rm, out: Path, extra: dict | None = None, *, remove: tuple = (), r
         print(f"rankmap: removed {', '.join(f'{f}/' for f in stale)}: launch files of the map this one replaces "
               f"(`rankmap launch --rankmap {out / 'rankmap.json'} --format ...` writes them for the new map)",
               file=sys.stderr)
+    if old_picture:
+        print(f"rankmap: removed {out / 'plan.png'}: it drew the map this one replaces (`rankmap show "
+              f"{out / 'rankmap.json'}` draws the new one)", file=sys.stderr)
 
 
 def run_verify(args: argparse.Namespace) -> int:

@@ -178,8 +178,13 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
                   "uplinks, in and out; gap: to the lower bound"
                   + "".join(f"; {label}: tier {name}" for label, name in zip(labels, tiers) if label != name),
                   markup=False)
-    console.print(f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
-                  f"{result.bound_method}); solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
+    if not result.has_bound:  # no bound computed: "lower bound 0 B (... none)" contradicted itself
+        why = result.bound_method.removeprefix("none").strip(" ()")
+        bound_text = f"no lower bound{f' ({why})' if why else ''}, so no gap"
+    else:
+        bound_text = (f"lower bound {human_bytes(bound)} (valid for every placement of this job on these hosts; "
+                      f"{result.bound_method})")
+    console.print(f"{bound_text}; solved in {result.ours.solve_time_s:.2f} s, solver status {result.solver_status}: "
                   f"{status_meaning(result.solver_status, result.gap)}", markup=False)
     for note in result.notes:
         console.print(f"note: {note}", markup=False)
@@ -209,8 +214,10 @@ def short_bytes(n: float) -> str:
     --------
     >>> short_bytes(272.41e12), short_bytes(6.994e12), short_bytes(14.15e12), short_bytes(0)
     ('272 TB', '6.99 TB', '14.2 TB', '0 B')
+    >>> short_bytes(26254e12), short_bytes(3.2e18)
+    ('26.3 PB', '3.20 EB')
     """
-    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+    for unit, scale in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             v = n / scale
             return f"{v:.{max(0, 2 - int(abs(v) >= 10) - int(abs(v) >= 100))}f} {unit}"
@@ -385,8 +392,11 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
 
 def print_import_summary(result, lines: list[str], stream=None) -> None:
     """Summary of an imported topology on ``stream`` (default stdout; stderr when the spec itself goes to
-    stdout); warnings again on stderr, one line each, so they are not missed."""
+    stdout); its warnings once, on stderr, one line each (not also among the summary lines, which
+    a terminal would show twice)."""
+    listed = {f"warning: {w}" for w in result.warnings}
     for line in lines:
-        print(line, file=stream or sys.stdout)
+        if line not in listed:
+            print(line, file=stream or sys.stdout)
     for warning in result.warnings:
         print(f"rankmap: warning: {warning}", file=sys.stderr)

@@ -128,9 +128,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     if workload is not None and args.rankmap is None:
         raise SpecError("a SimAI/AICB workload describes traffic, not a layout: give --rankmap too "
                         "(plan the job from a job YAML first)", source=str(args.job))
-    given = api.read_rankmap(args.rankmap) if args.rankmap is not None else None
-    if given is not None:
-        given.verify_cluster(cluster, str(args.rankmap))
+    # checked as `rankmap verify --cluster` checks it: a map on hosts the spec marks failed is refused
+    given = api.verify(args.rankmap, cluster, cluster_path) if args.rankmap is not None else None
     job = None
     if workload is None and (given is None or args.job is not None):
         job = api.load_job(job_path)

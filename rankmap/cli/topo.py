@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from rankmap.cli.common import add_json_arg, hostlist_arg, labels, out_file, path_arg, positive_float, positive_int
-from rankmap.errors import RankmapError
+from rankmap.errors import UsageError
 
 __all__ = ["add_parser", "run_topo"]
 
@@ -113,7 +113,7 @@ def _options(args: argparse.Namespace):
     levels = args.levels
     if args.kueue_topology:
         if levels:
-            raise RankmapError("give --levels or --kueue-topology, not both")
+            raise UsageError("give --levels or --kueue-topology, not both (both name the label keys of the levels)")
         levels = parse_kueue_levels(read_text(args.kueue_topology), str(args.kueue_topology))
     return ImportOptions(gpus=args.gpus, rails=args.rails, nic_gbps=args.nic_gbps, capacity=args.capacity,
                          name=args.name, hosts=tuple(hosts) if hosts is not None else None, levels=levels,
@@ -125,7 +125,7 @@ def _import(args: argparse.Namespace) -> int:
     from rankmap.cli.report import print_import_summary
 
     if str(args.out) != "-" and args.out.resolve() == args.file.resolve():
-        raise RankmapError(f"--out {args.out} is the input file: refusing to overwrite it")
+        raise UsageError(f"--out {args.out} is the input file: refusing to overwrite it")
     result, text, lines = topo_import(args.file, args.source_format, _options(args))
 
     def report():

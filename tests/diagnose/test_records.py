@@ -147,3 +147,36 @@ def test_diagnose_refuses_two_files_for_one_rank_in_one_line(tmp_path, capsys):
         f"rankmap: error: {folder}/rank-00000.jsonl and {folder}/rank-000000.jsonl: two files for rank 0 (the "
         "recorder writes rank-00000.jsonl only): remove the copy\n")
     assert not (tmp_path / "run" / "diagnosis").exists()
+
+
+@pytest.mark.parametrize("name, message", [
+    ("rank1.jsonl", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("Rank-00001.jsonl", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("rank-00001.JSONL", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("rank-00001.json", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("rank-00001.jsonl.bak", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("rank-00001.jsonl~", "not the name the recorder writes for rank 1 (rank-00001.jsonl): renamed by hand?"),
+    ("HANG-rank-00001.json", "not the name the recorder writes for rank 1 (hang-rank-00001.json): renamed by hand?"),
+])
+def test_every_look_alike_of_a_record_file_is_refused_alone_or_beside_the_real_one(tmp_path, name, message):
+    """One rule: a name beginning with rank (hang-rank), in any case, is the recorder's exact name or
+    an error; these were read as nothing (only a vague 'no records from rank 1' warning)."""
+    folder = tmp_path / "events"
+    _one_event_run(folder, 0)
+    (folder / name).write_text("{}\n")
+    with pytest.raises(RankmapError) as err:
+        read_run(tmp_path)
+    assert str(err.value) == f"{folder / name}: {message} rename or remove it"
+    real = _one_event_run(folder, 1) if not name.lower().startswith("hang") else None
+    if real is not None:  # beside rank 1's own file: a copy
+        with pytest.raises(RankmapError, match="two files for rank 1 \\(the recorder writes rank-00001.jsonl only\\)"):
+            read_run(tmp_path)
+
+
+def test_files_that_are_no_records_are_not_read(tmp_path):
+    """Stacks and flight-recorder dumps, notes and atomic writes' temporaries are not records."""
+    folder = tmp_path / "events"
+    _one_event_run(folder, 0)
+    for name in ("stacks-rank-00000.txt", "fr-rank-00000.json", "NOTES.md", ".rank-00001.jsonl.1234.abcdefgh.tmp"):
+        (folder / name).write_text("x\n")
+    assert read_run(tmp_path).ranks == (0,)

@@ -197,3 +197,53 @@ def test_cli_refuses_vpp_without_a_pipeline(tmp_path, capsys):
                  "--no-picture"]) == 3
     assert capsys.readouterr().err.startswith(f"rankmap: error: {job}:2: parallel.vpp: vpp=2 needs pp > 1, got pp=1")
     assert not (tmp_path / "p").exists()
+
+
+@pytest.mark.parametrize("framework, parallel, where, why", [
+    ("torchtitan", "{tp: 8, pp: 4, dp: 2, order: tp-cp-ep-pp-dp}", "job.yaml:1: parallel.order",
+     "torchtitan cannot build the job's groups: the job orders ranks tp-cp-ep-pp-dp (fastest first; dimensions of "
+     "size > 1: tp-pp-dp), torchtitan only tp-cp-dp-pp; plan with --order tp-cp-dp-pp"),
+    ("deepspeed", "{tp: 8, pp: 2, dp: 1, cp: 2}", "job.yaml:1: parallel.cp",
+     "DeepSpeed's PipeModelDataParallelTopology has axes pipe, data and model only"),
+    ("megatron", "{tp: 8, pp: 4, dp: 2, order: dp-tp-cp-ep-pp}", "job.yaml:1: parallel.order",
+     "Megatron-LM cannot build the job's groups: the job orders ranks dp-tp-cp-ep-pp"),
+    ("torchtitan", "{tp: 8, pp: 4, cp: 2, order: cp-tp-ep-dp-pp}", "job.yaml:1: parallel.order",  # dp auto: none fits
+     "torchtitan cannot build the job's groups: the job orders ranks cp-tp-ep-dp-pp (fastest first; dimensions of "
+     "size > 1: cp-tp-dp-pp)"),
+])
+def test_a_framework_that_cannot_build_the_groups_is_refused_when_the_job_is_read(framework, parallel, where, why):
+    """Planned, such a job was refused only by `launch --flags` (tester report: torchtitan's order)."""
+    text = f"parallel: {parallel}\nframework: {framework}\nmodel: {{preset: gpt3-13b}}\nbatch: {{num_micro_batches: 8}}\n"
+    with pytest.raises(SpecError) as err:
+        parse_job(text, "job.yaml")
+    assert str(err.value).startswith(f"{where}: {why}"), str(err.value)
+    # the engine builds any order
+    assert parse_job(text.replace(f"framework: {framework}", "framework: engine"), "job.yaml").framework == "engine"
+
+
+def test_only_dimensions_larger_than_one_decide_a_frameworks_order():
+    """tp-cp-ep-pp-dp with dp = 1 groups ranks as torchtitan's tp-cp-dp-pp does."""
+    text = "parallel: {tp: 8, pp: 4, dp: 1, order: tp-cp-ep-pp-dp}\nframework: torchtitan\nmodel: {preset: gpt3-13b}\n"
+    assert parse_job(text + "batch: {num_micro_batches: 8}\n", "job.yaml").order == "tp-cp-ep-pp-dp"
+
+
+def test_deepspeed_interleaving_is_blamed_on_vpp_not_on_the_micro_batches():
+    """DeepSpeed has no interleaved schedule: the cause is parallel.vpp (line 5), not the batch (line 7)."""
+    text = ("framework: deepspeed\nmodel: {preset: gpt3-13b}\nparallel:\n  tp: 8\n  vpp: 2\n  pp: 4\nbatch:\n"
+            "  num_micro_batches: 8\n")
+    with pytest.raises(SpecError) as err:
+        parse_job(text, "job.yaml")
+    assert str(err.value) == ("job.yaml:5: parallel.vpp: DeepSpeed's pipeline engine runs one non-interleaved "
+                              "schedule: it cannot run the job's vpp=2 model chunks per pipeline rank; plan with "
+                              "vpp=1 (framework: deepspeed)")
+
+
+def test_a_preset_with_shape_keys_says_they_cannot_be_combined():
+    """README lists layers as a model key: 'unknown key' beside a preset misled; the message says why."""
+    with pytest.raises(SpecError) as err:
+        parse_job("model:\n  preset: gpt3-13b\n  layers: 41\n", "job.yaml")
+    assert str(err.value) == ("job.yaml:3: model.layers: a preset fixes the whole shape, so preset and layers cannot "
+                              "be combined: give the preset alone, or the shape keys (layers, hidden, heads, seq_len, "
+                              "...) without it")
+    with pytest.raises(SpecError, match="job.yaml:3: model.colour: unknown key 'colour' \\(expected one of: preset\\)"):
+        parse_job("model:\n  preset: gpt3-13b\n  colour: red\n", "job.yaml")

@@ -124,7 +124,8 @@ def test_a_plan_without_a_bound_has_a_null_gap_in_reader_and_schema(doc):
 
 @pytest.mark.parametrize("path", ["world_size", "nproc_per_node", "num_nodes", "ranks.3.rail", "ranks.3.rank",
                                   "ranks.9.node_rank", "ranks.9.local_rank", "ranks.31.dp", "ranks.31.pp",
-                                  "summary.plan.dp_edges_cross_tor", "summary.moved_hosts"])
+                                  "summary.plan.dp_edges_cross_tor", "summary.moved_hosts", "job.parallel.tp",
+                                  "job.model.layers", "job.batch.micro_batch_size", "job.precision.param_bytes"])
 def test_an_integer_written_as_a_float_is_that_integer_in_reader_and_schema(doc, path):
     """JSON has one number type, and JSON Schema 2020-12's "integer" is a number with a zero
     fractional part: the validator accepts ``"rail": 3.0``, so the reader reads it as rail 3."""
@@ -144,3 +145,14 @@ def test_a_map_with_nprocs_as_floats_reads_as_integers(doc):
     good = changed(doc, "nprocs", [8.0, 8.0, 8.0, 8.0])
     validator().validate(good)
     assert parse_rankmap(json.dumps(good), "m.json").nprocs == (8, 8, 8, 8)
+
+
+@pytest.mark.parametrize("path, message", [
+    ("world_size", "m.json: world_size: must be below 2**53, got 1e+300"),
+    ("ranks.1.rank", "m.json: ranks[1]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+])
+def test_a_huge_float_is_refused_as_written_not_as_301_digits(doc, path, message):
+    """1e300 has a zero fractional part, but past 2**53 a float names no one integer exactly."""
+    with pytest.raises(RankMapFileError) as err:
+        parse_rankmap(json.dumps(changed(doc, path, 1e300)), "m.json")
+    assert str(err.value) == message

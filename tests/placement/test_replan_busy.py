@@ -132,5 +132,5 @@ def test_the_library_refuses_reserved_kept_hosts_from_any_source(job_a):
         api.replan(cluster, previous, [hosts[0]], PlacementConstraints(reserve=(hosts[7], hosts[0], hosts[2])))
     assert str(err.value) == (f"--reserve: 2 host(s) of the map that replan keeps are reserved for another job: "
                               f"{compress_hostlist(sorted([hosts[2], hosts[7]]))} (node ranks 2, 7); two jobs cannot "
-                              f"share hosts: drop the reservation that holds them, or name them in --failed to move "
-                              f"this job's ranks off them")
+                              f"share hosts: drop that reservation if the map is stale, or name the hosts in --failed "
+                              f"to move this job's ranks off them")

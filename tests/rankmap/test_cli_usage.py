@@ -58,6 +58,10 @@ def racks_map(racks_plan):
      "--example racks conflicts with --cluster and --job"),
     (("simulate", "--example", "racks", "--cluster", RACKS_CLUSTER, "--rankmap", "m.json"),
      "--example racks conflicts with --cluster and --rankmap"),
+    # half an example mixed with another file: refused too (the job of one, the cluster of another)
+    (("plan", "--cluster", RACKS_CLUSTER, "--example", "racks"), "rankmap: error: --example racks conflicts with "
+     "--cluster: an example is a cluster and its job together; give --example alone, or the files"),
+    (("simulate", "--example", "racks", "--job", RACKS_JOB), "--example racks conflicts with --job: an example is"),
     (("plan", "--example", "racks", "--objective", "moved"), "--objective moved: 'moved' counts hosts changed against "
                                                              "--previous; give --previous"),
     (("plan", "--example", "racks", "--objective", "tiers=0"), "argument --objective: every weight of 'tiers=0' is 0"),
@@ -101,6 +105,22 @@ def racks_map(racks_plan):
     (("show", "m.json", "--out", "-"), "--out names the PNG file to write"),
     (("show", "m.json", "--out", "x.png/"), "argument --out: 'x.png/' ends in '/', which names a folder"),
     (("topo", "export", "--to", "slurm", "c.yaml", "--out", "topology.conf/"), "'topology.conf/' ends in '/'"),
+    # a flag's value or a combination of flags is a usage error (2), whatever part of rankmap finds it
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--plan-in-allocation"),
+     "rankmap: error: --plan-in-allocation needs --cluster CLUSTER.yaml"),
+    (("launch", "--rankmap", "m.json", "--format", "torchrun", "--plan-in-allocation", "--cluster", "c.yaml"),
+     "--plan-in-allocation and --cluster go with --format slurm, not --format torchrun"),
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--cluster", "c.yaml"),
+     "--cluster goes with --plan-in-allocation: it would do nothing here"),
+    (("topo", "import", "--from", "k8s-labels", "n.json", "--kueue-topology", "kt.yaml", "--levels", "a", "--out",
+      "o.yaml"), "rankmap: error: give --levels or --kueue-topology, not both"),
+    (("topo", "import", "--from", "slurm", "t.conf", "--out", "./t.conf"), "--out t.conf is the input file"),
+    (("launch", "--rankmap", "m.json", "--format", "slurm", "--master-addr", "a;b"),
+     "argument --master-addr: 'a;b' is not a valid hostname or IP address: character ';' is not allowed"),
+    (("node-rank", "--rankmap", "m.json", "--host", "n1", "--master-addr", "a;b"), "argument --master-addr: 'a;b' is"),
+    (("replan", "--rankmap", "m.json", "--failed", "gpu-r3-n[01-02],gpu-r3-n02"),
+     "argument --failed: host 'gpu-r3-n02' appears twice in hostlist 'gpu-r3-n[01-02],gpu-r3-n02'"),
+    (("plan", "--example", "racks", "--exclude", "n[1-"), "argument --exclude: bad hostlist 'n[1-': unbalanced"),
 ])
 def test_flags_that_would_do_nothing_are_usage_errors(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
@@ -280,6 +300,9 @@ def test_gap_without_a_bound_is_a_dash_and_null(tmp_path):
     rows = [line.split() for line in run.stdout.splitlines() if line.strip().startswith(("rankmap plan", "spread"))]
     assert len(rows) == 2 and all(row[-1] == "-" for row in rows)
     assert "no bound" in run.stdout and "100.0%" not in run.stdout
+    # not "lower bound 0 B (valid for every placement ...; none (...))", which contradicted itself
+    assert "no lower bound (hosts of different sizes), so no gap; solved in" in run.stdout
+    assert "lower bound 0 B" not in run.stdout
     doc = json.loads((tmp_path / "p" / "rankmap.json").read_text())
     assert doc["summary"]["bound_method"].startswith("none") and doc["summary"]["lower_bound_bytes"] == 0
     assert doc["summary"]["plan"]["gap_to_bound"] is None
@@ -315,3 +338,50 @@ def test_tier_weights_with_the_tiers_objective_reach_the_plan(capsys, tmp_path):
             "--objective", " tiers=1, uplink=4", "--tier-weights", "spine=2"]
     assert main(argv) == 0
     assert json.loads(capsys.readouterr().out)["summary"]["tier_weights"] == [2.0]
+
+
+def test_replan_into_the_maps_own_folder_removes_its_old_picture(tmp_path):
+    """plan.png of the map replan replaces still draws the failed host in use: it goes with the
+    old map (as `plan --no-picture` removes it), and stderr says how to draw the new one."""
+    out = tmp_path / "p"
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", out).returncode == 0
+    assert (out / "plan.png").is_file()
+    failed = json.loads((out / "rankmap.json").read_text())["ranks"][0]["host"]
+    run = rankmap("replan", "--rankmap", out / "rankmap.json", "--failed", failed, "--out", out)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["hostfile", "rankmap.json"]
+    assert (f"rankmap: removed {out}/plan.png: it drew the map this one replaces (`rankmap show "
+            f"{out}/rankmap.json` draws the new one)") in run.stderr
+
+
+def test_a_reservation_in_a_constraints_file_is_blamed_on_its_line_not_on_the_flag(tmp_path, racks_plan):
+    """replan refuses a reserved map that holds hosts it keeps; a `reserve:` of a constraints file
+    is named by file, line and item (there is no --reserve flag to blame)."""
+    other, mine = racks_plan(4), tmp_path / "mine" / "rankmap.json"
+    mine.parent.mkdir()
+    mine.write_bytes(racks_plan(2).read_bytes())  # the dp=2 hosts lie among the dp=4 ones
+    (tmp_path / "c.yaml").write_text(f"exclude: gpu-r4-n12\nreserve:\n  - {other}\n")
+    failed = json.loads(mine.read_text())["ranks"][0]["host"]
+    run = rankmap("replan", "--rankmap", mine, "--failed", failed, "--constraints", tmp_path / "c.yaml",
+                  "--out", tmp_path / "r")
+    assert run.returncode == 3
+    assert run.stderr.startswith(f"rankmap: error: {tmp_path}/c.yaml:3: reserve[0]: 7 host(s) of the map that replan "
+                                 f"keeps are reserved for the job of rank map {other}: "), run.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_every_subcommand_help_has_a_description():
+    """`rankmap replan --help` printed usage and flags only: every command says what it does."""
+    import argparse
+
+    from rankmap.cli import build_parser
+
+    def commands(parser, prefix=()):
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield (*prefix, name), sub
+                    yield from commands(sub, (*prefix, name))
+
+    missing = [" ".join(name) for name, sub in commands(build_parser()) if not sub.description]
+    assert missing == []

@@ -61,7 +61,7 @@ def test_default_out_folder_sits_beside_the_rank_map(tmp_path):
 
 @pytest.mark.parametrize("extra, code, message", [
     ([], 3, "host 'gpu-r1-n01' (node rank 0) does not resolve on this machine"),
-    (["--no-resolve", "--master-addr", "h1;reboot"], 3, "master address 'h1;reboot' is not a valid hostname"),
+    (["--no-resolve", "--master-addr", "h1;reboot"], 2, "--master-addr: 'h1;reboot' is not a valid hostname"),
     (["--no-resolve", "--master-addr", "127.0.0.1"], 3, "master address '127.0.0.1' is a loopback address"),
     (["--no-resolve", "--master-port", "70000"], 2, "expected a port number 1..65535"),
     (["--no-resolve", "--config", "CONFIG"], 3, "engine.yaml:2: train.lr: must be positive, got 0"),

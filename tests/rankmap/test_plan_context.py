@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from rankmap import api
 from rankmap.examples import example_inputs
 from rankmap.topology.hostnames import expand_hostlist
@@ -46,7 +48,9 @@ def test_replan_keeps_the_plans_exclusions(tmp_path):
     assert run.returncode == 4 and "spare" in run.stderr and not (tmp_path / "r2").exists()
 
 
-def test_verify_refuses_a_map_whose_hosts_failed_and_points_to_replan(tmp_path):
+@pytest.mark.parametrize("command", ["verify", "simulate"])
+def test_verify_refuses_a_map_whose_hosts_failed_and_points_to_replan(tmp_path, command):
+    """verify, and simulate given the map (it would time an iteration on a dead host), refuse it."""
     cluster_path = example_inputs("racks", None, None)[0]
     assert rankmap("plan", "--example", "racks", "--dp", "12", "--out", tmp_path / "p").returncode == 0
     master = (tmp_path / "p" / "hostfile").read_text().split()[0]
@@ -56,9 +60,16 @@ def test_verify_refuses_a_map_whose_hosts_failed_and_points_to_replan(tmp_path):
     changed.write_text(text.rstrip("\n") + f"\n  failed: {master}\n")  # under `availability:`, the last key
     assert api.load_cluster(changed).host(master).state == "failed", "the edited spec must mark the master failed"
     assert api.load_cluster(changed).spec_hash() == cluster.spec_hash()
-    run = rankmap("verify", tmp_path / "p" / "rankmap.json", "--cluster", changed)
+    if command == "verify":
+        run = rankmap("verify", tmp_path / "p" / "rankmap.json", "--cluster", changed)
+    else:
+        run = rankmap("simulate", "--cluster", changed, "--rankmap", tmp_path / "p" / "rankmap.json", "--seeds", "1",
+                      "--out", tmp_path / "s")
+        assert not (tmp_path / "s").exists()
     assert run.returncode == 3
-    assert f"{master} (node rank 0, the rendezvous master)" in run.stderr and "rankmap replan" in run.stderr
+    assert run.stderr == (f"rankmap: error: {tmp_path}/p/rankmap.json: ranks: 1 host(s) of the map are failed in "
+                          f"cluster {cluster.name!r}: {master} (node rank 0, the rendezvous master); replace them with "
+                          f"`rankmap replan --rankmap {tmp_path}/p/rankmap.json --cluster {changed}`\n")
 
 
 def test_replan_refuses_a_failed_host_outside_the_map(tmp_path):

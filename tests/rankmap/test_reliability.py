@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from rankmap.examples import example_inputs
+
 REPO = Path(__file__).resolve().parents[2]
 HOSTILE = ["a;rm -rf ~", "$(id)", "x`id`", "n1 n2", "host|cat"]
 
@@ -245,7 +247,8 @@ def test_special_and_oversized_files_are_refused_before_reading(tmp_path):
              (fifo, "not a regular file (a FIFO)"), (tmp_path, "not a regular file (a folder)"),
              (big, f"file is {200 * 2**20} bytes, over the limit of")]
     for path, why in cases:
-        run = rankmap("plan", "--cluster", path, "--example", "racks", "--out", tmp_path / "out", timeout=30)
+        run = rankmap("plan", "--cluster", path, "--job", example_inputs("racks", None, None)[1], "--out",
+                      tmp_path / "out", timeout=30)
         refused(run, tmp_path / "out", where=f"{path}: {why}")
     for path, why in cases[:3]:  # named by a constraints file's reserve:
         (tmp_path / "k.yaml").write_text(f"reserve: [{json.dumps(str(path))}]\n")

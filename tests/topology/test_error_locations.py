@@ -129,3 +129,19 @@ def test_kubectl_nodes_import_cites_a_duplicate_node_at_its_own_line(tmp_path, c
     assert (code, err) == (3, f"rankmap: error: {nodes}:{lines[1]}: metadata.name=n1: node n1 is listed twice "
                               f"(first on line {lines[0]})")
     assert not (tmp_path / "c.yaml").exists()
+
+
+@pytest.mark.parametrize("third, why", [
+    ('{"kind": "Pod", "metadata": {"name": "w-2"}, "spec": {}}', "pod w-2 is not scheduled yet (no spec.nodeName)"),
+    ('{"kind": "Pod", "metadata": {"name": "w-2"}, "spec": {"nodeName": "a;b"}}', "bad host 'a;b'"),
+])
+def test_a_pod_without_a_usable_node_name_is_cited_at_its_line(tmp_path, capsys, third, why):
+    listed = tmp_path / "pods.json"
+    listed.write_text('{"kind": "List", "items": [\n'
+                      '  {"kind": "Pod", "metadata": {"name": "w-0"}, "spec": {"nodeName": "gpu-r2-n01"}},\n'
+                      '  {"kind": "Pod", "metadata": {"name": "w-1"}, "spec": {"nodeName": "gpu-r2-n02"}},\n'
+                      f'  {third}\n]}}\n')
+    code, err = run(capsys, "plan", "--example", "racks", "--dp", "1", "--hosts", f"@{listed}", "--out",
+                    tmp_path / "p", "--no-picture")
+    assert code == 3 and err.startswith(f"rankmap: error: {listed}:4: --hosts: {why}"), err
+    assert not (tmp_path / "p").exists()

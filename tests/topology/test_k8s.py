@@ -203,3 +203,12 @@ def test_a_level_key_no_node_carries_is_refused_where_it_was_given(tmp_path, cap
     # spelt right, the two sub-blocks are two ToR groups (the hostname level is not a switch)
     good = parse(text, levels=(GKE + "block", GKE + "subblock", "kubernetes.io/hostname"))
     assert [g.name for g in good.cluster.tor_groups] == ["b/s1", "b/s2"]
+
+
+def test_kueue_levels_with_one_label_key_twice_are_refused_like_levels_a_a():
+    """Kueue refuses such a Topology ("must be unique"); it was imported as if the levels differed."""
+    text = "kind: Topology\nspec:\n  levels:\n  - nodeLabel: example.com/rack\n  - nodeLabel: example.com/rack\n"
+    with pytest.raises(SpecError) as err:
+        parse_kueue_levels(text, "kt.yaml")
+    assert str(err.value) == ("kt.yaml:5: spec.levels[1].nodeLabel: label key 'example.com/rack' is given twice "
+                              "(spec.levels[0], line 4): each level needs its own key (Kueue: must be unique)")

@@ -103,13 +103,20 @@ def test_same_tree_as_topology_conf():
     assert read(export_slurm_yaml(r.cluster)).cluster == r.cluster
 
 
-def test_first_cluster_default_wins_and_flat_needs_hosts():
+def test_two_cluster_defaults_are_refused_naming_both_lines_and_flat_needs_hosts():
+    """slurmctld takes the first cluster_default silently (topology.yaml(5)); which was meant is a
+    guess, so the import refuses unless --topology picks one."""
     text = ("- topology: a\n  flat: true\n- topology: b\n  cluster_default: true\n  flat: true\n"
             "- topology: c\n  cluster_default: true\n  block:\n    blocks:\n      - block: x\n        nodes: n[1-2]\n")
-    assert "topology.yaml:5: [1].flat: topology 'b' is flat: it lists no nodes" in error(text)
-    c = read(text, hosts=("n1", "n2", "n3")).cluster
+    assert error(text) == ("topology.yaml:7: [2].cluster_default: topologies 'b' (line 4) and 'c' (line 7) both have "
+                           "cluster_default: true; slurmctld would use the first one silently: set it on one "
+                           "topology, or pick one with --topology NAME")
+    assert "topology.yaml:5: [1].flat: topology 'b' is flat: it lists no nodes" in error(text, topology="b")
+    c = read(text, hosts=("n1", "n2", "n3"), topology="b").cluster
     assert c.name == "b" and [g.hosts for g in c.tor_groups] == [("n1", "n2", "n3")]
     assert read(text, topology="c").cluster.block_sizes == (2,)
+    one = text.replace("  cluster_default: true\n  block", "  block")
+    assert read(one, hosts=("n1", "n2", "n3")).cluster.name == "b"  # the one cluster_default
 
 
 def test_block_relaxations_of_25_05_in_yaml():

@@ -26,12 +26,13 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
-from rankmap.job.layout import ParallelLayout
+from rankmap.job.layout import COORD, ParallelLayout
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
@@ -40,7 +41,7 @@ from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster
 
 __all__ = ["RankMap", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
-           "hostfile_text"]
+           "rankmap_json_chunks", "hostfile_text"]
 
 _ENTRY_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
 
@@ -164,6 +165,17 @@ class RankMap:
 
 def rankmap_to_json(rm: RankMap) -> str:
     """Serialise a rank map; one rank per line, keys in a fixed order (byte-stable)."""
+    return "".join(rankmap_json_chunks(rm))
+
+
+def rankmap_json_chunks(rm: RankMap, ranks_per_chunk: int = 32768) -> Iterator[str]:
+    """The text of :func:`rankmap_to_json` in pieces of about ``ranks_per_chunk`` ranks (~4 MB),
+    so that writing the map of 10^6 ranks never holds the whole text (~130 MB) at once.
+
+    The rank lines are formatted from columns (node rank, local rank, rail and the parallel
+    coordinates of every rank, as arrays) rather than one dict per rank; they read as
+    ``json.dumps`` of :meth:`RankMap.entry` with keys in :data:`_ENTRY_KEYS` order.
+    """
     head = {
         "schema": SCHEMA,
         "cluster": {"name": rm.cluster_name, "sha256": rm.cluster_hash},
@@ -175,15 +187,25 @@ def rankmap_to_json(rm: RankMap) -> str:
         "summary": rm.summary,
         **({"context": rm.context} if rm.context else {}),
     }
-    lines = ["{"]
-    for key, value in head.items():
-        lines.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
-    lines.append('  "ranks": [')
-    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
-    lines.append(",\n".join("    " + e for e in entries))
-    lines.append("  ]")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    yield "{\n" + "".join(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},\n"
+                           for key, value in head.items()) + '  "ranks": [\n'
+    # per node: the text between "host": and "local_rank": and that between "tor_group": and "rail":
+    host_part = [f"{json.dumps(h)}, \"node_rank\": {n}" for n, h in enumerate(rm.hosts)]
+    tor_part = [json.dumps(t) for t in rm.tor_groups]
+    node = rm.rank_node
+    local = np.arange(rm.world_size) - rm.offsets[node]
+    rail = np.fromiter((r for node_rails in rm.rails for r in node_rails), dtype=np.int64, count=rm.world_size)
+    coords = rm.layout.coord_table                                      # [W, 5]: columns COORD
+    columns = [COORD[d] for d in DIMS]                                  # in the order the lines print them
+    for first in range(0, rm.world_size, ranks_per_chunk):
+        ranks = range(first, min(first + ranks_per_chunk, rm.world_size))
+        cut = slice(ranks.start, ranks.stop)
+        lines = [f'    {{"rank": {r}, "host": {host_part[n]}, "local_rank": {lr}, "tor_group": {tor_part[n]}, '
+                 f'"rail": {ra}, "tp": {tp}, "cp": {cp}, "ep": {ep}, "dp": {dp}, "pp": {pp}}}'
+                 for r, n, lr, ra, (tp, cp, ep, dp, pp) in zip(ranks, node[cut].tolist(), local[cut].tolist(),
+                                                                rail[cut].tolist(), coords[cut][:, columns].tolist())]
+        yield ("" if first == 0 else ",\n") + ",\n".join(lines)
+    yield "\n  ]\n}\n"
 
 
 def hostfile_text(rm: RankMap) -> str:
@@ -209,7 +231,7 @@ def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None
 
     # rankmap.json last: it names its hosts, so a hostfile beside it can always be checked against it
     written = atomic_write_files(out_dir, {"hostfile": hostfile_text(rm), **(extra or {}),
-                                           "rankmap.json": rankmap_to_json(rm)}, remove=remove, before_commit=ready)
+                                           "rankmap.json": rankmap_json_chunks(rm)}, remove=remove, before_commit=ready)
     return [written[-1], *written[:-1]]
 
 

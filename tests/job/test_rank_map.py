@@ -99,3 +99,32 @@ def test_framework_and_expert_tp_survive_the_rank_map_file(tmp_path):
     back = read_rankmap(tmp_path / "rankmap.json")
     assert back.job == job and (back.job.etp, back.job.framework_version) == (1, "0.12")
     assert [back.entry(r)["ep"] for r in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]   # place in the folded EP group
+
+
+def _entries_one_by_one(rm) -> str:
+    """rankmap.json as the schema spells it: the head, then ``json.dumps`` of each rank's entry dict."""
+    from rankmap.job.rank_map import _ENTRY_KEYS, rankmap_json_chunks
+    head = next(rankmap_json_chunks(rm))
+    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
+    return head + ",\n".join("    " + e for e in entries) + "\n  ]\n}\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 16, 1000])
+def test_streamed_json_is_the_entries_one_by_one(chunk):
+    # Hosts of 4 and 2 GPUs (nprocs listed), rails shared by GPU pairs, CP and EP coordinates that vary
+    # across hosts; the rank lines formatted from columns, in pieces of `chunk` ranks, read byte for byte
+    # as json.dumps of each entry.
+    from rankmap.job.rank_map import RankMap, rankmap_json_chunks, rankmap_to_json
+    job = JobSpec(tp=2, cp=2, ep=2, dp=2, pp=2, num_micro_batches=2,
+                  model=ModelShape(layers=4, hidden=64, heads=8, seq_len=32, vocab=100, experts=4))
+    nprocs = [4, 2, 4, 2, 4]
+    rm = RankMap(job=job, cluster_name="c", cluster_hash="0" * 64, hosts=("h-1", "h-2", "H3", "h-4", "h5"),
+                 tor_groups=("t1", "t1", "t2", "t2", "t\u00e93"),
+                 rails=tuple(tuple(lr // 2 for lr in range(n)) for n in nprocs), nproc_per_node=4,
+                 summary={"b": 1, "a": [0.5]}, context={"excluded": "x[1-2]"})
+    want = _entries_one_by_one(rm)
+    # rank 15 = tp 1 + 2 cp 1 + 4 dp 1 + 8 pp 1; expert order tp-ep-dp-pp: 15 = 1 + 2 ep 1 + 4 edp 1 + 8 pp 1
+    assert want.endswith('{"rank": 15, "host": "h5", "node_rank": 4, "local_rank": 3, "tor_group": "t\\u00e93", '
+                         '"rail": 1, "tp": 1, "cp": 1, "ep": 1, "dp": 1, "pp": 1}\n  ]\n}\n')
+    assert "".join(rankmap_json_chunks(rm, ranks_per_chunk=chunk)) == want == rankmap_to_json(rm)
+    assert json.loads(want)["ranks"][13] == rm.entry(13)

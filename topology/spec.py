@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -295,8 +296,8 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     padding and never merges distinct hosts); a run that would not expand back to exactly
     the same hosts is written as a list of names.
     """
-    common_gpus = max((h.gpus for h in cluster.hosts), key=[h.gpus for h in cluster.hosts].count, default=8)
-    common_nics = max((h.nics for h in cluster.hosts), key=[h.nics for h in cluster.hosts].count, default=8)
+    common_gpus = _most_common(h.gpus for h in cluster.hosts)
+    common_nics = _most_common(h.nics for h in cluster.hosts)
     doc: dict = {
         "name": cluster.name,
         "hosts": {"gpus": common_gpus, "nics": common_nics},
@@ -332,6 +333,12 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     if avail:
         doc["availability"] = avail
     return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def _most_common(values, default: int = 8) -> int:
+    """The value seen most often, the first seen among equals (``default`` if none), in one pass."""
+    counts = Counter(values)
+    return counts.most_common(1)[0][0] if counts else default
 
 
 def _num(value: float) -> int | float:

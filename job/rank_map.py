@@ -127,10 +127,12 @@ class RankMap:
         node n; default ``nproc_per_node`` on every node)."""
         hs = [cluster.host(h) for h in hosts]
         counts = nprocs or [nproc_per_node] * len(hs)
+        shapes: dict = {}            # one rails tuple per (GPUs, NICs, ranks) shape, shared by its hosts
+        rails = tuple(shapes.get((h.gpus, h.nics, n)) or shapes.setdefault(
+            (h.gpus, h.nics, n), tuple(h.rail_of_gpu(lr) for lr in range(n))) for h, n in zip(hs, counts))
         return cls(job=job, cluster_name=cluster.name, cluster_hash=cluster.spec_hash(), hosts=tuple(hosts),
-                   tor_groups=tuple(h.tor_group for h in hs),
-                   rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(n)) for h, n in zip(hs, counts)),
-                   nproc_per_node=max(counts), summary=dict(summary or {}))
+                   tor_groups=tuple(h.tor_group for h in hs), rails=rails, nproc_per_node=max(counts),
+                   summary=dict(summary or {}))
 
     def verify_cluster(self, cluster: Cluster, source: str | None = None) -> None:
         """Check the map belongs to ``cluster``: same spec hash, hosts present, GPUs enough.

@@ -33,6 +33,7 @@ import numpy as np
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.job.layout import COORD, ParallelLayout
+from rankmap.job.rank_map_columns import columns_of_entries
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
@@ -307,6 +308,15 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     world = job.world_size
     if len(ranks) != world:
         raise RankMapFileError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
+    layout = ParallelLayout.of(job)
+    fast = columns_of_entries(ranks, nprocs, layout, _ENTRY_KEYS)    # all rules at once, on columns
+    if fast is not None:
+        hosts, tors, rails = fast
+        rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=hosts, tor_groups=tors, rails=rails,
+                     nproc_per_node=max(nprocs), summary=summary, source=source)
+        _check_groups(rm, source)
+        return rm
+    # some rule fails: check entry by entry, to name the first entry that breaks it
     n_nodes = len(nprocs)
     offsets = np.concatenate([[0], np.cumsum(nprocs)]).tolist()
     hosts: list = [None] * n_nodes
@@ -315,7 +325,6 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     seen_rank: set = set()
     seen_gpu: set = set()
     node_of_host: dict = {}
-    layout = ParallelLayout.of(job)
     for i, rec in enumerate(ranks):
         key = f"ranks[{i}]"
         if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):

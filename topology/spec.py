@@ -153,6 +153,7 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
     groups: list[TorGroup] = []
     hosts: list[Host] = []
     where: dict[str, str] = {}
+    named: set[str] = set()
     for i, entry in enumerate(entries):
         line = entries.item_lines[i] if hasattr(entries, "item_lines") else None
         f = Fields(entry, top.source, f"tor_groups[{i}]", line).only("name", "capacity", "hosts", "link_speed")
@@ -164,8 +165,9 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
         # equal in natural order (n0, n00) are ordered by their text.
         members = sorted(_group_hosts(f, gpus, nics), key=lambda m: name_key(m[0]))
         f.done()
-        if gname in {g.name for g in groups}:
+        if gname in named:
             raise f.error("name", f"ToR group {gname!r} is defined twice")
+        named.add(gname)
         for name, g, n in members:
             if name in where:
                 raise f.error("hosts", f"host {name!r} is already in ToR group {where[name]!r}")

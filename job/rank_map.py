@@ -200,14 +200,14 @@ def rankmap_json_chunks(rm: RankMap, ranks_per_chunk: int = 32768) -> Iterator[s
     rail = np.fromiter((r for node_rails in rm.rails for r in node_rails), dtype=np.int64, count=rm.world_size)
     coords = rm.layout.coord_table                                      # [W, 5]: columns COORD
     columns = [COORD[d] for d in DIMS]                                  # in the order the lines print them
+    line = ('    {"rank": %d, "host": %s, "local_rank": %d, "tor_group": %s, "rail": %d, '
+            '"tp": %d, "cp": %d, "ep": %d, "dp": %d, "pp": %d}')
     for first in range(0, rm.world_size, ranks_per_chunk):
-        ranks = range(first, min(first + ranks_per_chunk, rm.world_size))
-        cut = slice(ranks.start, ranks.stop)
-        lines = [f'    {{"rank": {r}, "host": {host_part[n]}, "local_rank": {lr}, "tor_group": {tor_part[n]}, '
-                 f'"rail": {ra}, "tp": {tp}, "cp": {cp}, "ep": {ep}, "dp": {dp}, "pp": {pp}}}'
-                 for r, n, lr, ra, (tp, cp, ep, dp, pp) in zip(ranks, node[cut].tolist(), local[cut].tolist(),
-                                                                rail[cut].tolist(), coords[cut][:, columns].tolist())]
-        yield ("" if first == 0 else ",\n") + ",\n".join(lines)
+        cut = slice(first, min(first + ranks_per_chunk, rm.world_size))
+        nodes = node[cut].tolist()
+        fields = (range(cut.start, cut.stop), map(host_part.__getitem__, nodes), local[cut].tolist(),
+                  map(tor_part.__getitem__, nodes), rail[cut].tolist(), *coords[cut][:, columns].T.tolist())
+        yield ("" if first == 0 else ",\n") + ",\n".join(map(line.__mod__, zip(*fields)))
     yield "\n  ]\n}\n"
 
 

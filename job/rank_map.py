@@ -84,9 +84,9 @@ class RankMap:
     # hostlists), so that `rankmap replan` keeps honouring it.
     context: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def nprocs(self) -> tuple:
-        """Ranks on each node rank."""
+        """Ranks on each node rank (computed once: loops over nodes index it)."""
         return tuple(len(r) for r in self.rails)
 
     @property

@@ -6,8 +6,10 @@ Clusters shaped like a large three-tier Clos (MegaScale, NSDI 2024): ToR groups 
 hosts of 8 GPUs, pods of 16 ToR groups under one core, the last group partial (100,000
 hosts = 800,000 GPUs in 1,563 groups under 98 pods). The topology is written as a Slurm
 topology.conf, imported with ``rankmap topo import --from slurm``, and planned with
-``rankmap plan`` for GPT-3 175B (tp=8, pp=8, dp=auto: every free GPU). The import and the
-plan each run in a fresh process (``RANKMAP_MAX_HOSTS`` raised to fit); for each, prints
+``rankmap plan`` for GPT-3 175B (tp=8, pp=8, dp=auto: every free GPU); the map is read back
+with ``rankmap verify --cluster`` (what ``launch`` and ``replan`` read; the input size limit
+raised to fit its 130 MB at 100,000 hosts). The import, the plan and the verify each run in
+a fresh process (``RANKMAP_MAX_HOSTS`` raised to fit); for each, prints
 its CPU seconds (user + system of the child, which other processes sharing the cores do
 not inflate much), wall seconds (inflated on a loaded machine) and peak resident memory
 (``ru_maxrss``); then the sha256 of rankmap.json (the same on every run: the plan never
@@ -71,9 +73,9 @@ def measured(args: list[str], env: dict) -> tuple[float, float, float]:
     return cpu_s, wall, peak_mb
 
 
-def scale_figures(n_hosts: int, tmp: Path) -> tuple[tuple, tuple, str]:
-    """Figures of importing the topology.conf of ``n_hosts`` hosts and of planning on it:
-    ``((CPU s, wall s, peak MB) of the import, the same of the plan, rankmap.json sha256)``."""
+def scale_figures(n_hosts: int, tmp: Path) -> tuple[tuple, tuple, tuple, str]:
+    """Figures of importing the topology.conf of ``n_hosts`` hosts, planning on it and verifying
+    the map: ``((CPU s, wall s, peak MB) of each of the three, rankmap.json sha256)``."""
     conf, cluster, job = tmp / f"topo{n_hosts}.conf", tmp / f"cluster{n_hosts}.yaml", tmp / "job.yaml"
     conf.write_text(topology_conf(n_hosts))
     job.write_text(JOB)
@@ -81,22 +83,24 @@ def scale_figures(n_hosts: int, tmp: Path) -> tuple[tuple, tuple, str]:
     imported = measured(["topo", "import", "--from", "slurm", "--gpus", "8", str(conf), "--out", str(cluster)], env)
     out = tmp / f"plan{n_hosts}"
     planned = measured(["plan", "--cluster", str(cluster), "--job", str(job), "--out", str(out), "--no-picture"], env)
-    digest = hashlib.sha256((out / "rankmap.json").read_bytes()).hexdigest()[:16]
-    return imported, planned, digest
+    data = (out / "rankmap.json").read_bytes()
+    env["RANKMAP_MAX_INPUT_BYTES"] = str(max(64 << 20, 2 * len(data)))     # 130 MB at 100,000 hosts
+    verified = measured(["verify", "--cluster", str(cluster), str(out / "rankmap.json")], env)
+    return imported, planned, verified, hashlib.sha256(data).hexdigest()[:16]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--hosts", default="12500,50000,100000", help="cluster sizes in hosts, comma-separated")
     args = ap.parse_args()
-    print(f"{'':>8} {'':>8} {'':>6} {'topo import':^24}  {'plan':^24}")
-    print(f"{'hosts':>8} {'GPUs':>8} {'groups':>6} {'CPU s':>7} {'wall s':>7} {'peak MB':>8}  "
-          f"{'CPU s':>7} {'wall s':>7} {'peak MB':>8}  rankmap.json sha256")
+    print(f"{'':>8} {'':>8} {'':>6} " + "  ".join(f"{what:^24}" for what in ("topo import", "plan", "verify")))
+    print(f"{'hosts':>8} {'GPUs':>8} {'groups':>6} " + "  ".join([f"{'CPU s':>7} {'wall s':>7} {'peak MB':>8}"] * 3)
+          + "  rankmap.json sha256")
     with tempfile.TemporaryDirectory() as tmp:
         for n in (int(x) for x in args.hosts.split(",")):
-            imported, planned, digest = scale_figures(n, Path(tmp))
+            *runs, digest = scale_figures(n, Path(tmp))
             groups = -(-n // HOSTS_PER_GROUP)
-            figures = "  ".join(f"{cpu:>7.1f} {wall:>7.1f} {peak:>8.0f}" for cpu, wall, peak in (imported, planned))
+            figures = "  ".join(f"{cpu:>7.1f} {wall:>7.1f} {peak:>8.0f}" for cpu, wall, peak in runs)
             print(f"{n:>8,} {8 * n:>8,} {groups:>6} {figures}  {digest}", flush=True)
 
 

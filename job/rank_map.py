@@ -26,12 +26,14 @@ import json
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Iterator
 
 import numpy as np
 
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
-from rankmap.job.layout import ParallelLayout
+from rankmap.job.layout import COORD, ParallelLayout
+from rankmap.job.rank_map_columns import columns_of_entries
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document, job_ints
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
@@ -40,7 +42,7 @@ from rankmap.topology.hostnames import check_hostname
 from rankmap.topology.model import Cluster
 
 __all__ = ["RankMap", "SCHEMA", "read_rankmap", "parse_rankmap", "write_plan_files", "rankmap_to_json",
-           "hostfile_text"]
+           "rankmap_json_chunks", "hostfile_text"]
 
 _ENTRY_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
 
@@ -82,9 +84,9 @@ class RankMap:
     # hostlists), so that `rankmap replan` keeps honouring it.
     context: dict = field(default_factory=dict, compare=False)
 
-    @property
+    @cached_property
     def nprocs(self) -> tuple:
-        """Ranks on each node rank."""
+        """Ranks on each node rank (computed once: loops over nodes index it)."""
         return tuple(len(r) for r in self.rails)
 
     @property
@@ -126,10 +128,12 @@ class RankMap:
         node n; default ``nproc_per_node`` on every node)."""
         hs = [cluster.host(h) for h in hosts]
         counts = nprocs or [nproc_per_node] * len(hs)
+        shapes: dict = {}            # one rails tuple per (GPUs, NICs, ranks) shape, shared by its hosts
+        rails = tuple(shapes.get((h.gpus, h.nics, n)) or shapes.setdefault(
+            (h.gpus, h.nics, n), tuple(h.rail_of_gpu(lr) for lr in range(n))) for h, n in zip(hs, counts))
         return cls(job=job, cluster_name=cluster.name, cluster_hash=cluster.spec_hash(), hosts=tuple(hosts),
-                   tor_groups=tuple(h.tor_group for h in hs),
-                   rails=tuple(tuple(h.rail_of_gpu(lr) for lr in range(n)) for h, n in zip(hs, counts)),
-                   nproc_per_node=max(counts), summary=dict(summary or {}))
+                   tor_groups=tuple(h.tor_group for h in hs), rails=rails, nproc_per_node=max(counts),
+                   summary=dict(summary or {}))
 
     def verify_cluster(self, cluster: Cluster, source: str | None = None) -> None:
         """Check the map belongs to ``cluster``: same spec hash, hosts present, GPUs enough.
@@ -164,6 +168,17 @@ class RankMap:
 
 def rankmap_to_json(rm: RankMap) -> str:
     """Serialise a rank map; one rank per line, keys in a fixed order (byte-stable)."""
+    return "".join(rankmap_json_chunks(rm))
+
+
+def rankmap_json_chunks(rm: RankMap, ranks_per_chunk: int = 32768) -> Iterator[str]:
+    """The text of :func:`rankmap_to_json` in pieces of about ``ranks_per_chunk`` ranks (~4 MB),
+    so that writing the map of 10^6 ranks never holds the whole text (~130 MB) at once.
+
+    The rank lines are formatted from columns (node rank, local rank, rail and the parallel
+    coordinates of every rank, as arrays) rather than one dict per rank; they read as
+    ``json.dumps`` of :meth:`RankMap.entry` with keys in :data:`_ENTRY_KEYS` order.
+    """
     head = {
         "schema": SCHEMA,
         "cluster": {"name": rm.cluster_name, "sha256": rm.cluster_hash},
@@ -175,15 +190,25 @@ def rankmap_to_json(rm: RankMap) -> str:
         "summary": rm.summary,
         **({"context": rm.context} if rm.context else {}),
     }
-    lines = ["{"]
-    for key, value in head.items():
-        lines.append(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},")
-    lines.append('  "ranks": [')
-    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
-    lines.append(",\n".join("    " + e for e in entries))
-    lines.append("  ]")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+    yield "{\n" + "".join(f"  {json.dumps(key)}: {json.dumps(value, sort_keys=True)},\n"
+                           for key, value in head.items()) + '  "ranks": [\n'
+    # per node: the text between "host": and "local_rank": and that between "tor_group": and "rail":
+    host_part = [f"{json.dumps(h)}, \"node_rank\": {n}" for n, h in enumerate(rm.hosts)]
+    tor_part = [json.dumps(t) for t in rm.tor_groups]
+    node = rm.rank_node
+    local = np.arange(rm.world_size) - rm.offsets[node]
+    rail = np.fromiter((r for node_rails in rm.rails for r in node_rails), dtype=np.int64, count=rm.world_size)
+    coords = rm.layout.coord_table                                      # [W, 5]: columns COORD
+    columns = [COORD[d] for d in DIMS]                                  # in the order the lines print them
+    line = ('    {"rank": %d, "host": %s, "local_rank": %d, "tor_group": %s, "rail": %d, '
+            '"tp": %d, "cp": %d, "ep": %d, "dp": %d, "pp": %d}')
+    for first in range(0, rm.world_size, ranks_per_chunk):
+        cut = slice(first, min(first + ranks_per_chunk, rm.world_size))
+        nodes = node[cut].tolist()
+        fields = (range(cut.start, cut.stop), map(host_part.__getitem__, nodes), local[cut].tolist(),
+                  map(tor_part.__getitem__, nodes), rail[cut].tolist(), *coords[cut][:, columns].T.tolist())
+        yield ("" if first == 0 else ",\n") + ",\n".join(map(line.__mod__, zip(*fields)))
+    yield "\n  ]\n}\n"
 
 
 def hostfile_text(rm: RankMap) -> str:
@@ -209,7 +234,7 @@ def write_plan_files(rm: RankMap, out_dir: str | Path, extra: dict | None = None
 
     # rankmap.json last: it names its hosts, so a hostfile beside it can always be checked against it
     written = atomic_write_files(out_dir, {"hostfile": hostfile_text(rm), **(extra or {}),
-                                           "rankmap.json": rankmap_to_json(rm)}, remove=remove, before_commit=ready)
+                                           "rankmap.json": rankmap_json_chunks(rm)}, remove=remove, before_commit=ready)
     return [written[-1], *written[:-1]]
 
 
@@ -283,6 +308,15 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     world = job.world_size
     if len(ranks) != world:
         raise RankMapFileError(f"{len(ranks)} ranks listed, the job has {world}", source=source, key="ranks")
+    layout = ParallelLayout.of(job)
+    fast = columns_of_entries(ranks, nprocs, layout, _ENTRY_KEYS)    # all rules at once, on columns
+    if fast is not None:
+        hosts, tors, rails = fast
+        rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=hosts, tor_groups=tors, rails=rails,
+                     nproc_per_node=max(nprocs), summary=summary, source=source)
+        _check_groups(rm, source)
+        return rm
+    # some rule fails: check entry by entry, to name the first entry that breaks it
     n_nodes = len(nprocs)
     offsets = np.concatenate([[0], np.cumsum(nprocs)]).tolist()
     hosts: list = [None] * n_nodes
@@ -291,7 +325,6 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
     seen_rank: set = set()
     seen_gpu: set = set()
     node_of_host: dict = {}
-    layout = ParallelLayout.of(job)
     for i, rec in enumerate(ranks):
         key = f"ranks[{i}]"
         if not isinstance(rec, dict) or set(rec) != set(_ENTRY_KEYS):

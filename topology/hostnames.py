@@ -6,6 +6,7 @@ same syntax); this module only adds checks and error messages.
 
 from __future__ import annotations
 
+import functools
 import re
 
 import hostlist
@@ -107,6 +108,24 @@ def compress_hostlist(names: list[str]) -> str:
     return hostlist.collect_hostlist(list(names))
 
 
-def natural_key(name: str) -> list:
-    """Sort key that orders digit runs by value: node7 < node8 < node66 < node70."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+@functools.lru_cache(maxsize=1 << 18)
+def natural_key(name: str) -> tuple:
+    """Sort key that orders digit runs by value: node7 < node8 < node66 < node70.
+
+    Text and digit runs alternate (``("node", 7, "")``), so keys of any two names compare.
+    The planner sorts the same hosts many times over (the spec hash, each baseline, each
+    tier's domains): keys are cached, up to 2^18 names (~45 MB at most, ~18 MB for 10^5 hosts).
+
+    Examples
+    --------
+    >>> sorted(["node70", "node8", "node66", "node7"], key=natural_key)
+    ['node7', 'node8', 'node66', 'node70']
+    >>> natural_key("ip-10-2-3")
+    ('ip-', 10, '-', 2, '-', 3, '')
+    """
+    parts = _DIGIT_RUNS.split(name)                  # text, digits, text, ..., text
+    parts[1::2] = map(int, parts[1::2])
+    return tuple(parts)
+
+
+_DIGIT_RUNS = re.compile(r"(\d+)")

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections import Counter
 from pathlib import Path
 
 import yaml
@@ -152,6 +153,7 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
     groups: list[TorGroup] = []
     hosts: list[Host] = []
     where: dict[str, str] = {}
+    named: set[str] = set()
     for i, entry in enumerate(entries):
         line = entries.item_lines[i] if hasattr(entries, "item_lines") else None
         f = Fields(entry, top.source, f"tor_groups[{i}]", line).only("name", "capacity", "hosts", "link_speed")
@@ -163,8 +165,9 @@ def _tor_groups(top: Fields, gpus: int, nics: int) -> tuple[list[TorGroup], list
         # equal in natural order (n0, n00) are ordered by their text.
         members = sorted(_group_hosts(f, gpus, nics), key=lambda m: name_key(m[0]))
         f.done()
-        if gname in {g.name for g in groups}:
+        if gname in named:
             raise f.error("name", f"ToR group {gname!r} is defined twice")
+        named.add(gname)
         for name, g, n in members:
             if name in where:
                 raise f.error("hosts", f"host {name!r} is already in ToR group {where[name]!r}")
@@ -295,8 +298,8 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     padding and never merges distinct hosts); a run that would not expand back to exactly
     the same hosts is written as a list of names.
     """
-    common_gpus = max((h.gpus for h in cluster.hosts), key=[h.gpus for h in cluster.hosts].count, default=8)
-    common_nics = max((h.nics for h in cluster.hosts), key=[h.nics for h in cluster.hosts].count, default=8)
+    common_gpus = _most_common(h.gpus for h in cluster.hosts)
+    common_nics = _most_common(h.nics for h in cluster.hosts)
     doc: dict = {
         "name": cluster.name,
         "hosts": {"gpus": common_gpus, "nics": common_nics},
@@ -332,6 +335,12 @@ def cluster_to_yaml(cluster: Cluster) -> str:
     if avail:
         doc["availability"] = avail
     return yaml.safe_dump(doc, sort_keys=False, width=100)
+
+
+def _most_common(values, default: int = 8) -> int:
+    """The value seen most often, the first seen among equals (``default`` if none), in one pass."""
+    counts = Counter(values)
+    return counts.most_common(1)[0][0] if counts else default
 
 
 def _num(value: float) -> int | float:

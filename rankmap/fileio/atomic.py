@@ -23,7 +23,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from rankmap.errors import RankmapError
 from rankmap.fileio.reading import file_kind
@@ -41,7 +41,8 @@ _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _TMP = re.compile(r"\.(?P<name>.+?)\.(?:(?P<pid>[0-9]+)\.)?[A-Za-z0-9_]{8}\.tmp")
 
 
-def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, remove: tuple[str, ...] = (),
+def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes | Iterable[str]], *,
+                       remove: tuple[str, ...] = (),
                        before_commit: Callable[[list[Path]], None] | None = None) -> list[Path]:
     """Write ``{name: text or bytes}`` into ``folder`` atomically per file, renaming only after all are written.
 
@@ -57,8 +58,9 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
     ----------
     folder : str or Path
         Output folder; created if missing.
-    files : mapping of str to str or bytes
-        File name (no directories) to UTF-8 text, or to raw bytes (e.g. a PNG), in commit order.
+    files : mapping of str to str, bytes or iterable of str
+        File name (no directories) to UTF-8 text, to raw bytes (e.g. a PNG), or to an iterable
+        of text pieces written one after another (a large file never held whole), in commit order.
     remove : tuple of str
         Names of stale files in ``folder`` to delete in the same commit, before the renames
         (an old ``plan.png`` that this run does not write); missing ones are fine.
@@ -104,9 +106,9 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
                 fd, tmp = tempfile.mkstemp(prefix=f".{name}.{os.getpid()}.", suffix=".tmp", dir=out)
                 staged.append((tmp, out / name))
                 os.fchmod(fd, 0o666 & ~_umask())  # mkstemp makes 0600; outputs get the usual mode
-                data = text if isinstance(text, bytes) else text.encode("utf-8")
                 with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
+                    for data in _pieces(text):
+                        handle.write(data)
                     handle.flush()
                     os.fsync(handle.fileno())
             if before_commit is not None:
@@ -135,6 +137,16 @@ def atomic_write_files(folder: str | Path, files: Mapping[str, str | bytes], *, 
                 except OSError:
                     pass
     return [final for _, final in staged]
+
+
+def _pieces(content: str | bytes | Iterable[str]) -> Iterable[bytes]:
+    """The bytes of one output: raw bytes, UTF-8 text, or text made piece by piece (a generator, so
+    that a large file is never held whole)."""
+    if isinstance(content, bytes):
+        return (content,)
+    if isinstance(content, str):
+        return (content.encode("utf-8"),)
+    return (piece.encode("utf-8") for piece in content)
 
 
 def _not_a_regular_file(path: Path) -> str | None:

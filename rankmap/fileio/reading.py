@@ -130,26 +130,37 @@ def parse_json(text: str, source: str) -> Any:
     ...
     rankmap.errors.SpecError: m.json: duplicate key 'a'
     """
-    depth = _json_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise SpecError(f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels", source=source)
+    too_deep = SpecError(f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels", source=source)
+    # Integers are checked one by one only where some run of digits is long enough to matter:
+    # a hook per integer costs seconds on a rank map of 10^6 ranks (~10^7 integers).
+    long_digits = _LONG_DIGITS.search(text) is not None
     try:
-        return json.loads(text, object_pairs_hook=lambda pairs: _unique(pairs, source),
-                          parse_int=lambda digits: _json_int(digits, source), parse_constant=_no_constant(source))
+        doc = json.loads(text, object_pairs_hook=lambda pairs: _unique(pairs, source),
+                         parse_int=(lambda digits: _json_int(digits, source)) if long_digits else None,
+                         parse_constant=_no_constant(source))
     except json.JSONDecodeError as exc:
         raise SpecError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
-    except RecursionError:
-        raise SpecError("invalid JSON: nested too deeply", source=source) from None
+    except RecursionError:  # json's C scanner refuses nesting past the interpreter's recursion limit
+        raise too_deep from None
+    if isinstance(doc, (dict, list)) and _deeper_than(doc, MAX_JSON_DEPTH):
+        raise too_deep
+    return doc
 
 
-def _json_depth(text: str) -> int:
-    """Deepest bracket nesting, ignoring brackets inside strings."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return 0
-    return nesting_depth(_JSON_STRING.sub('""', text), MAX_JSON_DEPTH)
+_LONG_DIGITS = re.compile("[0-9]{%d,}" % (MAX_INT_DIGITS + 1))
 
 
-_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+def _deeper_than(doc: dict | list, cap: int) -> bool:
+    """Whether parsed JSON nests arrays and objects more than ``cap`` deep (the outermost is 1),
+    walked without recursion."""
+    stack = [(doc, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > cap:
+            return True
+        stack.extend((v, depth + 1) for v in (node.values() if isinstance(node, dict) else node)
+                     if isinstance(v, (dict, list)))
+    return False
 
 
 def nesting_depth(text: str, cap: int) -> int:
@@ -183,11 +194,11 @@ def _running_depth(text: str, np):
 
 
 def _unique(pairs: list, source: str) -> dict:
-    out = {}
-    for key, value in pairs:
-        if key in out:
-            raise SpecError(f"duplicate key {key[:60]!r}", source=source)
-        out[key] = value
+    out = dict(pairs)
+    if len(out) < len(pairs):
+        seen: set = set()
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise SpecError(f"duplicate key {key[:60]!r}", source=source)
     return out
 
 

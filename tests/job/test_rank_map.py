@@ -99,3 +99,82 @@ def test_framework_and_expert_tp_survive_the_rank_map_file(tmp_path):
     back = read_rankmap(tmp_path / "rankmap.json")
     assert back.job == job and (back.job.etp, back.job.framework_version) == (1, "0.12")
     assert [back.entry(r)["ep"] for r in range(8)] == [0, 1, 2, 3, 0, 1, 2, 3]   # place in the folded EP group
+
+
+def _entries_one_by_one(rm) -> str:
+    """rankmap.json as the schema spells it: the head, then ``json.dumps`` of each rank's entry dict."""
+    from rankmap.job.rank_map import _ENTRY_KEYS, rankmap_json_chunks
+    head = next(rankmap_json_chunks(rm))
+    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
+    return head + ",\n".join("    " + e for e in entries) + "\n  ]\n}\n"
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 16, 1000])
+def test_streamed_json_is_the_entries_one_by_one(chunk):
+    # Hosts of 4 and 2 GPUs (nprocs listed), rails shared by GPU pairs, CP and EP coordinates that vary
+    # across hosts; the rank lines formatted from columns, in pieces of `chunk` ranks, read byte for byte
+    # as json.dumps of each entry.
+    from rankmap.job.rank_map import RankMap, rankmap_json_chunks, rankmap_to_json
+    job = JobSpec(tp=2, cp=2, ep=2, dp=2, pp=2, num_micro_batches=2,
+                  model=ModelShape(layers=4, hidden=64, heads=8, seq_len=32, vocab=100, experts=4))
+    nprocs = [4, 2, 4, 2, 4]
+    rm = RankMap(job=job, cluster_name="c", cluster_hash="0" * 64, hosts=("h-1", "h-2", "H3", "h-4", "h5"),
+                 tor_groups=("t1", "t1", "t2", "t2", "t\u00e93"),
+                 rails=tuple(tuple(lr // 2 for lr in range(n)) for n in nprocs), nproc_per_node=4,
+                 summary={"b": 1, "a": [0.5]}, context={"excluded": "x[1-2]"})
+    want = _entries_one_by_one(rm)
+    # rank 15 = tp 1 + 2 cp 1 + 4 dp 1 + 8 pp 1; expert order tp-ep-dp-pp: 15 = 1 + 2 ep 1 + 4 edp 1 + 8 pp 1
+    assert want.endswith('{"rank": 15, "host": "h5", "node_rank": 4, "local_rank": 3, "tor_group": "t\\u00e93", '
+                         '"rail": 1, "tp": 1, "cp": 1, "ep": 1, "dp": 1, "pp": 1}\n  ]\n}\n')
+    assert "".join(rankmap_json_chunks(rm, ranks_per_chunk=chunk)) == want == rankmap_to_json(rm)
+    assert json.loads(want)["ranks"][13] == rm.entry(13)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_columns_read_the_map_the_entry_by_entry_check_reads(planned, monkeypatch, shuffle):
+    # Valid maps (entries in rank order, and shuffled, with a rail given as 1.0 in the shuffled one):
+    # the column check and the entry-by-entry check (forced by making the column check give up)
+    # read the same map; the float sends even the first read down the entry-by-entry path.
+    import random
+
+    import rankmap.job.rank_map as rank_map_module
+    from rankmap.job.rank_map import parse_rankmap
+    _, result, out = planned
+    doc = json.loads((out / "rankmap.json").read_text())
+    if shuffle:
+        random.Random(7).shuffle(doc["ranks"])
+        doc["ranks"][0]["rail"] = float(doc["ranks"][0]["rail"])
+    text = json.dumps(doc)
+    by_columns = parse_rankmap(text, "m.json")
+    monkeypatch.setattr(rank_map_module, "columns_of_entries", lambda *args: None)
+    one_by_one = parse_rankmap(text, "m.json")
+    assert by_columns == one_by_one == result.rankmap and by_columns.rails == one_by_one.rails
+
+
+def _upper_host_of_node_1(doc):
+    for rec in doc["ranks"]:
+        if rec["node_rank"] == 1:
+            rec["host"] = doc["ranks"][0]["host"].upper()        # node 0's host in capitals
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["ranks"][9].update(rail=True), "must be integers >= 0"),
+    (lambda d: d["ranks"][4].update(rail=-1), "must be integers >= 0"),
+    (_upper_host_of_node_1, "disagree with earlier entries"),
+    (lambda d: d["ranks"][9].update(tor_group="other"), "name ToR groups"),
+    (lambda d: d["ranks"][7].update(tp=2 ** 70), "the job's order 'tp-cp-ep-dp-pp' gives"),
+    (lambda d: d["ranks"][7].update(node_rank=6), "must be the ranks before its node plus its local_rank"),
+])
+def test_what_the_columns_refuse_the_entries_name(planned, mutate, message):
+    # Faults the column check must not let through; the entry-by-entry check names each (and is
+    # what reports it either way).
+    import rankmap.job.rank_map as rank_map_module
+    from rankmap.job.rank_map_columns import columns_of_entries
+    _, result, out = planned
+    doc = json.loads((out / "rankmap.json").read_text())
+    mutate(doc)
+    nprocs = [8] * (result.rankmap.world_size // 8)
+    assert columns_of_entries(doc["ranks"], nprocs, result.rankmap.layout, rank_map_module._ENTRY_KEYS) is None
+    with pytest.raises(RankMapFileError) as err:
+        rank_map_module.parse_rankmap(json.dumps(doc), "m.json")
+    assert message in str(err.value)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from rankmap.job.rank_map import RankMap, rankmap_to_json
@@ -56,3 +57,25 @@ def test_the_container_script_unpacks_the_map_and_starts_torchrun(tmp_path):
         "torchrun --nnodes=2 --nproc-per-node=2 --node-rank=1 --rdzv-backend=static --master-addr=gpu-00000 "
         "--master-port=29500 --max-restarts=0 train.py --lr 3e-4")
     assert (tmp_path / "rankmap.json").read_text() == rankmap_to_json(rm)
+
+
+def test_strict_json_reader_refuses_what_it_refused_before(tmp_path):
+    # The reader checks integers one by one only where a long run of digits exists, and nesting
+    # on the parsed document: the same refusals, each naming the file.
+    from rankmap.errors import SpecError
+    from rankmap.fileio import parse_json
+    cases = [('{"a": 1, "b": {"c": 2, "c": 3}}', "m.json: duplicate key 'c'"),
+             ("[" * 101 + "]" * 101, "m.json: invalid JSON: nested deeper than 100 levels"),
+             ("[" * 50_000 + "]" * 50_000, "m.json: invalid JSON: nested deeper than 100 levels"),
+             ('{"x": -' + "7" * 41 + "}", "m.json: integer of 42 digits (at most 40)"),
+             ('{"x": [Infinity]}', "m.json: Infinity is not a JSON number")]
+    for text, message in cases:
+        with pytest.raises(SpecError) as err:
+            parse_json(text, "m.json")
+        assert str(err.value) == message
+    # 41 digits inside a string are text, and 100 levels are allowed
+    assert parse_json('{"host": "n' + "1" * 41 + '", "n": [1]}', "m.json") == {"host": "n" + "1" * 41, "n": [1]}
+    deep: list = []
+    for _ in range(99):
+        deep = [deep]
+    assert parse_json("[" * 100 + "]" * 100, "m.json") == deep

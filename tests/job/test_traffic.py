@@ -146,3 +146,63 @@ def test_plan_accepts_tp4_cp2_dp4_on_8_gpu_hosts(order):
     job = JobSpec(tp=4, cp=2, dp=4, order=order, model=MODEL_PRESETS["gpt3-1.3b"], num_micro_batches=2)
     rm = plan(cluster, job).rankmap
     assert rm.world_size == 32 and rm.job.order == "tp-cp-ep-dp-pp"
+
+
+# -- the vectorised rail check against the rule written out group by group --------------------------
+
+def _rule_by_rule(layout, traffic, rank_host, rank_local, limit, pxn):
+    """The rail rules of :func:`alignment_problems`, checked one group and one edge at a time in
+    plain Python: the messages and their order the vectorised check must reproduce."""
+    out = []
+    tp_hosts = rank_host[layout.groups("tp")]
+    bad = [g for g, hosts in enumerate(tp_hosts.tolist()) if len(set(hosts)) > 1]
+    if bad:
+        out.append(f"TP group {layout.groups('tp')[bad[0]].tolist()} spans {len(set(tp_hosts[bad[0]].tolist()))} hosts")
+    for kind, tr in traffic.items():
+        if kind == "tp" or tr.group_size < 2:
+            continue
+        groups = layout.groups(kind)
+        on = [{} for _ in groups]
+        for g, group in enumerate(groups.tolist()):
+            for r in group:
+                on[g].setdefault(int(rank_host[r]), set()).add(int(rank_local[r]))
+        found = []
+        if tr.pattern == "ring":
+            for g, group in enumerate(groups.tolist()):
+                if len(on[g]) > 1 and not set.intersection(*on[g].values()):
+                    where = "; ".join(f"host {h}: rails {sorted(r)}" for h, r in list(on[g].items())[:3])
+                    found.append(f"{kind.upper()} group {group[:8]} spans {len(on[g])} hosts with no NIC rail common "
+                                 f"to all ({where}): every NCCL channel changes rails (not rail-aligned)")
+        else:
+            group_of = {r: g for g, group in enumerate(groups.tolist()) for r in group}
+            pairs = ([(a, b) for group in groups.tolist() for a, b in zip(group, group[1:])] if tr.pattern == "chain"
+                     else [(a, b) for group in groups.tolist() for a in group for b in group if a != b])
+            if tr.wrap_bytes:
+                pairs += [(group[-1], group[0]) for group in groups.tolist()]
+            for a, b in pairs:
+                ha, hb = int(rank_host[a]), int(rank_host[b])
+                via = on[group_of[a]][ha] if pxn else {int(rank_local[a])}
+                if ha != hb and int(rank_local[b]) not in via:
+                    found.append(f"{kind.upper()} edge rank {a} -> rank {b} joins local rank {rank_local[a]} to local "
+                                 f"rank {rank_local[b]} on another host, and no member of the group on rank {a}'s "
+                                 f"host sits on rail {int(rank_local[b])} (not rail-aligned)")
+        out += found[:limit]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_vectorised_rail_check_matches_the_rule_group_by_group(seed):
+    # Random jobs (CP rings, EP all-to-alls, interleaved pipelines), ranks shuffled over hosts of
+    # 2, 4 or 8 GPUs: every message, in order, as the plain rule gives it; several placements break it.
+    rng = np.random.default_rng(seed)
+    tp, cp, ep, pp = (int(rng.choice(c)) for c in ([1, 2], [1, 2], [1, 2, 4], [1, 2, 3]))
+    dp = int(rng.choice([2, 4]))
+    job = JobSpec(tp=tp, cp=cp, ep=ep, pp=pp, dp=dp, num_micro_batches=4 * pp, virtual_stages=2 if pp > 1 else 1,
+                  model=ModelShape(layers=12, hidden=64, heads=4, seq_len=32, experts=4 if ep > 1 else 0))
+    lay, traffic = ParallelLayout.of(job), job_traffic(job)
+    gpn = int(rng.choice([2, 4, 8]))
+    ranks = rng.permutation(job.world_size) if seed % 3 else np.arange(job.world_size)
+    host, local = ranks // gpn, ranks % gpn
+    for limit, pxn in ((3, True), (50, True), (4, False)):
+        assert alignment_problems(lay, traffic, host, local, limit=limit, pxn=pxn) == \
+            _rule_by_rule(lay, traffic, host, local, limit, pxn)

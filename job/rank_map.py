@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -30,8 +31,10 @@ from typing import Iterator
 
 import numpy as np
 
+from rankmap import names
 from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
+from rankmap.fileio.reading import MAX_INPUT_BYTES
 from rankmap.job.layout import COORD, ParallelLayout
 from rankmap.job.rank_map_columns import columns_of_entries
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document, job_ints
@@ -252,10 +255,25 @@ def read_rankmap(path: str | Path) -> RankMap:
     """
     source = str(path)
     try:
-        text = read_text(path)
+        text = read_text(path, limit=rank_map_limit())
     except SpecError as exc:
         raise RankMapFileError(exc.message, source=exc.source, line=exc.line) from None
     return parse_rankmap(text, source)
+
+
+#: Bytes a rank map may take per host the cluster may hold (a rank's entry is ~165 bytes; 16
+#: ranks per host fit), so that a map of :data:`~rankmap.names.MAX_HOSTS` hosts is readable.
+RANK_MAP_BYTES_PER_HOST = 4096
+
+
+def rank_map_limit() -> int:
+    """Largest rank map read, in bytes: ``RANKMAP_MAX_INPUT_BYTES`` when set, else the larger of
+    the input limit (64 MiB) and :data:`RANK_MAP_BYTES_PER_HOST` per host of ``RANKMAP_MAX_HOSTS``
+    (256 MiB at the default 65,536 hosts): ``rankmap plan`` on 100,000 hosts (800k ranks) writes
+    a 130 MB map that verify, launch and replan must read back."""
+    if os.environ.get("RANKMAP_MAX_INPUT_BYTES"):
+        return MAX_INPUT_BYTES
+    return max(MAX_INPUT_BYTES, RANK_MAP_BYTES_PER_HOST * names.MAX_HOSTS)
 
 
 def parse_rankmap(text: str, source: str = "<string>") -> RankMap:

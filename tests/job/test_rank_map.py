@@ -178,3 +178,27 @@ def test_what_the_columns_refuse_the_entries_name(planned, mutate, message):
     with pytest.raises(RankMapFileError) as err:
         rank_map_module.parse_rankmap(json.dumps(doc), "m.json")
     assert message in str(err.value)
+
+
+def test_a_map_plan_wrote_is_read_back_past_the_input_limit(planned, monkeypatch):
+    # The input limit (64 MiB) is below what plan writes for 100,000 hosts (130 MB): a rank map
+    # may take 4 KiB per host the cluster may hold. Shrunk here: limit 100 bytes, 6 hosts of
+    # allowance (24 KiB) hold this 48-rank map; 1 host's (4 KiB) does not; the environment
+    # variable, when set, is the limit.
+    from rankmap import names
+    from rankmap.job import rank_map
+
+    _, result, out = planned
+    size = (out / "rankmap.json").stat().st_size
+    assert 4096 < size < 6 * 4096
+    monkeypatch.setattr(rank_map, "MAX_INPUT_BYTES", 100)
+    monkeypatch.delenv("RANKMAP_MAX_INPUT_BYTES", raising=False)
+    monkeypatch.setattr(names, "MAX_HOSTS", 6)
+    assert read_rankmap(out / "rankmap.json") == result.rankmap
+    monkeypatch.setattr(names, "MAX_HOSTS", 1)
+    with pytest.raises(RankMapFileError, match=f"file is {size} bytes, over the limit of 4096"):
+        read_rankmap(out / "rankmap.json")
+    monkeypatch.setattr(names, "MAX_HOSTS", 6)
+    monkeypatch.setenv("RANKMAP_MAX_INPUT_BYTES", "100")
+    with pytest.raises(RankMapFileError, match="over the limit of 100 "):
+        read_rankmap(out / "rankmap.json")

@@ -62,7 +62,7 @@ import numpy as np
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.perimeter_bound import _min_plus, pod_free_hosts
 
-__all__ = ["pod_box_bound", "pod_box_costs", "box_costs", "MULTIPLIERS", "MAX_WORK"]
+__all__ = ["pod_box_bound", "pods_bound", "pod_box_costs", "box_costs", "MULTIPLIERS", "MAX_WORK"]
 
 # (column groups m, mu / (w_col / m), nu / (w_row / 2), row threshold: "max" = largest group + 1
 # or "half" = half of it + 1): the multipliers tried (the largest bound kept per pod shape). The
@@ -196,6 +196,14 @@ def pod_box_bound(problem: GridProblem) -> float:
     >>> pod_box_bound(p)
     1435.0
     """
+    return pods_bound(problem, lambda i, pod: pod_box_costs(list(pod), problem))
+
+
+def pods_bound(problem: GridProblem, pod_costs) -> float:
+    """Add per-pod lower bounds up over pods: ``pod_costs(i, pod)`` gives pod shape ``i``'s
+    (sorted free hosts per group) least cost at each host count ``[cap + 1]``; a min-plus
+    programme over pods takes the cheapest split of the grid's hosts, less the columns' first
+    domains at both tiers (counted in every pod's cost). 0 where :func:`pod_box_bound` says."""
     R, C = problem.rows, problem.cols
     if not problem.domains or R * C == 0:
         return 0.0
@@ -205,7 +213,7 @@ def pod_box_bound(problem: GridProblem) -> float:
     work = sum(min(R, c) * len(MULTIPLIERS) * c * (c + len(p) * max(p)) for p, c in zip(pods, caps))
     if sum(caps) < n or max(caps) >= C or work + len(pods) * n * max(caps) > MAX_WORK:
         return 0.0
-    costs = {p: pod_box_costs(list(p), problem) for p in sorted(set(pods))}
+    costs = {p: pod_costs(i, p) for i, p in enumerate(sorted(set(pods)))}
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):

@@ -72,8 +72,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import _min_plus, pod_free_hosts
-from rankmap.placement.pod_box_bound import MAX_WORK, MULTIPLIERS, pod_box_costs
+from rankmap.placement.pod_box_bound import pod_box_costs, pods_bound
 
 __all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "pattern_lps", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS", "MAX_PODS"]
 
@@ -323,7 +322,8 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     low, split = _simple_bounds(keys, free, cap, w0, w1)
     best_cap = float(tall[cap])
     # the cover lines only where a class may be least at the full pod (elsewhere low is valid)
-    near = np.nonzero(rowpart[:, 0] + w_col * low[:, cap] < best_cap)[0]
+    at_cap = np.where(np.isfinite(low[:, cap]), w_col * np.where(np.isfinite(low[:, cap]), low[:, cap], 0.0), np.inf)
+    near = np.nonzero(rowpart[:, 0] + at_cap < best_cap)[0]                # (an infeasible class: inf, never near)
     if near.size:
         low[near] = _cover_bounds([keys[p] for p in near], split[near], w0, w1)
     up = _rounder(w0, w1)
@@ -374,23 +374,5 @@ def pod_pattern_bound(problem: GridProblem) -> float:
     >>> pod_pattern_bound(p)
     1440.0
     """
-    R, C = problem.rows, problem.cols
-    if not problem.domains or R * C == 0:
-        return 0.0
-    pods = sorted(tuple(sorted(p)) for p in pod_free_hosts(problem))
-    caps = [sum(p) for p in pods]
-    n = R * C
-    work = sum(min(R, c) * len(MULTIPLIERS) * c * (c + len(p) * max(p)) for p, c in zip(pods, caps))
-    if sum(caps) < n or max(caps) >= C or work + len(pods) * n * max(caps) > MAX_WORK:
-        return 0.0
-    shapes = sorted(set(pods))
-    costs = {p: (pod_pattern_costs(list(p), problem) if i < MAX_PODS else pod_box_costs(list(p), problem))
-             for i, p in enumerate(shapes)}
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = _min_plus(best, costs[p], cap, n)
-    if not np.isfinite(best[n]):
-        return 0.0
-    w_col = problem.w_col if R > 1 else 0
-    return max(0.0, float(best[n]) - (problem.weights[0] + problem.weights[1]) * w_col * C)
+    return pods_bound(problem, lambda i, pod: (pod_pattern_costs(list(pod), problem) if i < MAX_PODS
+                                              else pod_box_costs(list(pod), problem)))

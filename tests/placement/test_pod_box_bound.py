@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import random
-
 import numpy as np
 import pytest
 from test_pod_profile_bound import _brute_two_levels
+from test_pod_profile_bound import _wide_ring_instances as _profile_instances
 
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.perimeter_bound import block_cost, nested_blocks, nested_perimeter_bound
@@ -15,21 +14,8 @@ from rankmap.placement.tier_search import tier_bound, tier_bound_method, tier_co
 
 
 def _wide_ring_instances(n: int, seed: int):
-    """Random two-level instances where a ring is wider than every pod (the bound applies)."""
-    rng = random.Random(seed)
-    made = 0
-    while made < n:
-        K = rng.choice([3, 4, 5])
-        R, C = rng.choice([(2, 4), (2, 5), (3, 4), (3, 3), (4, 3), (2, 6), (4, 2), (5, 2)])
-        free = tuple(rng.randint(1, C - 1) for _ in range(K))
-        pods = tuple(sorted(rng.randint(0, K // 2) for _ in range(K)))
-        pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())
-        caps = [sum(f for f, d in zip(free, pods) if d == e) for e in set(pods)]
-        if sum(free) < R * C or max(caps) >= C or K ** (R * C) > 400_000:
-            continue
-        made += 1
-        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,),
-                          (1.0, float(rng.choice([1, 2, 3]))))
+    """The pod-rows tests' random instances, on more grid shapes (two-row and two-column ones too)."""
+    return _profile_instances(n, seed, shapes=((2, 4), (2, 5), (3, 4), (3, 3), (4, 3), (2, 6), (4, 2), (5, 2)))
 
 
 def test_never_exceeds_brute_force_and_never_below_the_nested_blocks():

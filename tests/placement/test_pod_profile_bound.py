@@ -147,13 +147,14 @@ def test_nested_blocks_see_a_pods_groups_share_its_stages():
     assert tier_bound(p, 0) == 18.0
 
 
-def _wide_ring_instances(n: int, seed: int):
-    """Random two-level instances where a ring is wider than every pod (the pod-rows bound applies)."""
+def _wide_ring_instances(n: int, seed: int, shapes=((2, 4), (2, 5), (3, 4), (3, 3), (4, 3))):
+    """Random two-level instances where a ring is wider than every pod (the pod-rows bound applies);
+    grids of ``shapes`` (rows, columns)."""
     rng = random.Random(seed)
     made = 0
     while made < n:
         K = rng.choice([3, 4, 5])
-        R, C = rng.choice([(2, 4), (2, 5), (3, 4), (3, 3), (4, 3)])
+        R, C = rng.choice(list(shapes))
         free = tuple(rng.randint(1, C - 1) for _ in range(K))
         pods = tuple(sorted(rng.randint(0, K // 2) for _ in range(K)))
         pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())

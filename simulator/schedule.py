@@ -38,8 +38,9 @@ Around the pipeline, each a switch in :class:`OverlapConfig`:
   MegaScale describes and Megatron-LM does with ``align_param_gather``; Megatron-Core
   without interleaving turns that off (megatron/training/arguments.py) and dispatches a
   stage's first bucket only in its first forward pre-hook, with one bucket for stages past
-  the first (``disable_bucketing`` or ``pp_rank > 0`` in distributed_data_parallel.py), which
-  exposes more of the gather on later stages than modelled here.
+  the first (``disable_bucketing`` or ``pp_rank > 0`` in distributed_data_parallel.py), so
+  each later stage's first forward waits for its whole gather after its input arrives:
+  ``OverlapConfig.megatron_core`` (a job with ``framework: megatron``) models that.
 - ``tp``, the TP/SP (and CP, EP) collectives of a pass, overlapped with the transformer
   block: a pass takes ``max(compute, comm)``, else ``compute + comm``.
 - ``dp_reduce``, the gradient reduction of each chunk in buckets as its last backward
@@ -55,9 +56,10 @@ Around the pipeline, each a switch in :class:`OverlapConfig`:
   the stage's whole reduction starts after its last backward. Megatron-Core buckets only
   the first chunk of the first pipeline stage (``disable_bucketing`` for later chunks and
   ``pp_rank > 0``: one bucket, started when the chunk's backward ends) because that chunk
-  finishes last; here every chunk buckets. The two differ only where a stage's head start
-  over stage 0 (about ``i`` backwards for stage ``i``) is shorter than its reduction, which
-  then ends up to ``d (1 - 1/n)`` later in Megatron-Core than here.
+  finishes last; by default (MegaScale) every chunk buckets, with ``megatron_core`` only that
+  one (:func:`buckets`). The two differ only where a stage's head start over stage 0 (about
+  ``i`` backwards for stage ``i``) is shorter than its reduction, which then ends up to
+  ``d (1 - 1/n)`` later in Megatron-Core.
 
 The optimizer step follows the slowest stage's reduction. The logit layer runs in the last
 chunk of the last stage only (``logit_forward_s``, ``logit_backward_s``).
@@ -72,7 +74,7 @@ import numpy as np
 
 from rankmap.job.frameworks import interleaved_rounds
 
-__all__ = ["backward_pass_s", "OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
+__all__ = ["backward_pass_s", "buckets", "OverlapConfig", "PipelineCosts", "StageTimeline", "ScheduleResult", "stage_order", "run_schedule"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +84,13 @@ class OverlapConfig:
     tp: bool = True
     dp_gather: bool = True
     dp_reduce: bool = True
+    #: Megatron-Core's bucketing and dispatch (``framework: megatron``) instead of MegaScale's:
+    #: only the first stage's first chunk is cut into buckets (``disable_bucketing`` or
+    #: ``pp_rank > 0`` in megatron/core/distributed/distributed_data_parallel.py: "data-parallel
+    #: communication on these stages is not on the critical path"), and without interleaving a
+    #: stage's parameter all-gather is dispatched only in its first forward pre-hook
+    #: (``align_param_gather`` is off for the non-interleaved schedule, megatron/training/arguments.py).
+    megatron_core: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -306,6 +315,19 @@ def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool, chu
     return max(compute, comm) if overlap.tp else compute + comm
 
 
+def buckets(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> np.ndarray:
+    """``[p, v]`` gradient (and parameter) buckets of each stage's chunk: ``costs.reduce_buckets``
+    everywhere, or with ``overlap.megatron_core`` on the first stage's first chunk only (1
+    elsewhere); 1 everywhere without the ``dp_reduce`` overlap (Megatron-LM buckets only with
+    ``--overlap-grad-reduce``)."""
+    overlap = overlap or OverlapConfig()
+    n = np.full((costs.p, costs.v), costs.reduce_buckets if overlap.dp_reduce else 1, dtype=np.int64)
+    if overlap.megatron_core:
+        n[1:, :] = 1
+        n[:, 1:] = 1
+    return n
+
+
 def backward_pass_s(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> np.ndarray:
     """``[p, v]`` seconds: each stage's backward pass through each of its chunks (exposed
     TP/CP/EP communication and, in the model's last chunk, the logit layer included)."""
@@ -333,7 +355,8 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
     busy, wait = np.zeros(p), np.zeros((p, v))
     dur = {(s, f, ch): _pass_s(c, overlap, s, f, ch) for s in range(p) for f in (True, False) for ch in range(v)}
     share = c.dp_gather_s / v if overlap.dp_gather else 0.0
-    n = c.reduce_buckets if overlap.dp_gather and overlap.dp_reduce else 1
+    n = buckets(c, overlap) if overlap.dp_gather else np.ones((p, v), dtype=np.int64)
+    lazy = overlap.megatron_core and v == 1                   # dispatched in the first forward pre-hook
     gather_start = np.full((p, v), np.nan if overlap.dp_gather else start_s)
     gather_start[:, 0] = 0.0 if overlap.dp_gather else start_s         # beside loading the batch
     left = sum(len(o) for o in orders)
@@ -350,9 +373,9 @@ def _run_passes(c: PipelineCosts, overlap: OverlapConfig, start_s: float):
                 begin = max(free[s], ready)
                 end = begin + d
                 if first:                                            # its parameters arrive bucket by bucket
-                    t0 = gather_start[s, ch]
-                    begin = max(begin, t0 + share / n)
-                    end = max(begin + d, t0 + share + d / n)
+                    t0 = begin if lazy and overlap.dp_gather else gather_start[s, ch]
+                    begin = max(begin, t0 + share / n[s, ch])
+                    end = max(begin + d, t0 + share + d / n[s, ch])
                     wait[s, ch] = end - (max(free[s], ready) + d)
                     if ch + 1 < v:                                   # prefetch the next chunk's share
                         gather_start[s, ch + 1] = max(t0 + share, begin)
@@ -373,12 +396,12 @@ def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> n
     reduce_s = np.asarray(c.dp_reduce_s, dtype=float)        # () or (p,)
     if not overlap.dp_reduce:
         return last.max(axis=1) + reduce_s
-    n, r = c.reduce_buckets, reduce_s / c.v                  # buckets and reduce time of one chunk
+    n, r = buckets(c, overlap), reduce_s / c.v               # (p, v) buckets; reduce time of one chunk
     t = np.full(c.p, -np.inf)
     for ch in range(c.v - 1, -1, -1):                        # chunks finish their backwards last-to-first
         d = np.array([_pass_s(c, overlap, s, False, ch) for s in range(c.p)])
-        end = last[:, ch]
-        t = np.maximum.reduce([t + r, end - d * (1 - 1 / n) + r, end + r / n])
+        end, k = last[:, ch], n[:, ch]
+        t = np.maximum.reduce([t + r, end - d * (1 - 1 / k) + r, end + r / k])
     return t
 
 

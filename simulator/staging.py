@@ -61,7 +61,7 @@ from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.iteration import phase_flows, simulate_phase
 from rankmap.simulator.network import Network
-from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, backward_pass_s, run_schedule
+from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, backward_pass_s, buckets, run_schedule
 from rankmap.simulator.timing import CommTimes, configs_of, pipeline_costs
 
 __all__ = ["chunk_release_s", "reduce_release_s", "stage_reduce_s", "staged_comm_times"]
@@ -218,7 +218,7 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
     compute, overlap = configs_of(job)
     costs = pipeline_costs(job, stages or stage_times(job, compute), comm, compute.recompute)
     schedule = run_schedule(costs, overlap)
-    lead = backward_pass_s(costs, overlap) * (1 - 1 / costs.reduce_buckets) * overlap.dp_reduce   # first bucket ready
+    lead = backward_pass_s(costs, overlap) * (1 - 1 / buckets(costs, overlap)) * overlap.dp_reduce   # first bucket ready
     release = chunk_release_s(schedule, overlap, lead)
     if (release == release[:, :1]).all():                    # one release per stage
         reduce_s = stage_reduce_s(network, placement, layout, ops, release, config, routing)

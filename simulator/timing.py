@@ -231,7 +231,8 @@ def configs_of(job: JobSpec) -> tuple[ComputeConfig, OverlapConfig]:
     return (ComputeConfig(gpu=hw.gpu, efficiency_gemm=hw.efficiency_gemm,
                           efficiency_elementwise=hw.efficiency_elementwise, recompute=hw.recompute,
                           optimizer_step_s=hw.optimizer_step_s, data_loading_s=hw.data_loading_s),
-            OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce))
+            OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce,
+                          megatron_core=job.framework == "megatron"))
 
 
 def timing_summary(job: JobSpec, runs, stages: StageTimes | None = None, comms=None) -> dict:

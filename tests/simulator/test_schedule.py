@@ -167,3 +167,21 @@ def test_gather_buckets_only_with_the_gradient_overlap():
                       m=1, dp_gather_s=2.0, reduce_buckets=4)
     assert run_schedule(c).timeline.forward_end_s[0, 0, 0] == pytest.approx(2.25, rel=1e-12)
     assert run_schedule(c, OverlapConfig(dp_reduce=False)).timeline.forward_end_s[0, 0, 0] == pytest.approx(3.0)
+
+
+def test_megatron_core_dispatches_each_stages_gather_at_its_first_forward():
+    # 4 stages, F 1 s, B 2 s, 8 micro-batches, a 1.5 s gather in 4 buckets, 1 s reduction.
+    # MegaScale (default): every stage gathers from t = 0; stage 0's first forward ends at
+    # max(0.375 + 1, 1.5 + 0.25) = 1.75 and the later stages' gathers are done before their
+    # inputs arrive. Megatron-Core without interleaving: stage s > 0 starts its one-bucket
+    # gather when its input arrives (1.75, 4.25, 6.75), so each first forward ends 1.5 s later
+    # than its input + 1 s; its reductions bucket on stage 0 only (E + r/4 there, E + r after).
+    c = PipelineCosts(forward_s=(1.0,) * 4, backward_s=(2.0,) * 4, comm_forward_s=(0.0,) * 4,
+                      comm_backward_s=(0.0,) * 4, m=8, dp_gather_s=1.5, reduce_buckets=4, dp_reduce_s=1.0)
+    aligned, core = run_schedule(c), run_schedule(c, OverlapConfig(megatron_core=True))
+    assert aligned.timeline.forward_end_s[:, 0, 0].tolist() == [1.75, 2.75, 3.75, 4.75]
+    assert core.timeline.forward_end_s[:, 0, 0].tolist() == [1.75, 4.25, 6.75, 9.25]
+    assert core.time_s == pytest.approx(aligned.time_s + 3 * 1.5, rel=1e-12)
+    last = core.timeline.backward_end_s.max(axis=(1, 2))
+    assert (core.timeline.reduce_end_s - last).tolist() == pytest.approx([0.25, 1.0, 1.0, 1.0])
+    assert core.bubble_fraction == pytest.approx(aligned.bubble_fraction, rel=1e-12) == pytest.approx(3 / 11)

@@ -158,3 +158,9 @@ def test_logit_layer_runs_in_the_last_chunk_only():
     sched = iteration_timing(job, CommTimes(), cfg).schedule
     # the last stage is busier than stage 0 by exactly m logit forwards and backwards
     assert sched.busy_s[-1] - sched.busy_s[0] == pytest.approx(8 * 3 * t.logit_forward_s, rel=1e-9)
+
+
+def test_framework_megatron_selects_megatron_cores_bucketing():
+    engine = parse_job("model: {preset: gpt3-13b}\n")
+    megatron = parse_job("model: {preset: gpt3-13b}\nframework: megatron\n")
+    assert configs_of(engine)[1].megatron_core is False and configs_of(megatron)[1].megatron_core is True

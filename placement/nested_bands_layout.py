@@ -52,8 +52,8 @@ BALANCED = (False, True)
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
-    band, the rows that do not fill a band laid three ways (:func:`_heights`,
-    :func:`_even_heights`, :func:`_last_heights`), each with the pod shares of every
+    band, the rows that do not fill a band laid four ways (:func:`_heights`,
+    :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`), each with the pod shares of every
     :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
     groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
     a one-tier fabric."""
@@ -61,7 +61,8 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         return []
     out, seen = [], set()
     for s, m, split, ragged, trim, balanced in itertools.product(
-            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights), RAGGED, (0, 1, 2), BALANCED):
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights, _first_heights), RAGGED, (0, 1, 2),
+            BALANCED):
         if s * m > problem.rows:
             continue
         heights = split(problem.rows, s, m)
@@ -116,6 +117,13 @@ def _last_heights(rows: int, s: int, m: int) -> list[list[int]]:
     bands = rows // (s * m)
     last = rows - (bands - 1) * s * m
     return [[s] * m] * (bands - 1) + [[last // m + (j >= m - last % m) for j in range(m)]]
+
+
+def _first_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """:func:`_last_heights` with the taller band first (e.g. 32 rows, s=3, m=2: one band of
+    4 + 4 rows, then four of 3 + 3): the pods left after the earlier bands differ, so the
+    band that takes the leftover rows gets other pods."""
+    return _last_heights(rows, s, m)[::-1]
 
 
 def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:

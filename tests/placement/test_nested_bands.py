@@ -123,3 +123,18 @@ def test_pieces_that_end_on_whole_columns_go_first():
         cells = np.empty((2, 5), dtype=np.int64)
         _lay_sub_band(cells, 0, 2, order)
         assert int((cells[0] != cells[1]).sum()) == steps
+
+
+def test_leftover_rows_also_go_to_the_first_band():
+    from rankmap.placement.nested_bands_layout import _first_heights
+
+    assert _first_heights(32, 3, 2) == [[4, 4]] + [[3, 3]] * 4
+    assert _first_heights(16, 2, 2) == [[2, 2]] * 4 and _first_heights(7, 2, 3) == [[2, 2, 3]]
+    # 16 rows in bands of 3 + 3: the 10 rows past the first band's 6 go first (5 + 5, then 3 + 3)
+    rng = np.random.default_rng(5)
+    free = tuple(int(x) for x in rng.integers(15, 58, size=24))
+    p = GridProblem(16, int(sum(free) * 0.98) // 16, free, 20, 1, 0, (tuple(g // 4 for g in range(24)),), (1.0, 1.0))
+    first = nested_band_cells(p, 3, 2, _first_heights(16, 3, 2))
+    last = nested_band_cells(p, 3, 2, [[3, 3], [5, 5]])
+    assert first is not None and last is not None and not (first == last).all()
+    assert any((first == c).all() for c in nested_bands_starts(p))

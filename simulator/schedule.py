@@ -397,11 +397,11 @@ def _reduce_end(c: PipelineCosts, overlap: OverlapConfig, bend: np.ndarray) -> n
     if not overlap.dp_reduce:
         return last.max(axis=1) + reduce_s
     n, r = buckets(c, overlap), reduce_s / c.v               # (p, v) buckets; reduce time of one chunk
+    d = backward_pass_s(c, overlap)                          # (p, v)
     t = np.full(c.p, -np.inf)
     for ch in range(c.v - 1, -1, -1):                        # chunks finish their backwards last-to-first
-        d = np.array([_pass_s(c, overlap, s, False, ch) for s in range(c.p)])
         end, k = last[:, ch], n[:, ch]
-        t = np.maximum.reduce([t + r, end - d * (1 - 1 / k) + r, end + r / k])
+        t = np.maximum.reduce([t + r, end - d[:, ch] * (1 - 1 / k) + r, end + r / k])
     return t
 
 

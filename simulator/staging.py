@@ -151,8 +151,13 @@ def _chunk_reduce_s(network: Network, placement: RankPlacement, layout, ops, rel
     finish = _chunk_finish_s(network, placement, layout, ops, release_s, config, routing)
     if finish is None:
         return None
+    return _span_s(release_s, finish)
+
+
+def _span_s(release_s: np.ndarray, finish_s: np.ndarray) -> np.ndarray:
+    """``[p]``: each stage's first share's release to its last share's finish (0 without bytes)."""
     first = release_s.min(axis=1)
-    return np.fmax(np.nanmax(np.where(np.isnan(finish), -np.inf, finish), axis=1), first) - first
+    return np.fmax(np.nanmax(np.where(np.isnan(finish_s), -np.inf, finish_s), axis=1), first) - first
 
 
 def _chunk_finish_s(network: Network, placement: RankPlacement, layout, ops, release_s: np.ndarray,
@@ -226,10 +231,9 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
         finish = _chunk_finish_s(network, placement, layout, ops, release, config, routing)
         if finish is None:
             return comm
-        first = release.min(axis=1)
-        span = np.fmax(np.nanmax(np.where(np.isnan(finish), -np.inf, finish), axis=1), first) - first
+        span = _span_s(release, finish)
         offset = float((schedule.timeline.backward_end_s.max(axis=1) - lead).min())        # release 0 on the clock
-        fitted = _fit_reduce_s(costs, overlap, offset + first + span, span)
+        fitted = _fit_reduce_s(costs, overlap, offset + release.min(axis=1) + span, span)
         # a network done before the last backward ends fits to 0: the reduction still takes
         # the time its shares spent in the network, which the schedule hides as it can
         reduce_s = np.maximum(fitted, _busy_s(release, finish))

@@ -76,29 +76,25 @@ MAX_WORK = 2_000_000_000
 
 
 def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
-                 w_col: float, pair: float = 0.0) -> np.ndarray:
-    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts, with
-    ``pair / 2`` more when ``a`` or its column count is odd (:func:`box_costs`)."""
+                 w_col: float) -> np.ndarray:
+    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts."""
     a = np.arange(1, f + 1)[None, :]                                  # a[1, F]
     r = np.arange(1, r_d + 1)[:, None]                                # r[Rd, 1]
     c1 = -(-a // r)                                                   # c[Rd, F] = ceil(a / r)
     h = np.full(f + 1, np.inf)
     col_w = w_col - mu * np.where(r >= t, m, 1)                       # (Rd, 1)
-    odd_a = (a % 2 == 1) if pair else False
-    widths = (c1, np.maximum(c1, s))                                  # narrow, or wide enough to count
-    for c in widths + ((c1 + 1, np.maximum(c1, s) + 1) if pair else ()):   # and the next even width
+    for c in (c1, np.maximum(c1, s)):                                 # narrow, or wide enough to count
         row_w = w_row - nu * np.where(c >= s, 2, 1)
-        odd = (pair / 2) * ((c % 2 == 1) | odd_a) if pair else 0.0
-        cost = np.where((r <= a) & (c <= a), row_w * r + col_w * c + odd, np.inf)
+        cost = np.where((r <= a) & (c <= a), row_w * r + col_w * c, np.inf)
         h[1:] = np.minimum(h[1:], cost.min(axis=0))
     h[0] = 0.0
     return h
 
 
-def pod_box_costs(groups: list, problem: GridProblem, heights: range | None = None, pair: float = 0.0) -> np.ndarray:
+def pod_box_costs(groups: list, problem: GridProblem, heights: range | None = None) -> np.ndarray:
     """``H[A]``: a lower bound on ``Phi_d`` (module docstring) of a pod of these groups holding
     ``A`` hosts, ``A = 0 .. sum(groups)``; with ``heights``, of such a pod over that many rows
-    only (inf where none fits); ``pair`` as in :func:`box_costs`.
+    only (inf where none fits).
 
     Examples
     --------
@@ -115,23 +111,18 @@ def pod_box_costs(groups: list, problem: GridProblem, heights: range | None = No
     heights = range(1, min(problem.rows, cap) + 1) if heights is None else heights
     # every multiplier set holds the zero multipliers, so a height whose zero-multiplier bound
     # is nowhere below the least so far cannot lower it: skip its other multipliers
-    plain = {r_d: box_costs(groups, problem, r_d, MULTIPLIERS[:1], pair=pair) for r_d in heights}
+    plain = {r_d: box_costs(groups, problem, r_d, MULTIPLIERS[:1]) for r_d in heights}
     best = np.full(cap + 1, np.inf)
     for r_d in sorted(heights, key=lambda r: (float(np.min(plain[r])), r)):
         if (plain[r_d] < best).any():
-            best = np.minimum(best, box_costs(groups, problem, r_d, pair=pair))
+            best = np.minimum(best, box_costs(groups, problem, r_d))
     best[0] = 0.0
     return best
 
 
-def box_costs(groups: list, problem: GridProblem, r_d: int, multipliers: tuple = MULTIPLIERS,
-              pod_cols: bool = True, pair: float = 0.0) -> np.ndarray:
+def box_costs(groups: list, problem: GridProblem, r_d: int, multipliers: tuple = MULTIPLIERS) -> np.ndarray:
     """``H[A]``: the bound on ``Phi_d`` of a pod over exactly ``r_d`` rows, the largest over
-    ``multipliers`` (module docstring); inf where ``A`` hosts cannot lie in ``r_d`` rows.
-    Without ``pod_cols``, the bound on ``Phi_d - w1 w_col c_d`` (the pod's own columns left
-    out, every width ``c_d`` still allowed). With ``pair`` (units), the pod and each group pay
-    ``pair / 2`` more (times its tier's weight) when its hosts or its columns are odd in number
-    (:mod:`rankmap.placement.pair_split_bound`)."""
+    ``multipliers`` (module docstring); inf where ``A`` hosts cannot lie in ``r_d`` rows."""
     C = problem.cols
     w0, w1 = problem.weights[0], problem.weights[1]
     w_row, w_col = float(problem.w_row), float(problem.w_col if problem.rows > 1 else 0)
@@ -149,16 +140,11 @@ def box_costs(groups: list, problem: GridProblem, r_d: int, multipliers: tuple =
         inner = np.full(cap + 1, np.inf)
         inner[0] = 0.0
         for f in sorted(groups):
-            inner = _min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col, pair), f, cap)
-        cd = _breakpoints(A, r_d, s)                                  # (A, P) candidate widths
-        if pair:                                                      # the terms are linear between them:
-            cd = np.concatenate([cd - 1, cd, cd + 1], axis=1)         # with the parity term, also beside them
-        cd = np.clip(cd, lo, np.maximum(lo, hi))
+            inner = _min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, cap)
+        cd = np.clip(_breakpoints(A, r_d, s), lo, np.maximum(lo, hi))   # (A, P) candidate widths
         full = np.maximum(0, A - (r_d - 1) * cd)
         wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
-        terms = w1 * (w_row * r_d + pod_cols * w_col * cd) + w0 * (mu * (cd + (m - 1) * full) + nu * (r_d + wide))
-        if pair:
-            terms = terms + w1 * (pair / 2) * ((cd % 2 == 1) | (A % 2 == 1))
+        terms = w1 * (w_row * r_d + w_col * cd) + w0 * (mu * (cd + (m - 1) * full) + nu * (r_d + wide))
         low = np.maximum(low, w0 * inner + terms.min(axis=1))         # least over c_d, per A
     return np.where(ok, low, np.inf)
 
@@ -185,7 +171,7 @@ def _tall(r_d: int, m: int) -> int | None:
     return t1 + 1 if t1 >= 1 else None
 
 
-def pod_box_bound(problem: GridProblem, pair: float = 0.0) -> float:
+def pod_box_bound(problem: GridProblem) -> float:
     """Lower bound (units) on ``w0 cost_0 + w1 cost_1`` (the ToR and pod levels' costs of
     :func:`rankmap.placement.tier_search.tier_costs`) of every placement (module docstring).
 
@@ -193,10 +179,6 @@ def pod_box_bound(problem: GridProblem, pair: float = 0.0) -> float:
     ----------
     problem : GridProblem
         With at least one level of domains (pods) above the ToR groups.
-    pair : float
-        Units each tier's weight times per pair of columns ``(2j, 2j + 1)`` of a row split at
-        that tier (:mod:`rankmap.placement.pair_split_bound`); the bound then also holds for
-        the cost plus those (0: the grid cost alone).
 
     Returns
     -------
@@ -214,7 +196,7 @@ def pod_box_bound(problem: GridProblem, pair: float = 0.0) -> float:
     >>> pod_box_bound(p)
     1435.0
     """
-    return pods_bound(problem, lambda i, pod: pod_box_costs(list(pod), problem, pair=pair))
+    return pods_bound(problem, lambda i, pod: pod_box_costs(list(pod), problem))
 
 
 def pods_bound(problem: GridProblem, pod_costs) -> float:

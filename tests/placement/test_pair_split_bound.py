@@ -1,4 +1,4 @@
-"""The pod boxes bound with split CP x EP spans (:mod:`rankmap.placement.pair_split_bound`) against brute force."""
+"""The bound with split CP x EP spans (:mod:`rankmap.placement.pair_split_bound`) against brute force."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.grid_problem import GridProblem, span_problem
 from rankmap.placement.host_grid import hosts_of_cells
 from rankmap.placement.metrics import measure_order
-from rankmap.placement.pair_split_bound import pair_split_bound, pair_split_units
-from rankmap.placement.pod_box_bound import pod_box_bound, pod_box_costs
+from rankmap.placement.pair_split_bound import pair_split_bound, pair_split_units, whole_spans_bound
+from rankmap.placement.pod_pattern_bound import pod_pattern_bound
 from rankmap.placement.problem import build_problem
 
 
@@ -58,38 +58,39 @@ def _even_instances(n: int, seed: int):
 
 def test_never_exceeds_brute_force_with_split_spans():
     # Every labelling, the split spans priced at 0, 3 and 40 units per tier: the bound with
-    # that price stays below the least total, never below the grid's own pod boxes bound, and
-    # rises above it on several instances.
+    # that price stays below the least total, at price 0 never below the grid's own pod
+    # patterns bound, and with a price rises above it on several instances.
     lifted = 0
     for problem in _even_instances(10, seed=5):
-        plain = pod_box_bound(problem)
+        plain = pod_pattern_bound(problem)
         for pair, best in zip((0.0, 3.0, 40.0), _brute_with_pairs(problem, (0.0, 3.0, 40.0))):
-            bound = pod_box_bound(problem, pair=pair)
-            assert plain - 1e-9 <= bound <= best + 1e-6, (problem, pair, bound, best)
+            bound = whole_spans_bound(problem, pair)
+            assert bound <= best + 1e-6, (problem, pair, bound, best)
+            assert pair > 0 or bound >= plain - 1e-9, (problem, bound, plain)
             lifted += bound > plain + 1e-9
     assert lifted >= 4, lifted
 
 
-def test_odd_groups_pay_for_the_spans_they_split():
-    # Pods of two groups of 3 hosts (w_row 10, w_col 1) on rings of 8: a full pod at its best
-    # is one row of 6 (10 + 6) with two groups of 1 x 3 (13 each), 42; four hosts 14 + 12 + 12,
-    # 38. With spans of two hosts split at 40 units per tier, a group of 3 hosts has a row
-    # piece ending inside a span: 20 each, so a full pod costs 82 (each of 5 hosts: 40 + 40).
-    # The 16 hosts in three pods: 6 + 6 + 4 hosts, 42 + 42 + 38 = 122 less the 8 columns'
-    # first domains at both tiers (16): 106; with split spans 82 + 82 + 38 - 16 = 186.
+def test_pods_in_whole_spans_or_paying_for_a_split_one():
+    # Pods of two groups of 3 hosts (w_row 10, w_col 1) on two rings of 8. A full pod at its
+    # best is a row of 6 (10 + 6) with two groups of 1 x 3 (13 each), 42, but then a group's
+    # piece ends inside a span. In whole spans a pod holds 4 hosts (14 + 12 + 12, 38). The 16
+    # hosts lie in three pods (6 + 6 + 4: 122, less the 8 columns' first domains at both
+    # tiers, 106); priced at 40 units per tier, a split span costs each full pod 20 (146), and
+    # at 400, 200 each: 6 + 5 + 5 hosts cost no less (the pods of 5 pay at both tiers).
     problem = GridProblem(2, 8, (3,) * 6, 10, 1, 0, ((0, 0, 1, 1, 2, 2),), (1.0, 1.0))
-    assert pod_box_costs([3, 3], problem).tolist() == [0, 22, 24, 26, 38, 40, 42]
-    assert pod_box_costs([3, 3], problem, pair=40.0).tolist() == [0, 62, 24, 66, 38, 80, 82]
-    assert (pod_box_bound(problem), pod_box_bound(problem, pair=40.0)) == (106.0, 186.0)
+    assert whole_spans_bound(problem, 0.0) == pod_pattern_bound(problem) == 106.0
+    assert whole_spans_bound(problem, 40.0) == 146.0
+    assert whole_spans_bound(problem, 400.0) == 106.0 + 2 * 200.0
 
 
 def test_whole_spans_meet_the_span_problem():
-    # When a split costs more than any saving, the host-level bound with split spans is the
-    # span problem's pod boxes bound (groups and pods in whole spans): five pods of groups of 5
-    # and 6 hosts under rings of 12, 4 stages.
+    # When a split costs more than any saving, the bound is the span problem's pod patterns
+    # bound (groups and pods in whole spans): five pods of groups of 5 and 6 hosts under rings
+    # of 12, 4 stages.
     problem = GridProblem(4, 12, (5, 6) * 5, 6, 1, 0, (tuple(g // 2 for g in range(10)),), (1.0, 2.0))
-    assert pod_box_bound(problem) == 222.0
-    assert pod_box_bound(problem, pair=1000.0) == pod_box_bound(span_problem(problem, 2)) == 228.0
+    spans = pod_pattern_bound(span_problem(problem, 2))
+    assert pod_pattern_bound(problem) < spans == whole_spans_bound(problem, 1000.0)
 
 
 def test_a_split_span_sends_its_cp_traffic_across():

@@ -200,7 +200,11 @@ def run_replan(args: argparse.Namespace) -> int:
             from rankmap.cli.report import print_json
             print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
                         "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
-                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
+                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "tiers": list(result.tiers),
+                        "tier_bytes_before": list(result.before.tier_bytes),
+                        "tier_bytes_after": list(result.after.tier_bytes), "tier_weights": list(result.weights),
+                        "weighted_bytes_before": result.before.cost, "weighted_bytes_after": result.after.cost,
+                        "outputs": [str(p) for p in written]})
         else:
             print_replan(result, written)
 

@@ -24,7 +24,8 @@ __all__ = ["combine_constraints", "OVERRIDE_FLAGS", "blame_flags", "load_job", "
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
-                        exclude: str | None = None, reserve: tuple = (), hosts: str | None = None) -> PlacementConstraints:
+                        exclude: str | None = None, reserve: tuple = (), hosts: str | None = None,
+                        allocated: bool = False) -> PlacementConstraints:
     """One set of constraints from a constraints file's, an exclusion hostlist, reserved rank maps
     and the exact hosts to plan on.
 
@@ -40,6 +41,9 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
         ``rankmap.json`` files of running jobs; their hosts are taken.
     hosts : str, optional
         Plan on exactly these hosts (see :func:`select_hosts`): every other host is excluded.
+    allocated : bool
+        ``hosts`` are this job's scheduler allocation: hosts the cluster marks busy are accepted
+        (plan on :func:`rankmap.placement.host_selection.own_allocation` of the cluster).
 
     Raises
     ------
@@ -61,7 +65,7 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved, reserved_by=by)
     out = out.in_spelling_of(cluster)
     if hosts:
-        chosen = select_hosts(cluster, hosts, out)
+        chosen = select_hosts(cluster, hosts, out, allocated)
         out = dataclasses.replace(out, exclude=out.exclude + tuple(h.name for h in cluster.hosts if h.name not in chosen))
     return out
 

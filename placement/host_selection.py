@@ -161,7 +161,7 @@ def own_allocation(cluster: Cluster, hosts: set[str]) -> Cluster:
     Examples
     --------
     >>> from rankmap.topology.spec import parse_cluster
-    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-3]'}]\navailability: {busy: 'x[1-2]'}")
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-3]'}]\\navailability: {busy: 'x[1-2]'}")
     >>> [h.state for h in own_allocation(c, {"x1"}).hosts]
     ['free', 'busy', 'free']
     """

@@ -139,8 +139,10 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit
     With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
     constraints), the plan must use every one of them: a job that fits on fewer is refused.
     ``wall_limit_s`` caps every CP-SAT solve at that many wall-clock seconds from the start
-    (:func:`rankmap.placement.cpsat_model.wall_clock_limit`); the deterministic ``time_limit_s``
-    alone keeps plans identical from run to run, a binding wall cap does not.
+    (:func:`rankmap.placement.cpsat_model.wall_clock_limit`), and nothing else: the constructive
+    layouts, local searches and bounds run to the end whatever it is, so planning can take
+    longer. The deterministic ``time_limit_s`` alone keeps plans identical from run to run, a
+    binding wall cap does not.
 
     Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
     writes ``rankmap.json`` and ``hostfile``.

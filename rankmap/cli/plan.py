@@ -43,7 +43,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
-    p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs)")
+    p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs) (overrides the job file)")
     p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
     p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
     p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
@@ -52,9 +52,12 @@ def add_parsers(sub) -> None:
                         "seconds (default 20); the constructive layouts and local searches before them are "
                         "not cut by it (their work grows with the cluster, their result never with time)")
     p.add_argument("--max-wall", type=positive_float,
-                   help="wall-clock seconds the solver may take at most (default: no cap). --time-limit is "
-                        "deterministic (plans identical from run to run); when this cap binds, the plan depends "
-                        "on the machine's speed and load")
+                   help="wall-clock cap, in seconds from the start of planning, on the exact CP-SAT solves only "
+                        "(default: no cap): once it has passed, every CP-SAT solve stops at once with its best "
+                        "solution so far. The constructive layouts, local searches and bounds always run to the "
+                        "end (most of the time on large clusters: ~20 s for the default plan), so the command can "
+                        "take longer than the cap. --time-limit is deterministic (plans identical from run to "
+                        "run); when this cap binds, the plan depends on the machine's speed and load")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", type=objectives, default="tiers,uplink,fragmentation",

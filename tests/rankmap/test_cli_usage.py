@@ -426,3 +426,15 @@ def test_every_subcommand_help_has_a_description():
 
     missing = [" ".join(name) for name, sub in commands(build_parser()) if not sub.description]
     assert missing == []
+
+
+def test_plan_help_says_which_flags_override_the_job_and_what_max_wall_caps():
+    run = rankmap("plan", "--help")
+    text = " ".join(run.stdout.split())
+    options = text[text.index("options:"):]
+    for dim in ("tp", "pp", "dp", "cp", "ep"):
+        flag = options.index(f"--{dim} {dim.upper()} ")
+        assert "(overrides the job file)" in options[flag:options.index(" --", flag + 4)], dim
+    assert ("--max-wall MAX_WALL wall-clock cap, in seconds from the start of planning, on the exact CP-SAT solves "
+            "only") in text
+    assert "so the command can take longer than the cap" in text

@@ -108,3 +108,40 @@ def _dp_pp_bytes(rm) -> tuple:
 
     traffic = job_traffic(rm.job)
     return traffic["dp"].edge_bytes, traffic["pp"].edge_bytes
+
+
+def test_the_replan_command_reports_every_tier_before_and_after(tmp_path):
+    import dataclasses
+    import json
+    import subprocess
+    import sys
+
+    from rankmap.job.rank_map import write_plan_files
+    from rankmap.placement.tier_weights import crossed_tiers
+
+    cluster, previous = _pod_map([1.0, 3.0])
+    # the weights as an earlier replan records them: a chain of replans keeps the plan's weights
+    earlier = {"replaced": [], "moved_ranks": 0, "cross_tor_bytes_before": 0.0, "cross_tor_bytes_after": 0.0,
+               "tier_weights": [1.0, 3.0]}
+    previous = dataclasses.replace(previous, summary={"replan": earlier})
+    (tmp_path / "pods.yaml").write_text(PODS)
+    write_plan_files(previous, tmp_path / "p")
+    args = [sys.executable, "-m", "rankmap", "replan", "--rankmap", tmp_path / "p" / "rankmap.json", "--cluster",
+            tmp_path / "pods.yaml", "--failed", "d2", "--out", tmp_path / "r"]
+    run = subprocess.run(list(map(str, args)), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    dp, pp = _dp_pp_bytes(previous)
+    before, after = 16 * pp, 16 * pp + 16 * dp
+    low, top = crossed_tiers(cluster)   # the spec declares no tiers: "tier 1", "tier 2"
+    assert run.stdout.splitlines()[:2] == [
+        "node rank 3: d2 -> c1",
+        f"1 hosts replaced, 8 ranks moved; bytes per iteration crossing {low} {before / 1e3:.2f} kB -> "
+        f"{after / 1e3:.2f} kB (+{16 * dp / 1e3:.2f} kB), {top} {before / 1e3:.2f} kB -> {before / 1e3:.2f} kB (+0 B); "
+        f"weighted ({low}=1, {top}=3) {4 * before / 1e3:.2f} kB -> {(after + 3 * before) / 1e3:.2f} kB "
+        f"(+{16 * dp / 1e3:.2f} kB)"]
+    run = subprocess.run(list(map(str, args + ["--json", "--out", tmp_path / "r2"])), capture_output=True, text=True,
+                         timeout=120)
+    doc = json.loads(run.stdout)
+    assert (doc["tiers"], doc["tier_weights"]) == ([low, top], [1.0, 3.0])
+    assert (doc["tier_bytes_before"], doc["tier_bytes_after"]) == ([before, before], [after, before])
+    assert (doc["weighted_bytes_before"], doc["weighted_bytes_after"]) == (4 * before, after + 3 * before)

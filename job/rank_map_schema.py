@@ -30,6 +30,9 @@ _CONTEXT = ("excluded", "reserved", "failed")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _PLAN = ("plan", "lower_bound_bytes", "bound_method", "solver_status", "tier_weights", "baselines")
 _REPLAN = ("replaced", "moved_ranks", "cross_tor_bytes_before", "cross_tor_bytes_after")
+# per tier, before and after, and the weights replacements were chosen by (maps from before they existed lack them)
+_REPLAN_TIERS = {"tier_bytes_before": "n[]", "tier_bytes_after": "n[]", "weighted_bytes_before": "n",
+                 "weighted_bytes_after": "n", "tier_weights": "n[]"}
 # metric -> (kind, minimum): "n" a number, "i" an integer, "n[]"/"i[]" a list of them
 _METRICS = {"cross_tor_bytes": ("n", 0), "weighted_bytes": ("n", 0), "tier_bytes": ("n[]", 0),
             "max_dp_spread_per_tier": ("i[]", 1), "max_pp_spread_per_tier": ("i[]", 1),
@@ -160,7 +163,7 @@ def _summary(c: _Check, s) -> None:
     if not s:
         return
     if set(s) == {"replan"}:
-        r = c.object(s["replan"], "summary.replan", _REPLAN, _REPLAN)
+        r = c.object(s["replan"], "summary.replan", _REPLAN, _REPLAN + tuple(_REPLAN_TIERS))
         if not isinstance(r["replaced"], list):
             c.fail("summary.replan.replaced", f"expected a list, got {_show(r['replaced'])}")
         for i, row in enumerate(r["replaced"]):
@@ -173,6 +176,9 @@ def _summary(c: _Check, s) -> None:
         c.value(r["moved_ranks"], "summary.replan.moved_ranks", "i")
         for key in ("cross_tor_bytes_before", "cross_tor_bytes_after"):
             c.value(r[key], f"summary.replan.{key}", "n")
+        for key, kind in _REPLAN_TIERS.items():
+            if key in r:
+                c.value(r[key], f"summary.replan.{key}", kind, 0)
         return
     c.object(s, "summary", _PLAN)   # a plan's summary may carry more keys
     _metrics(c, s["plan"], "summary.plan")

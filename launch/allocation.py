@@ -1,5 +1,6 @@
 """Plan inside a Slurm allocation: an sbatch script that takes whatever nodes Slurm allocated
-(``SLURM_JOB_NODELIST``, [1]_), plans the job on exactly these nodes (``rankmap plan --hosts``),
+(``SLURM_JOB_NODELIST``, [1]_), plans the job on exactly these nodes (``rankmap plan --allocation``:
+nodes a cluster spec refreshed from Slurm marks busy are this job's own; failed ones are refused),
 writes the Slurm launch files for that plan and starts the ranks in its order. No torch here.
 
 The scheduler chooses the nodes; only the rank order is left to rankmap. The job comes from
@@ -72,7 +73,7 @@ def allocation_script(rm: RankMap, opts: LaunchOptions, cluster_path: str, launc
         'rankmap=(${PYTHON:-python3} -m rankmap)\n'
         'echo "rankmap: planning on the allocated nodes $SLURM_JOB_NODELIST"\n'
         f'"${{rankmap[@]}}" plan --cluster {q(cluster_path)} --job "$launch_dir/job.yaml" '
-        '--hosts "$SLURM_JOB_NODELIST" --out "$plan_dir"\n'
+        '--allocation "$SLURM_JOB_NODELIST" --out "$plan_dir"\n'
         f'"${{rankmap[@]}}" launch --rankmap "$plan_dir/rankmap.json" --format slurm --out "$plan_dir/launch" {launch}\n'
         'export RANKMAP_FILE="$plan_dir/rankmap.json"\n'
         'bash "$plan_dir/launch/slurm.sbatch"\n')

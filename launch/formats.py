@@ -24,7 +24,7 @@ from rankmap.launch.mpi import RankfileEntry, check_rankfile, mpi_files
 from rankmap.launch.slurm import check_slurm_hosts, slurm_files
 from rankmap.launch.torchrun import torchrun_files
 
-__all__ = ["FORMATS", "FILES", "launch_files", "check_against_map"]
+__all__ = ["FORMATS", "FILES", "MANIFEST", "manifest_text", "recorded_files", "launch_files", "check_against_map"]
 
 FORMATS = ("torchrun", "slurm", "mpi", "deepspeed")
 #: The files :func:`launch_files` writes per format: a folder ``launch-FORMAT`` holding others holds
@@ -33,6 +33,52 @@ FILES = {"torchrun": ("torchrun.sh", "torchrun-commands.txt"),
          "slurm": ("slurm.sbatch", "slurm-hostfile", "torchrun.sh", "torchrun-commands.txt",
                    "slurm-plan.sbatch", "job.yaml"),   # the last two: launch --plan-in-allocation
          "mpi": ("mpirun.sh", "rankfile"), "deepspeed": ("deepspeed.sh", "hostfile")}
+
+
+#: The record ``rankmap launch`` keeps of the files it wrote into a folder (name -> sha256 of the
+#: text): a new rank map written into that folder later removes exactly those files, unless the
+#: user changed one (then the new map is refused), so no launch file is left beside a map it
+#: was not made for (``rankmap launch --out DIR`` into a plan's own folder).
+MANIFEST = ".rankmap-launch.json"
+
+
+def manifest_text(files: dict[str, str], previous: str | None = None) -> str:
+    """The manifest for ``files`` (``{name: text}``), merged with a ``previous`` manifest of the
+    same folder (other formats written there before), as JSON with sorted keys.
+
+    Examples
+    --------
+    >>> print(manifest_text({"rankfile": "rank 0=n1 slot=0\\n"}), end="")
+    {"files": {"rankfile": "abdd88823fdba2cbf373caeb19b81517a21bfd24b1f32f45b355da102a5bc494"}, "written_by": "rankmap launch"}
+    """
+    import hashlib
+    import json
+
+    recorded = recorded_files(previous, MANIFEST) if previous else {}
+    recorded.update({name: hashlib.sha256(text.encode()).hexdigest() for name, text in files.items()})
+    return json.dumps({"files": dict(sorted(recorded.items())), "written_by": "rankmap launch"}, sort_keys=True) + "\n"
+
+
+def recorded_files(text: str, source: str) -> dict[str, str]:
+    """``{name: sha256}`` from a manifest's text (:data:`MANIFEST`).
+
+    Raises
+    ------
+    LaunchError
+        Not a manifest rankmap launch wrote (names ``source``).
+    """
+    import json
+
+    try:
+        doc = json.loads(text)
+        files = doc["files"]
+        if doc.get("written_by") != "rankmap launch" or not all(
+                isinstance(k, str) and "/" not in k and k not in ("", ".", "..") and isinstance(v, str)
+                for k, v in files.items()):
+            raise ValueError
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise LaunchError(f"{source}: not the record of launch files that rankmap launch writes: move it away") from None
+    return dict(files)
 
 
 def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | Path) -> dict[str, str]:

@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rankmap.errors import InfeasibleError, SpecError
+from rankmap.errors import InfeasibleError, RankmapError, SpecError
 from rankmap.names import host_identity
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import Cluster, Host
@@ -107,9 +107,13 @@ def load_constraints(path: str | Path, cluster: Cluster | None = None) -> Placem
     for i, item in enumerate(items):
         if not isinstance(item, str):
             raise top.error("reserve", f"expected rank map paths, got {item!r}")
-        rm = read_rankmap(Path(path).parent / item)
-        if cluster is not None:
-            rm.verify_cluster(cluster)
+        try:
+            rm = read_rankmap(Path(path).parent / item)
+            if cluster is not None:
+                rm.verify_cluster(cluster)
+        except RankmapError as exc:  # the map's own error, located at the item that names it
+            kind = type(exc) if isinstance(exc, SpecError) else SpecError
+            raise kind(str(exc), source=source, line=item_lines[i], key=f"reserve[{i}]") from None
         reserve += rm.hosts
         reserved_by |= {host_identity(h): (source, item_lines[i], f"reserve[{i}]", item) for h in rm.hosts}
     quotas = {}
@@ -185,10 +189,33 @@ def _index(f: Fields, key) -> int:
     return key
 
 
-def explain_shortage(cluster: Cluster, caps: tuple, need: int, what: str, source: str, key: str) -> InfeasibleError:
-    """An InfeasibleError saying how many hosts are short and where the usable ones are."""
+def explain_shortage(cluster: Cluster, caps: tuple, need: int, what: str, source: str, key: str,
+                     constraints: PlacementConstraints | None = None, usable: list[Host] | None = None) -> InfeasibleError:
+    """An InfeasibleError saying how many hosts are short and where the usable ones are.
+
+    With ``constraints`` and ``usable`` (the hosts left after exclusions and reservations), a
+    shortage that the quotas cause -- the usable hosts would be enough without them -- is blamed
+    on the quotas (the constraints file, the line of the first quota that holds hosts back), not
+    on ``key`` (the job's dp, which was fine); otherwise the message still says how many hosts
+    the quotas hold back.
+    """
     have = sum(caps)
     by_group = sorted(((c, g.name) for c, g in zip(caps, cluster.tor_groups) if c), reverse=True)
     shown = ", ".join(f"{n}: {c}" for c, n in by_group[:6]) + (" ..." if len(by_group) > 6 else "")
-    return InfeasibleError(f"{what} needs {need} hosts; {have} usable in {len(by_group)} ToR groups "
-                           f"({shown or 'none'}): {need - have} short", source=source, key=key)
+    text = f"{what} needs {need} hosts; {have} usable in {len(by_group)} ToR groups ({shown or 'none'}): {need - have} short"
+    if constraints is None or usable is None or not constraints.quotas:
+        return InfeasibleError(text, source=source, key=key)
+    free = Counter(h.tor_group for h in usable)
+    held = [(g.name, free.get(g.name, 0), c) for g, c in zip(cluster.tor_groups, caps) if free.get(g.name, 0) > c]
+    if not held:
+        return InfeasibleError(text, source=source, key=key)
+    back = sum(f - c for _, f, c in held)
+    quotas = ", ".join(f"{g}: {c} of {f}" for g, f, c in held[:6]) + (" ..." if len(held) > 6 else "")
+    if have + back < need:  # too few hosts even without the quotas: the job asks too much
+        return InfeasibleError(f"{text} (the quotas of {constraints.source} hold back {back} more)",
+                               source=source, key=key)
+    first = f"quotas.{held[0][0]}"
+    return InfeasibleError(f"the quotas hold back {back} usable hosts ({quotas}), and {what} needs {need}: "
+                           f"{have} left under them ({shown or 'none'}), {need - have} short; raise the quotas "
+                           f"or plan a smaller job", source=constraints.source, line=constraints.lines.get(first),
+                           key="quotas")

@@ -14,10 +14,10 @@ from rankmap.placement.constraints import PlacementConstraints
 from rankmap.topology.hostnames import expand_hostlist
 from rankmap.topology.model import Cluster
 
-__all__ = ["read_host_names", "select_hosts"]
+__all__ = ["read_host_names", "select_hosts", "own_allocation"]
 
 
-def read_host_names(expr: str) -> list[str]:
+def read_host_names(expr: str, key: str = "--hosts") -> list[str]:
     """Host names from a Slurm hostlist, or ``@FILE``: a hostlist per line (``#`` comments), the
     JSON of ``kubectl get pods -o json`` (each pod's ``spec.nodeName``, in the listed order) or
     of ``kubectl get nodes -o json`` (each node's ``metadata.name``).
@@ -37,13 +37,18 @@ def read_host_names(expr: str) -> list[str]:
     ['n1', 'n2', 'n3', 'm7']
     """
     if not expr.startswith("@"):
-        names = expand_hostlist(expr, key="--hosts")
+        names = expand_hostlist(expr, key=key)
     else:
         path = expr[1:]
         text = read_text(path)
-        names = _names_from_json(text, path) if text.lstrip().startswith("{") else _names_from_lines(text, path)
+        try:
+            names = _names_from_json(text, path) if text.lstrip().startswith("{") else _names_from_lines(text, path)
+        except SpecError as exc:
+            if exc.key == "--hosts" and key != "--hosts":
+                raise SpecError(exc.message, source=exc.source, line=exc.line, key=key) from None
+            raise
     if not names:
-        raise SpecError("no hosts given", key="--hosts")
+        raise SpecError("no hosts given", key=key)
     return names
 
 
@@ -110,26 +115,54 @@ def _names_from_json(text: str, path: str) -> list[str]:
     return names
 
 
-def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints | None = None) -> set[str]:
+def select_hosts(cluster: Cluster, expr: str, constraints: PlacementConstraints | None = None,
+                 allocated: bool = False) -> set[str]:
     """The hosts of ``expr`` (:func:`read_host_names`), each checked to be in ``cluster`` and usable.
 
     Names match in any letter case (host names ignore case); the set holds the cluster's spelling.
+    With ``allocated`` the hosts are this job's scheduler allocation (``rankmap plan --allocation
+    "$SLURM_JOB_NODELIST"``): a host the cluster spec marks busy is taken as this job's own -- a
+    spec refreshed from the scheduler while the job runs marks every allocated node busy (Slurm's
+    ``sinfo`` state ``allocated``) -- so only failed, excluded and reserved hosts are refused
+    (see :func:`own_allocation` for the cluster to plan on).
 
     Raises
     ------
     SpecError
-        A host not in the cluster, or not free (its state, or excluded/reserved), named.
+        A host not in the cluster, or not free (its state, or excluded/reserved), named (key
+        ``--hosts``, or ``--allocation`` with ``allocated``).
     """
+    key = "--allocation" if allocated else "--hosts"
     constraints = constraints or PlacementConstraints()
     taken = ({host_identity(h): "excluded" for h in constraints.exclude}
              | {host_identity(h): "reserved by a running job" for h in constraints.reserve})
     chosen = set()
-    for name in read_host_names(expr):
+    for name in read_host_names(expr, key):
         if not cluster.has_host(name):
-            raise SpecError(f"host {name!r} is not in cluster {cluster.name!r}", key="--hosts")
+            raise SpecError(f"host {name!r} is not in cluster {cluster.name!r}", key=key)
         host = cluster.host(name)
-        if host.state != "free" or host_identity(name) in taken:
+        usable = host.state == "free" or (allocated and host.state == "busy")
+        if not usable or host_identity(name) in taken:
             why = taken.get(host_identity(name)) or f"its state is {host.state!r}"
-            raise SpecError(f"host {name!r} is not free ({why}): plan on free hosts only", key="--hosts")
+            if allocated:
+                raise SpecError(f"host {name!r} of the allocation cannot run ranks ({why}): ask the scheduler "
+                                f"for other nodes (Slurm: sbatch --exclude={host.name})", key=key)
+            raise SpecError(f"host {name!r} is not free ({why}): plan on free hosts only (hosts of this job's "
+                            f"own allocation, marked busy: --allocation)", key=key)
         chosen.add(host.name)
     return chosen
+
+
+def own_allocation(cluster: Cluster, hosts: set[str]) -> Cluster:
+    """``cluster`` with the busy hosts among ``hosts`` (this job's allocation, from
+    :func:`select_hosts` with ``allocated``) marked free, so the planner may use them; the
+    spec hash (which ignores states) is unchanged, so the map still belongs to the spec.
+
+    Examples
+    --------
+    >>> from rankmap.topology.spec import parse_cluster
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-3]'}]\\navailability: {busy: 'x[1-2]'}")
+    >>> [h.state for h in own_allocation(c, {"x1"}).hosts]
+    ['free', 'busy', 'free']
+    """
+    return cluster.with_states({h: "free" for h in sorted(hosts) if cluster.host(h).state == "busy"})

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rankmap.errors import InfeasibleError
+from rankmap.errors import InfeasibleError, SpecError
 from rankmap.job.spec import JobSpec
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.grid_problem import GridPins
@@ -26,15 +26,16 @@ def node_pins(cluster: Cluster, job: JobSpec, gpn: int, usable: tuple[Host, ...]
 
     Raises
     ------
+    SpecError
+        A pinned rank beyond the job: bad input (exit 3), named with its line.
     InfeasibleError
-        A pinned rank beyond the job, a pinned host not usable, or two pins that conflict
-        (names the pin).
+        A pinned host not usable, or two pins that conflict (names the pin).
     """
     fixed: dict[int, str] = {}
     names = {h.name for h in usable}
     for rank, host in sorted(c.rank_pins.items()):
-        if rank >= job.world_size:
-            raise InfeasibleError(f"rank {rank} is pinned, but the job has {job.world_size} ranks",
+        if rank >= job.world_size:  # no such rank: a wrong input, not a request the cluster cannot meet
+            raise SpecError(f"rank {rank} is pinned, but the job has {job.world_size} ranks (0..{job.world_size - 1})",
                                   source=c.source, line=c.lines.get(f"pins.ranks.{rank}"),
                                   key=f"pins.ranks.{rank}")
         if host not in names:
@@ -58,9 +59,11 @@ def grid_pins(cluster: Cluster, job: JobSpec, grid: HostGrid, caps: tuple, tor_i
 
     Raises
     ------
+    SpecError
+        A pinned stage beyond the job: bad input (exit 3), named with its line.
     InfeasibleError
-        A pinned stage beyond the job, a ToR group too small for its pinned stages (names
-        the shortfall), or a pinned host outside its stage's pinned group.
+        A ToR group too small for its pinned stages (names the shortfall), or a pinned host
+        outside its stage's pinned group.
     """
     rows: dict[int, int] = {}
     need: Counter = Counter()
@@ -88,8 +91,8 @@ def grid_pins(cluster: Cluster, job: JobSpec, grid: HostGrid, caps: tuple, tor_i
 
 
 def _row_of_stage(job: JobSpec, grid: HostGrid, stage: int, c: PlacementConstraints) -> int:
-    if stage >= job.pp:
-        raise InfeasibleError(f"stage {stage} is pinned, but the job has pp={job.pp}", source=c.source,
+    if stage >= job.pp:  # no such stage: a wrong input, not a request the cluster cannot meet
+        raise SpecError(f"stage {stage} is pinned, but the job has pp={job.pp} (stages 0..{job.pp - 1})", source=c.source,
                               line=c.lines.get(f"pins.stages.{stage}"), key=f"pins.stages.{stage}")
     if grid.rows == 1:
         return 0

@@ -186,7 +186,7 @@ def build_problem(cluster: Cluster, job: JobSpec, constraints: PlacementConstrai
     pool.require(cluster, job)
     gpn, usable = pool.nproc, pool.usable
     caps = constraints.caps(cluster, list(usable))
-    job = _resolved(cluster, job, gpn, caps)
+    job = _resolved(cluster, job, gpn, caps, constraints, list(usable))
     if job.world_size % gpn:
         raise PlacementError(f"the job's {job.world_size} ranks (tp*cp*pp*dp) do not fill whole {gpn}-GPU hosts, "
                              f"and no smaller count of ranks per host divides {job.world_size}, holds whole TP "
@@ -255,16 +255,17 @@ def edges_per_crossing(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
     return row, col, wrap
 
 
-def _resolved(cluster: Cluster, job: JobSpec, gpn: int, caps: tuple) -> JobSpec:
-    """``job`` with dp resolved to fill ``caps``; InfeasibleError if the hosts are too few."""
+def _resolved(cluster: Cluster, job: JobSpec, gpn: int, caps: tuple, constraints=None, usable=None) -> JobSpec:
+    """``job`` with dp resolved to fill ``caps``; InfeasibleError if the hosts are too few (blaming
+    the quotas where they hold back the hosts it needs)."""
     if job.dp is not None and job.world_size // gpn > sum(caps):
         raise explain_shortage(cluster, caps, job.world_size // gpn,
                                f"the job (tp*cp*pp*dp = {job.world_size} GPUs on {gpn}-GPU hosts)",
-                               job.source, "parallel.dp")
+                               job.source, "parallel.dp", constraints, usable)
     replica = job.model_parallel * job.ep
     if job.dp is None and sum(caps) * gpn < replica:
         raise explain_shortage(cluster, caps, -(-replica // gpn), f"one model replica (tp*cp*pp*ep = {replica} GPUs)",
-                               job.source, "parallel.dp")
+                               job.source, "parallel.dp", constraints, usable)
     return job.resolved(sum(caps) * gpn)
 
 

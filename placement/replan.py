@@ -4,8 +4,11 @@ Only the ranks of failed hosts move (the fewest possible). A host of the map tha
 spec marks busy is the job's own (a spec refreshed from the scheduler while the job runs, e.g.
 from Slurm's ``sinfo``, marks every host of the job allocated), so its ranks stay. Each failed host is replaced,
 in node-rank order, by a usable host of its own ToR group when one exists (the cost does
-not change), else by the usable host whose ToR group adds the fewest bytes crossing ToR
-groups, measured with the plan's exact cost model.
+not change), else by the usable host whose ToR group adds the least to the cost the planner
+optimises: bytes crossing each tier times the tier's weight (:mod:`rankmap.placement.tier_weights`;
+the weights the map was planned with, ``summary.tier_weights``), measured with the plan's exact
+cost model. On a fabric with pods this keeps a replacement in the failed host's pod when a spare
+there costs the same at the ToR tier: a byte crossing an oversubscribed core weighs more.
 """
 
 from __future__ import annotations
@@ -18,23 +21,27 @@ from rankmap.job.rank_map import RankMap
 from rankmap.job.traffic import job_traffic
 from rankmap.placement.constraints import PlacementConstraints
 from rankmap.placement.metrics import PlacementMetrics, measure_order
+from rankmap.placement.tier_weights import crossed_tiers, default_tier_weights
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster
 
-__all__ = ["ReplanResult", "replan"]
+__all__ = ["ReplanResult", "replan", "map_tier_weights"]
 
 @dataclass(frozen=True)
 class ReplanResult:
-    """The new map, which hosts were replaced by which, and the cost before and after."""
+    """The new map, which hosts were replaced by which, and the cost before and after
+    (``before.tier_bytes[L]``, ``before.weighted_bytes`` with ``weights[L]``)."""
 
     rankmap: RankMap
     replaced: tuple        # ((node_rank, failed host, new host), ...)
     moved_ranks: int
     before: PlacementMetrics
     after: PlacementMetrics
+    weights: tuple = ()    # w[L]: the tier weights the replacements were chosen by
+    tiers: tuple = ()      # [L]: the names of the tiers, lowest first (crossed_tiers)
 
 def replan(cluster: Cluster, previous: RankMap, failed: list[str],
-           constraints: PlacementConstraints | None = None) -> ReplanResult:
+           constraints: PlacementConstraints | None = None, weights: tuple | None = None) -> ReplanResult:
     """Replace ``failed`` hosts (and hosts of the map the cluster marks failed) in ``previous``.
 
     Hosts of the map that the cluster marks busy are taken to run this job: they keep their
@@ -49,10 +56,15 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
         Hosts that failed since the plan; they are marked failed.
     constraints : PlacementConstraints, optional
         Exclusions and reservations the replacements must respect.
+    weights : tuple of float, optional
+        ``w[L]``: tier weights to choose replacements by (default: :func:`map_tier_weights`, those
+        the map was planned with).
 
     Returns
     -------
     ReplanResult
+        Its summary (``rankmap.summary["replan"]``) holds the replacements and, before and after,
+        the bytes per iteration crossing each tier and the weighted cost.
 
     Raises
     ------
@@ -87,9 +99,10 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
                               f">= {gpn} GPUs: {len(down) - len(spares)} short", key="--failed")
     layout, traffic = ParallelLayout.of(previous.job), job_traffic(previous.job)
     tor_index = {g.name: g.index for g in cluster.tor_groups}
+    weights = tuple(weights) if weights is not None else map_tier_weights(previous, cluster)
 
     def cost(hosts: list[str]) -> PlacementMetrics:
-        return measure_order(cluster, layout, traffic, hosts, gpn)
+        return measure_order(cluster, layout, traffic, hosts, gpn, weights)
 
     hosts = list(previous.hosts)
     before = cost(hosts)
@@ -105,9 +118,25 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
     after = cost(hosts)
     summary = {"replan": {"replaced": [[n, a, b] for n, a, b in replaced], "moved_ranks": len(replaced) * gpn,
                           "cross_tor_bytes_before": before.cross_tor_bytes,
-                          "cross_tor_bytes_after": after.cross_tor_bytes}}
+                          "cross_tor_bytes_after": after.cross_tor_bytes,
+                          "tier_bytes_before": list(before.tier_bytes), "tier_bytes_after": list(after.tier_bytes),
+                          "weighted_bytes_before": before.cost, "weighted_bytes_after": after.cost,
+                          "tier_weights": list(weights)}}
     rm = RankMap.from_hosts(previous.job, cluster, hosts, gpn, summary)
-    return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after)
+    return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after, weights, crossed_tiers(cluster))
+
+
+def map_tier_weights(previous: RankMap, cluster: Cluster) -> tuple:
+    """``w[L]``: the tier weights ``previous`` was planned with (``summary.tier_weights`` of a plan,
+    ``summary.replan.tier_weights`` of a replan), else the cluster's defaults
+    (:func:`rankmap.placement.tier_weights.default_tier_weights`), e.g. for a map from another tool
+    or one whose recorded weights do not fit the cluster's tiers."""
+    summary = previous.summary if isinstance(previous.summary, dict) else {}
+    recorded = (summary.get("replan") or {}).get("tier_weights") if "replan" in summary else summary.get("tier_weights")
+    if (isinstance(recorded, list) and len(recorded) == cluster.depth
+            and all(isinstance(w, (int, float)) and not isinstance(w, bool) and w >= 0 for w in recorded)):
+        return tuple(float(w) for w in recorded)
+    return default_tier_weights(cluster)
 
 def _check_reserved(previous: RankMap, down: list[int], constraints: PlacementConstraints) -> None:
     """Refuse a map whose kept hosts another job holds (``constraints.reserve``: its rank map
@@ -142,13 +171,15 @@ def _check_reserved(previous: RankMap, down: list[int], constraints: PlacementCo
 
 def _replacement_group(cost, hosts: list[str], node: int, pool: dict[int, list[str]], own: int) -> int:
     """The ToR group to replace node ``node``'s host from: its own group while it has spares,
-    else the group whose first spare adds the fewest cross-ToR bytes (then the lowest index)."""
+    else the group whose first spare gives the least tier-weighted cost (the planner's objective),
+    then the fewest bytes on the highest tier, then the busiest ToR uplinks, then the lowest index."""
     if pool.get(own):
         return own
 
-    def with_group(g: int) -> float:
+    def with_group(g: int) -> tuple:
         trial = list(hosts)
         trial[node] = pool[g][0]
-        return cost(trial).cross_tor_bytes
+        m = cost(trial)
+        return m.cost, tuple(reversed(m.tier_bytes)), m.max_uplink_bytes, g
 
-    return min((g for g in pool if pool[g]), key=lambda g: (with_group(g), g))
+    return min((g for g in pool if pool[g]), key=with_group)

@@ -37,13 +37,13 @@ from rankmap.job.rank_map import RankMap, read_rankmap, write_plan_files
 from rankmap.job.spec import JobSpec
 from rankmap.job.spec_file import parse_job
 from rankmap.placement.constraints import PlacementConstraints, load_constraints
-from rankmap.placement.host_selection import read_host_names, select_hosts
+from rankmap.placement.host_selection import own_allocation, read_host_names, select_hosts
 from rankmap.topology.model import Cluster
 from rankmap.topology.spec import load_cluster, parse_cluster
 
 __all__ = ["Cluster", "JobSpec", "RankMap", "PlacementConstraints",
            "load_cluster", "parse_cluster", "load_job", "parse_job", "load_constraints", "read_rankmap",
-           "write_plan_files", "combine_constraints", "read_host_names", "select_hosts",
+           "write_plan_files", "combine_constraints", "read_host_names", "select_hosts", "own_allocation",
            "plan", "replan", "verify", "simulate", "SimulationRun", "diagnose", "DiagnosisRun",
            "launch_files", "launch_local", "allocation_files", "framework_flags", "check_engine_run", "topo_import", "topo_show", "topo_export",
            "OVERRIDE_FLAGS", "blame_flags", "plan_context", "busy_hosts", "plan_picture"]

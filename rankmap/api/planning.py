@@ -24,7 +24,8 @@ __all__ = ["combine_constraints", "OVERRIDE_FLAGS", "blame_flags", "load_job", "
 
 
 def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | None = None,
-                        exclude: str | None = None, reserve: tuple = (), hosts: str | None = None) -> PlacementConstraints:
+                        exclude: str | None = None, reserve: tuple = (), hosts: str | None = None,
+                        allocated: bool = False) -> PlacementConstraints:
     """One set of constraints from a constraints file's, an exclusion hostlist, reserved rank maps
     and the exact hosts to plan on.
 
@@ -40,6 +41,9 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
         ``rankmap.json`` files of running jobs; their hosts are taken.
     hosts : str, optional
         Plan on exactly these hosts (see :func:`select_hosts`): every other host is excluded.
+    allocated : bool
+        ``hosts`` are this job's scheduler allocation: hosts the cluster marks busy are accepted
+        (plan on :func:`rankmap.placement.host_selection.own_allocation` of the cluster).
 
     Raises
     ------
@@ -61,7 +65,7 @@ def combine_constraints(cluster: Cluster, constraints: PlacementConstraints | No
     out = dataclasses.replace(base, exclude=base.exclude + excluded, reserve=base.reserve + reserved, reserved_by=by)
     out = out.in_spelling_of(cluster)
     if hosts:
-        chosen = select_hosts(cluster, hosts, out)
+        chosen = select_hosts(cluster, hosts, out, allocated)
         out = dataclasses.replace(out, exclude=out.exclude + tuple(h.name for h in cluster.hosts if h.name not in chosen))
     return out
 
@@ -135,8 +139,10 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit
     With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
     constraints), the plan must use every one of them: a job that fits on fewer is refused.
     ``wall_limit_s`` caps every CP-SAT solve at that many wall-clock seconds from the start
-    (:func:`rankmap.placement.cpsat_model.wall_clock_limit`); the deterministic ``time_limit_s``
-    alone keeps plans identical from run to run, a binding wall cap does not.
+    (:func:`rankmap.placement.cpsat_model.wall_clock_limit`), and nothing else: the constructive
+    layouts, local searches and bounds run to the end whatever it is, so planning can take
+    longer. The deterministic ``time_limit_s`` alone keeps plans identical from run to run, a
+    binding wall cap does not.
 
     Returns a :class:`rankmap.placement.result.PlanResult`; ``write_plan_files(result.rankmap, out)``
     writes ``rankmap.json`` and ``hostfile``.

@@ -333,7 +333,9 @@ def constraints_from_args(args: argparse.Namespace, cluster):
     from rankmap.api import combine_constraints, load_constraints
 
     base = load_constraints(args.constraints, cluster) if args.constraints else None
-    return combine_constraints(cluster, base, args.exclude, tuple(args.reserve), getattr(args, "hosts", None))
+    allocation = getattr(args, "allocation", None)
+    return combine_constraints(cluster, base, args.exclude, tuple(args.reserve),
+                               allocation or getattr(args, "hosts", None), allocated=bool(allocation))
 
 
 def silence_stdout() -> None:

@@ -146,6 +146,7 @@ def _options(args: argparse.Namespace):
 def _files(args: argparse.Namespace, rm) -> int:
     from rankmap import api
     from rankmap.fileio import atomic_write_files
+    from rankmap.launch.formats import MANIFEST, manifest_text
 
     out = args.out or args.rankmap.parent / f"launch-{args.format}"
     opts = _options(args)
@@ -154,8 +155,10 @@ def _files(args: argparse.Namespace, rm) -> int:
     else:
         files = api.launch_files(rm, args.format, opts, out)
     what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
+    files[MANIFEST] = manifest_text(files, _old_manifest(out / MANIFEST))   # what a new map in `out` removes
 
     def report(written):
+        written = [p for p in written if p.name != MANIFEST]
         if args.json:
             from rankmap.cli.report import print_json
             print_json({"format": "slurm-plan-in-allocation" if args.plan_in_allocation else args.format,
@@ -171,6 +174,13 @@ def _files(args: argparse.Namespace, rm) -> int:
         if path.suffix in (".sh", ".sbatch"):
             path.chmod(path.stat().st_mode | 0o111)
     return EXIT_OK
+
+
+def _old_manifest(path: Path) -> str | None:
+    """The text of the launch files' record already in the folder (other formats written there), if any."""
+    from rankmap.fileio import read_text
+
+    return read_text(path) if path.is_file() and not path.is_symlink() else None
 
 
 def _local(args: argparse.Namespace, rm) -> int:

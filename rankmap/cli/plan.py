@@ -43,7 +43,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default: rankmap-out)")
     for dim in ("tp", "pp", "cp", "ep"):
         p.add_argument(f"--{dim}", type=positive_int, help=f"{dim} size (overrides the job file)")
-    p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs)")
+    p.add_argument("--dp", type=dp_size, help="dp size or 'auto' (fill the free GPUs) (overrides the job file)")
     p.add_argument("--order", help="Megatron order string, fastest first (default tp-cp-ep-dp-pp)")
     p.add_argument("--model", help="model preset, e.g. gpt3-175b, gpt3-13b, llama2-70b")
     p.add_argument("--micro-batches", type=positive_int, help="micro-batches per iteration per pipeline")
@@ -52,9 +52,12 @@ def add_parsers(sub) -> None:
                         "seconds (default 20); the constructive layouts and local searches before them are "
                         "not cut by it (their work grows with the cluster, their result never with time)")
     p.add_argument("--max-wall", type=positive_float,
-                   help="wall-clock seconds the solver may take at most (default: no cap). --time-limit is "
-                        "deterministic (plans identical from run to run); when this cap binds, the plan depends "
-                        "on the machine's speed and load")
+                   help="wall-clock cap, in seconds from the start of planning, on the exact CP-SAT solves only "
+                        "(default: no cap): once it has passed, every CP-SAT solve stops at once with its best "
+                        "solution so far. The constructive layouts, local searches and bounds always run to the "
+                        "end (most of the time on large clusters: ~20 s for the default plan), so the command can "
+                        "take longer than the cap. --time-limit is deterministic (plans identical from run to "
+                        "run); when this cap binds, the plan depends on the machine's speed and load")
     p.add_argument("--seed", type=seed_int, default=0, help="seed for the solver and the arrival-order baseline")
     p.add_argument("--workers", type=positive_int, default=1, help="CP-SAT workers (default 1; results stay deterministic)")
     p.add_argument("--objective", type=objectives, default="tiers,uplink,fragmentation",
@@ -66,9 +69,14 @@ def add_parsers(sub) -> None:
                    help="weights of the tiers a byte crosses in the tiers objective, e.g. spine=1,core=3 (default: "
                         "the product of the oversubscription ratios below each tier, 1 on a non-blocking fabric)")
     add_constraint_args(p)
-    p.add_argument("--hosts", type=hostlist_arg,
-                   help="plan on exactly these hosts: a hostlist (n[1-4]), or @FILE with one hostlist per line or "
-                        "`kubectl get pods -o json` output (the pods' node names)")
+    chosen = p.add_mutually_exclusive_group()
+    chosen.add_argument("--hosts", type=hostlist_arg,
+                        help="plan on exactly these free hosts: a hostlist (n[1-4]), or @FILE with one hostlist per "
+                             "line or `kubectl get pods -o json` output (the pods' node names)")
+    chosen.add_argument("--allocation", type=hostlist_arg,
+                        help="plan on exactly the hosts of this job's own scheduler allocation (\"$SLURM_JOB_NODELIST\""
+                             ", or @FILE as for --hosts): hosts the cluster spec marks busy are taken as this job's "
+                             "(a spec refreshed from the scheduler marks them allocated); failed ones are refused")
     p.add_argument("--previous", type=path_arg, help="an earlier rankmap.json of this job: keep its hosts where possible")
     p.add_argument("--no-picture", action="store_true",
                    help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")
@@ -122,6 +130,7 @@ def run_plan(args: argparse.Namespace) -> int:
     cluster_path, job_path = example_inputs(args)
     check_objective_flags(args.objective, args.tier_weights, args.previous)
     stale_launch_folders(args.out)  # refused before the solver runs
+    stale_launch_files(args.out)
     overrides = {k: getattr(args, k) for k in ("tp", "pp", "cp", "ep", "order", "model")
                  if getattr(args, k) is not None}
     if args.dp is not None:
@@ -140,6 +149,9 @@ def run_plan(args: argparse.Namespace) -> int:
     previous = api.read_rankmap(args.previous) if args.previous else None
     constraints = constraints_from_args(args, cluster)
     hosts = api.select_hosts(cluster, args.hosts, constraints) if args.hosts else None
+    if args.allocation:  # this job's nodes: busy in a spec refreshed from the scheduler, free for this plan
+        hosts = api.select_hosts(cluster, args.allocation, constraints, allocated=True)
+        cluster = api.own_allocation(cluster, hosts)
     from rankmap.cli.report import progress
     with progress(f"planning {job.name} on {cluster.name}"):
         result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
@@ -188,6 +200,7 @@ def run_replan(args: argparse.Namespace) -> int:
 
     previous = api.read_rankmap(args.rankmap)
     stale_launch_folders(args.out)
+    stale_launch_files(args.out)
     args.cluster = args.cluster or embedded_cluster_of(previous, args.rankmap)
     cluster = api.load_cluster(args.cluster)
     failed = expand_hostlist(args.failed, key="--failed") if args.failed else []
@@ -200,7 +213,11 @@ def run_replan(args: argparse.Namespace) -> int:
             from rankmap.cli.report import print_json
             print_json({"replaced": [{"node_rank": n, "old": old, "new": new} for n, old, new in result.replaced],
                         "moved_ranks": result.moved_ranks, "cross_tor_bytes_before": result.before.cross_tor_bytes,
-                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "outputs": [str(p) for p in written]})
+                        "cross_tor_bytes_after": result.after.cross_tor_bytes, "tiers": list(result.tiers),
+                        "tier_bytes_before": list(result.before.tier_bytes),
+                        "tier_bytes_after": list(result.after.tier_bytes), "tier_weights": list(result.weights),
+                        "weighted_bytes_before": result.before.cost, "weighted_bytes_after": result.after.cost,
+                        "outputs": [str(p) for p in written]})
         else:
             print_replan(result, written)
 
@@ -245,7 +262,7 @@ def stale_launch_folders(out: Path) -> list[Path]:
     files in the folder it points to (shared by other maps, perhaps), which would then go stale.
     """
     from rankmap.errors import RankmapError
-    from rankmap.launch.formats import FILES, FORMATS
+    from rankmap.launch.formats import FILES, FORMATS, MANIFEST
 
     for link in (out / f"launch-{f}" for f in FORMATS):
         if link.is_symlink():
@@ -254,13 +271,47 @@ def stale_launch_folders(out: Path) -> list[Path]:
                                f"delete files through a link: remove {link} or give another --out")
     stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()]
     for folder in stale:
-        own = FILES[folder.name.removeprefix("launch-")]
+        own = FILES[folder.name.removeprefix("launch-")] + (MANIFEST,)
         other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)
         if other:
             raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "
                                f"beside {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}, which launch "
                                f"does not write: move {folder} away or give another --out")
     return stale
+
+
+def stale_launch_files(out: Path, keep: tuple = ()) -> list[Path]:
+    """Launch files that ``rankmap launch --out OUT`` wrote straight into ``out`` (its record,
+    :data:`rankmap.launch.formats.MANIFEST`, names them), the record last: a new map in ``out``
+    makes them stale (they start the old host order). ``keep``: names the new map writes itself.
+
+    Raises RankmapError (exit 3), deleting nothing, for a recorded file the user changed since
+    launch wrote it (an edited script), or one that is now a link or not a file, as
+    :func:`stale_launch_folders` does for a ``launch-FORMAT`` folder holding the user's files.
+    """
+    import hashlib
+
+    from rankmap.errors import RankmapError
+    from rankmap.fileio import read_bytes, read_text
+    from rankmap.launch.formats import MANIFEST, recorded_files
+
+    record = out / MANIFEST
+    if not record.is_file() or record.is_symlink():
+        return []
+    stale, changed = [], []
+    for name, digest in sorted(recorded_files(read_text(record), str(record)).items()):
+        path = out / name
+        if name in keep or not (path.exists() or path.is_symlink()):
+            continue  # the new map rewrites it (a DeepSpeed hostfile), or the user removed it
+        if path.is_symlink() or not path.is_file() or hashlib.sha256(read_bytes(path)).hexdigest() != digest:
+            changed.append(name)
+        stale.append(path)
+    if changed:
+        raise RankmapError(f"{out}: launch files of an earlier map ({', '.join(changed[:3])}"
+                           f"{' ...' if len(changed) > 3 else ''}) changed since rankmap launch wrote them; a new map "
+                           f"there makes them stale, and rankmap does not delete your edits: move them away or give "
+                           f"another --out")
+    return stale + [record]
 
 
 def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
@@ -272,7 +323,8 @@ def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
 
     Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
     with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
-    new map: they go in the same commit, as an old ``plan.png`` does, and stderr names them. Each
+    new map: they go in the same commit, as an old ``plan.png`` does, and stderr names them; so do
+    the files ``rankmap launch --out OUT`` wrote straight into ``out`` (:func:`stale_launch_files`). Each
     is renamed aside once the new files are staged, put back if the commit fails, and deleted
     after it. ``run/`` (logs and records of a training run) is data and stays.
     """
@@ -281,8 +333,11 @@ def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
     import sys
 
     from rankmap import api
+    from rankmap.launch.formats import MANIFEST
 
-    stale = stale_launch_folders(out)
+    folders = stale_launch_folders(out)
+    files = stale_launch_files(out, keep=("rankmap.json", "hostfile", *(extra or {})))
+    stale = folders + files
     aside: list[tuple[Path, Path]] = []
     old_picture = "plan.png" not in (extra or {}) and (out / "plan.png").is_file()
 
@@ -300,9 +355,13 @@ def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
             os.rename(trash, folder)
         raise
     for folder, trash in aside:
-        shutil.rmtree(trash, ignore_errors=True)
-    if stale:
-        print(f"rankmap: removed {', '.join(f'{f}/' for f in stale)}: launch files of the map this one replaces "
+        if trash.is_dir() and not trash.is_symlink():
+            shutil.rmtree(trash, ignore_errors=True)
+        else:
+            trash.unlink(missing_ok=True)
+    shown = [f"{f}/" for f in folders] + [str(f) for f in files if f.name != MANIFEST]
+    if shown:
+        print(f"rankmap: removed {', '.join(shown)}: launch files of the map this one replaces "
               f"(`rankmap launch --rankmap {out / 'rankmap.json'} --format ...` writes them for the new map)",
               file=sys.stderr)
     if old_picture:

@@ -126,7 +126,7 @@ def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_
 
 
 __all__ = ["console_for", "progress", "print_json", "cluster_doc", "plan_doc", "short_bytes", "print_plan",
-           "print_replan", "print_simulation", "tier_labels", "print_diagnosis", "print_import_summary"]
+           "print_replan", "replan_cost_text", "print_simulation", "tier_labels", "print_diagnosis", "print_import_summary"]
 
 
 def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float,
@@ -236,15 +236,43 @@ def _fill(table: Table, cols: list[str], rows: list[list[str]], bold_first: bool
 
 
 def print_replan(result, written: list[Path], console: Console | None = None) -> None:
-    """Print which hosts were replaced, how many ranks moved, and the cost before and after."""
+    """Print which hosts were replaced, how many ranks moved, and the cost before and after: the
+    bytes per iteration crossing each tier and the tier-weighted cost the replacements minimise."""
     console = console or console_for(130)
     for node, old, new in result.replaced:
         console.print(f"node rank {node}: {old} -> {new}", markup=False)
-    before, after = result.before.cross_tor_bytes, result.after.cross_tor_bytes
-    console.print(f"{len(result.replaced)} hosts replaced, {result.moved_ranks} ranks moved; cross-ToR bytes per "
-                  f"iteration {human_bytes(before)} -> {human_bytes(after)} ({human_bytes(after - before)} more)",
-                  markup=False)
+    console.print(f"{len(result.replaced)} hosts replaced, {result.moved_ranks} ranks moved; "
+                  + replan_cost_text(result), markup=False)
     console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
+
+
+def replan_cost_text(result) -> str:
+    """Every tier's bytes per iteration before -> after, and the weighted cost.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from types import SimpleNamespace as NS
+    >>> from rankmap.placement.metrics import PlacementMetrics
+    >>> m = lambda t: PlacementMetrics(t[0], {}, {}, np.zeros(1), t, {}, t[0] + 3 * t[1])
+    >>> print(replan_cost_text(NS(before=m((405.9e9, 58e9)), after=m((662.3e9, 58e9)), weights=(1.0, 3.0),
+    ...                           tiers=("spine", "core"))))  # doctest: +NORMALIZE_WHITESPACE
+    bytes per iteration crossing spine 405.90 GB -> 662.30 GB (+256.40 GB), core 58.00 GB -> 58.00 GB (+0 B);
+    weighted (spine=1, core=3) 579.90 GB -> 836.30 GB (+256.40 GB)
+    """
+
+    def change(a: float, b: float) -> str:
+        return f"{human_bytes(a)} -> {human_bytes(b)} ({'+' if b >= a else '-'}{human_bytes(abs(b - a))})"
+
+    before, after = result.before, result.after
+    tiers = result.tiers or ("ToR uplinks",)
+    per = [f"{t} {change(a, b)}" for t, a, b in zip(tiers, before.tier_bytes or (before.cross_tor_bytes,),
+                                                     after.tier_bytes or (after.cross_tor_bytes,))]
+    text = "bytes per iteration crossing " + ", ".join(per)
+    if len(per) > 1:
+        weights = ", ".join(f"{t}={w:g}" for t, w in zip(tiers, result.weights))
+        text += f"; weighted ({weights}) {change(before.cost, after.cost)}"
+    return text
 
 
 def _plain(*cells) -> list:

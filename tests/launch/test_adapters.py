@@ -84,6 +84,48 @@ def test_plan_hosts_from_kubectl_pods_and_errors(tmp_path):
         api.combine_constraints(cluster, exclude="n2", hosts="n[1-2]")
 
 
+def test_an_allocation_takes_its_busy_hosts_as_its_own_and_refuses_failed_ones():
+    """plan --allocation "$SLURM_JOB_NODELIST": a spec refreshed from Slurm marks the job's own nodes busy."""
+    from rankmap.placement.host_selection import own_allocation
+
+    cluster = api.parse_cluster("hosts: {gpus: 1, nics: 1}\ntor_groups:\n- {name: t1, hosts: 'n1,n3'}\n"
+                                "- {name: t2, hosts: 'n2,n4,n5'}\navailability: {busy: 'n[1-2]', failed: n5}\n",
+                                "c.yaml")
+    assert api.select_hosts(cluster, "n[1-4]", allocated=True) == {"n1", "n2", "n3", "n4"}
+    with pytest.raises(SpecError, match="--hosts: host 'n1' is not free \\(its state is 'busy'\\)"):
+        api.select_hosts(cluster, "n[1-4]")   # without --allocation a busy host is another job's
+    with pytest.raises(SpecError, match="--allocation: host 'n5' of the allocation cannot run ranks \\(its state is "
+                                        "'failed'\\): ask the scheduler for other nodes \\(Slurm: sbatch "
+                                        "--exclude=n5\\)"):
+        api.select_hosts(cluster, "n[1-5]", allocated=True)
+    with pytest.raises(SpecError, match="--allocation: host 'n2' of the allocation cannot run ranks \\(excluded\\)"):
+        api.combine_constraints(cluster, exclude="n2", hosts="n[1-2]", allocated=True)
+    cons = api.combine_constraints(cluster, hosts="n[1-3]", allocated=True)
+    assert sorted(cons.exclude) == ["n4", "n5"]
+    own = own_allocation(cluster, {"n1", "n2", "n3"})
+    assert [h.state for h in own.hosts] == ["free", "free", "free", "free", "failed"]   # n1 n3 n2 n4 n5
+    assert own.spec_hash() == cluster.spec_hash()   # a map planned on it belongs to the spec
+
+
+def test_plan_allocation_on_a_refreshed_spec(tmp_path):
+    """The command the generated slurm-plan.sbatch runs: busy allocated nodes are planned on."""
+    import subprocess
+    import sys
+
+    (tmp_path / "c.yaml").write_text("hosts: {gpus: 1, nics: 1}\ntor_groups:\n- {name: t1, hosts: 'n1,n3'}\n"
+                                     "- {name: t2, hosts: 'n2,n4'}\navailability: {busy: 'n[1-3]'}\n")
+    (tmp_path / "j.yaml").write_text("parallel: {tp: 1, pp: 2, dp: auto}\n"
+                                     "model: {layers: 4, hidden: 64, heads: 4, seq_len: 64, vocab: 256}\n"
+                                     "batch: {micro_batch_size: 1, num_micro_batches: 2}\n")
+    run = subprocess.run([sys.executable, "-m", "rankmap", "plan", "--cluster", "c.yaml", "--job", "j.yaml",
+                          "--allocation", "n[1-4]", "--out", "p", "--no-picture"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    rm = read_rankmap(tmp_path / "p" / "rankmap.json")
+    assert sorted(rm.hosts) == ["n1", "n2", "n3", "n4"]
+    assert {frozenset(rm.hosts[:2]), frozenset(rm.hosts[2:])} == {frozenset({"n1", "n3"}), frozenset({"n2", "n4"})}
+
+
 def test_jobset_example_calls_node_rank(tmp_path):
     """The example manifest is valid YAML and its container runs `rankmap node-rank ... --flags-only`."""
     import subprocess

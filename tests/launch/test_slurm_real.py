@@ -86,10 +86,13 @@ batch: {micro_batch_size: 1, num_micro_batches: 2}
 
 
 def test_sbatch_plans_inside_the_allocation(slurm, tmp_path):
-    """--plan-in-allocation: the script plans on $SLURM_JOB_NODELIST and starts ranks in that plan's order."""
+    """--plan-in-allocation: the script plans on $SLURM_JOB_NODELIST and starts ranks in that plan's order.
+    The cluster spec it plans with marks two of the nodes busy, as a spec refreshed from Slurm while
+    the job runs marks every allocated node: they are this job's own, so the plan takes them."""
     _torch()
     t0 = time.perf_counter()
     (tmp_path / "cluster.yaml").write_text(CLUSTER)
+    (tmp_path / "refreshed.yaml").write_text(CLUSTER + "availability: {busy: 'n[1-2]'}\n")
     (tmp_path / "job.yaml").write_text(JOB)
     (tmp_path / "report.py").write_text(REPORT)
     (tmp_path / "run").mkdir()
@@ -97,7 +100,7 @@ def test_sbatch_plans_inside_the_allocation(slurm, tmp_path):
                            "--time-limit", "2", cwd=tmp_path)
     assert planned.returncode == 0, planned.stderr
     made = _rankmap_cli("launch", "--rankmap", "template/rankmap.json", "--format", "slurm", "--plan-in-allocation",
-                        "--cluster", "cluster.yaml", "--out", "alloc", "--torchrun", TORCHRUN,
+                        "--cluster", "refreshed.yaml", "--out", "alloc", "--torchrun", TORCHRUN,
                         "--master-port", free_port(), "--", "report.py", "run", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     code, out = slurm.sbatch_wait(tmp_path / "alloc" / "slurm-plan.sbatch", tmp_path, env=PY_ENV)

@@ -67,13 +67,25 @@ def test_stage_pin_and_rank_pin():
     (PlacementConstraints(stage_pins={0: "t0"}), "stage(s) [0] pinned to ToR group 't0' need 6 hosts; it has 4 usable: 2 short"),
     (PlacementConstraints(rank_pins={0: "g0h4"}), "rank 0 is pinned to host 'g0h4', which is busy"),
     (PlacementConstraints(rank_pins={0: "g0h0", 3: "g0h1"}), "conflicts with another pin"),
-    (PlacementConstraints(stage_pins={5: "t0"}), "stage 5 is pinned, but the job has pp=2"),
 ])
 def test_infeasible_requests_are_explained(constraints, message):
     cluster = cluster_with_free((4, 4, 4), gpus=8)
     with pytest.raises(InfeasibleError) as err:
         plan(cluster, job(pp=2, dp=6), constraints=constraints)
     assert message in str(err.value)
+
+
+@pytest.mark.parametrize("constraints, message", [
+    (PlacementConstraints(stage_pins={5: "t0"}), "stage 5 is pinned, but the job has pp=2 (stages 0..1)"),
+    (PlacementConstraints(rank_pins={96: "g0h0"}), "rank 96 is pinned, but the job has 96 ranks (0..95)"),
+])
+def test_a_pin_the_job_does_not_have_is_bad_input_not_infeasible(constraints, message):
+    """Exit 3 (fix the file), not 4 (the cluster cannot meet it)."""
+    cluster = cluster_with_free((4, 4, 4), gpus=8)
+    with pytest.raises(SpecError) as err:
+        plan(cluster, job(pp=2, dp=6), constraints=constraints)
+    assert message in str(err.value) and not isinstance(err.value, InfeasibleError)
+    assert err.value.exit_code == 3
 
 
 def test_unknown_names_and_constraint_files(tmp_path):
@@ -154,3 +166,23 @@ def test_moved_without_an_earlier_plan_is_refused_by_the_library_too():
     first = plan(cluster, job(pp=1, dp=4))
     again = plan(cluster, job(pp=1, dp=4), objectives=("bytes", "moved"), previous=first.rankmap)
     assert again.rankmap.hosts == first.rankmap.hosts      # nothing forces a move: every host is kept
+
+
+def test_a_shortage_the_quotas_cause_is_blamed_on_the_quotas(tmp_path):
+    """Three of four ToR groups held at 0: the job fits the usable hosts, not the quotas."""
+    cluster = cluster_with_free((4, 4, 4, 4), gpus=8)
+    path = tmp_path / "c.yaml"
+    path.write_text("exclude: g3h0\nquotas:\n  t0: 0\n  t1: 1\n")
+    with pytest.raises(InfeasibleError) as err:
+        plan(cluster, job(pp=3, dp=3), constraints=load_constraints(path, cluster))
+    assert str(err.value) == (f"{path}:3: quotas: the quotas hold back 7 usable hosts (t0: 0 of 4, t1: 1 of 4), "
+                              f"and the job (tp*cp*pp*dp = 72 GPUs on 8-GPU hosts) needs 9: 8 left under them "
+                              f"(t2: 4, t3: 3, t1: 1), 1 short; raise the quotas or plan a smaller job")
+
+
+def test_a_reserved_map_that_cannot_be_read_is_located_in_the_constraints_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("exclude: g0h0\nreserve:\n  - missing.json\n")
+    with pytest.raises(SpecError) as err:
+        load_constraints(path)
+    assert str(err.value).startswith(f"{path}:3: reserve[0]: {tmp_path}/missing.json: cannot read file")

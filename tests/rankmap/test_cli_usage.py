@@ -193,6 +193,47 @@ def test_replanning_into_a_folder_removes_the_older_maps_launch_files(tmp_path):
     assert run.returncode != 0 and "--nodes=8" in (plan / "launch-slurm" / "slurm.sbatch").read_text()
 
 
+@pytest.mark.parametrize("command", ["plan", "replan"])
+def test_launch_files_written_into_the_maps_own_folder_go_with_a_new_map(tmp_path, racks_map, command):
+    """`launch --out <map dir>` (no launch-FORMAT folder): a new map there removes exactly the files
+    launch wrote (its record names them), not the user's, and says which."""
+    out = tmp_path / "st"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    (out / "notes.txt").write_text("mine\n")
+    for fmt in ("slurm", "mpi"):
+        run = rankmap("launch", "--rankmap", out / "rankmap.json", "--format", fmt, "--no-resolve", "--out", out)
+        assert run.returncode == 0, run.stderr
+    assert "gpu-r1-n01" in (out / "slurm-hostfile").read_text()
+    if command == "plan":
+        run = rankmap("plan", "--example", "racks", "--dp", "2", "--exclude", "gpu-r1-n[01-08]", "--out", out,
+                      "--no-picture")
+    else:
+        run = rankmap("replan", "--rankmap", out / "rankmap.json", "--failed", "gpu-r1-n01", "--out", out)
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["hostfile", "notes.txt", "rankmap.json"]
+    names = ["mpirun.sh", "rankfile", "slurm-hostfile", "slurm.sbatch", "torchrun-commands.txt", "torchrun.sh"]
+    assert (f"rankmap: removed {', '.join(str(out / n) for n in names)}: launch files of the map this one replaces"
+            in run.stderr)
+
+
+def test_launch_files_the_user_edited_beside_a_map_refuse_a_new_map(tmp_path, racks_map):
+    out = tmp_path / "st"
+    out.mkdir()
+    (out / "rankmap.json").write_bytes(racks_map.read_bytes())
+    assert rankmap("launch", "--rankmap", out / "rankmap.json", "--format", "mpi", "--no-resolve", "--out",
+                   out).returncode == 0
+    with open(out / "mpirun.sh", "a") as f:
+        f.write("# my change\n")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", out, "--no-picture")
+    assert run.returncode == 3 and run.stderr == (
+        f"rankmap: error: {out}: launch files of an earlier map (mpirun.sh) changed since rankmap launch wrote them; "
+        f"a new map there makes them stale, and rankmap does not delete your edits: move them away or give another "
+        f"--out\n")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
 def test_a_launch_folder_holding_runs_plans_is_refused_not_removed(tmp_path, racks_map):
     out = tmp_path / "p"
     (out / "launch-slurm" / "plan-1234").mkdir(parents=True)  # what an in-allocation run leaves there
@@ -385,3 +426,15 @@ def test_every_subcommand_help_has_a_description():
 
     missing = [" ".join(name) for name, sub in commands(build_parser()) if not sub.description]
     assert missing == []
+
+
+def test_plan_help_says_which_flags_override_the_job_and_what_max_wall_caps():
+    run = rankmap("plan", "--help")
+    text = " ".join(run.stdout.split())
+    options = text[text.index("options:"):]
+    for dim in ("tp", "pp", "dp", "cp", "ep"):
+        flag = options.index(f"--{dim} {dim.upper()} ")
+        assert "(overrides the job file)" in options[flag:options.index(" --", flag + 4)], dim
+    assert ("--max-wall MAX_WALL wall-clock cap, in seconds from the start of planning, on the exact CP-SAT solves "
+            "only") in text
+    assert "so the command can take longer than the cap" in text

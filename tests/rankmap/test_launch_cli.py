@@ -41,7 +41,7 @@ def test_each_format_writes_its_files(tmp_path, fmt, names):
     out = tmp_path / "out"
     run = launch("--rankmap", rankmap, "--format", fmt, "--out", out, "--no-resolve")
     assert run.returncode == 0, run.stderr
-    assert sorted(p.name for p in out.iterdir()) == sorted(names)
+    assert sorted(p.name for p in out.iterdir()) == sorted(names + [".rankmap-launch.json"])  # + what it wrote
     assert f"{fmt} files for 6 ranks on 3 hosts (node 0: gpu-r1-n01)" in run.stdout
     for name in names:
         if name.endswith((".sh", ".sbatch")):

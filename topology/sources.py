@@ -209,7 +209,7 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     leaves and switches are put in natural name order (a tree file's line order carries no
     meaning); block files keep their block order. The cluster gets one tier per level
     above the leaves of a tree or block file (:func:`~rankmap.topology.tiers.derived_tiers`:
-    documented defaults, named "tier 1", "tier 2"... or "spine" for one level;
+    documented defaults, named "tier1", "tier2"... or "spine" for one level;
     :func:`name_tiers` renames them); without either, ``tiers`` stays None (one flat spine).
 
     Raises

@@ -98,10 +98,10 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
 
 
 def _tier_names(cluster, by_name: dict):
-    """Name each level by its HyperNodes' ``tierName`` (or "tier N" from ``spec.tier``) when
+    """Name each level by its HyperNodes' ``tierName`` (or "tierN" from ``spec.tier``) when
     all HyperNodes of that level agree; None keeps the default name."""
     def name(level: int) -> str | None:
-        found = {by_name[n.name].tier_name or f"tier {by_name[n.name].tier}" for n in structure(cluster)[level - 1]}
+        found = {by_name[n.name].tier_name or f"tier{by_name[n.name].tier}" for n in structure(cluster)[level - 1]}
         return found.pop() if len(found) == 1 else None
     return name
 

@@ -113,7 +113,8 @@ def cluster_doc(cluster: Cluster) -> dict:
     return {"name": cluster.name, "hosts": len(cluster.hosts), "free_hosts": len(cluster.free_hosts()),
             "gpus": cluster.gpus, "tor_groups": len(cluster.tor_groups), "rails": cluster.rails,
             "tiers": [{"name": f.name, "domains": f.domains, "switches": f.switches, "down_gbps": f.down_gbps,
-                       "up_gbps": f.up_gbps, "oversubscription": f.ratio} for f in cluster.tier_figures()]}
+                       "up_gbps": f.up_gbps, "cabled_gbps": f.cabled_gbps,
+                       "oversubscription": f.ratio} for f in cluster.tier_figures()]}
 
 
 def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float) -> dict:

@@ -31,7 +31,9 @@ def test_plan_json_is_one_document_with_the_maps_summary(tmp_path):
     saved = json.loads((tmp_path / "o" / "rankmap.json").read_text())
     assert doc["summary"] == saved["summary"]
     assert doc["world_size"] == saved["world_size"] == 480 and doc["hosts"] == 60
-    assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 2.0
+    assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 1.0
+    # racks of 16 hosts in 32-port rail ToRs: 16 x 400 Gb/s cabled per rail against 8 x 800 up (1:1), not 2:1
+    assert doc["cluster"]["tiers"][0]["cabled_gbps"] == 8 * 16 * 400.0
     assert sorted(doc["outputs"]) == sorted(str(tmp_path / "o" / n) for n in ("rankmap.json", "hostfile", "plan.png"))
     verify = rankmap("verify", tmp_path / "o" / "rankmap.json", "--json")
     assert json.loads(verify.stdout) == {"rankmap": str(tmp_path / "o" / "rankmap.json"), "valid": True,

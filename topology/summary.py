@@ -101,7 +101,7 @@ def tier_lines(c: Cluster) -> list[str]:
     Examples
     --------
     >>> from rankmap.topology.spec import parse_cluster
-    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-4]'}]\\nlinks: {tor_uplinks: 16}\\n"
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-64]'}]\\nlinks: {tor_uplinks: 16}\\n"
     ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
     >>> print("\\n".join(tier_lines(c)))
     tier 0 ToR: 1 ToR group, 8 switches (one per rail), per domain down 102.4 Tb/s, up 51.2 Tb/s, 2:1

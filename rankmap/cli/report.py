@@ -296,6 +296,12 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
         if slow:
             console.print(f"{p['name']}: slowest group {slow['collective']} #{slow['group']} over "
                           f"{len(slow['tor_groups'])} ToR groups, {slow['time_s']:.3f} s", markup=False)
+        bandwidths = [c for ph in p["phases"] for c in ph["collectives"] if "algbw_gbps" in c]
+        if bandwidths:
+            console.print(f"{p['name']}, slowest group of each collective (nccl-tests' algbw = S/t, busbw): "
+                          + "; ".join(f"{c['collective']} {short_bytes(c['size_bytes'])} x {c['count']:g}: "
+                                      f"algbw {c['algbw_gbps']:.1f} GB/s, busbw {c['busbw_gbps']:.1f} GB/s"
+                                      for c in bandwidths), markup=False)
     console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
                   "(1 - ECMP rates / sprayed rates); seeds +/-: half the range over seeds (s); busiest uplink: bytes on the "
                   "single busiest uplink port", markup=False)
@@ -337,15 +343,18 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     from rankmap.simulator.report import iteration_figures  # the simulator loads only for simulate
 
     c = doc["compute"]
-    overlaps = [k for k, on in c["overlap"].items() if on]
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
+    relevant = [k for k in c["overlap"] if k not in ("cp", "ep") or k in kinds]  # CP/EP only for jobs that have them
+    overlaps = [k for k in relevant if c["overlap"][k]]
+    off = [k for k in relevant if not c["overlap"][k]]
+    not_on = f" (not {', '.join(off)})" if overlaps and off else ""
     sources = {p["iteration"].get("compute_source", "flops") for p in doc["placements"]}
     compute = (f"{c['gpu']} {c['peak_tflops']:g} TFLOP/s x {c['efficiency_gemm']:g} GEMM efficiency, "
                f"recompute {'on' if c['recompute'] else 'off'}" if sources == {"flops"} else
                f"compute times from the workload file ({c['gpu']} {c['peak_tflops']:g} TFLOP/s for MFU)")
     loading = f", data loading {c['data_loading_s']:g} s" if c.get("data_loading_s") else ""
     console.print(f"predicted iteration ({c['schedule']}, {compute}, "
-                  f"overlap: {', '.join(overlaps) or 'none'}{loading}; {n_seeds} seed(s), mean)", markup=False)
+                  f"overlap: {', '.join(overlaps) or 'none'}{not_on}{loading}; {n_seeds} seed(s), mean)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
     rows = []

@@ -10,7 +10,7 @@ from collections import Counter
 
 from rankmap.topology.model import Cluster
 from rankmap.topology.sources import ImportResult
-from rankmap.topology.tiers import Node, structure
+from rankmap.topology.tiers import groups_under, structure
 from rankmap.topology.tree import block_levels, parents, tiers
 
 __all__ = ["summarize", "island_names", "tier_lines"]
@@ -147,7 +147,7 @@ def island_names(c: Cluster) -> list[str]:
         levels = structure(c)
         if not levels:
             return [island[0] for island in c.islands()]
-        top = {g: node.name for node in levels[-1] for g in _groups_under(levels, node)}
+        top = {g: node.name for node in levels[-1] for g in groups_under(levels, node)}
         return [top.get(island[0], island[0]) for island in c.islands()]
     up = parents(c)
     names = []
@@ -158,15 +158,3 @@ def island_names(c: Cluster) -> list[str]:
         names.append(node)
     return names
 
-
-def _groups_under(levels: tuple[tuple[Node, ...], ...], node: Node) -> list[str]:
-    """ToR groups below ``node`` of ``levels`` (children that are no node of a lower level)."""
-    below = {n.name: n for nodes in levels for n in nodes}
-    out, todo = [], list(node.children)
-    while todo:
-        name = todo.pop()
-        if name in below:
-            todo.extend(below[name].children)
-        else:
-            out.append(name)
-    return out

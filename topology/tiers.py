@@ -37,7 +37,7 @@ from rankmap.topology.tree import block_levels, name_key, switch_levels
 if TYPE_CHECKING:  # the model imports this module
     from rankmap.topology.model import Cluster
 
-__all__ = ["PLANES", "Tier", "TierFigures", "Node", "structure", "partition", "derived_tiers",
+__all__ = ["PLANES", "Tier", "TierFigures", "Node", "structure", "groups_under", "partition", "derived_tiers",
            "check_tiers", "tier_figures"]
 
 PLANES = ("shared", "rail")
@@ -213,6 +213,20 @@ def _block_structure(cluster: Cluster) -> tuple[tuple[Node, ...], ...]:
     if len(tops) > 1 or not levels:
         levels.append((Node(_free_name(cluster, "spine"), len(levels) + 1, tuple(tops)),))
     return tuple(levels)
+
+
+def groups_under(levels: tuple[tuple[Node, ...], ...], node: Node) -> list[str]:
+    """ToR groups below ``node`` of ``levels`` (:func:`structure`): its descendants that are
+    no node of a level."""
+    below = {n.name: n for nodes in levels for n in nodes}
+    out, todo = [], list(node.children)
+    while todo:
+        name = todo.pop()
+        if name in below:
+            todo.extend(below[name].children)
+        else:
+            out.append(name)
+    return sorted(out, key=name_key)
 
 
 def partition(cluster: Cluster, level: int) -> tuple[tuple[str, ...], ...]:

@@ -174,6 +174,12 @@ def _export(args: argparse.Namespace) -> int:
     dropped = dropped_topologies(cluster, args.target_format)
     if dropped:
         print(f"rankmap: warning: {dropped}", file=sys.stderr)
+    if args.target_format == "slurm-block":
+        from rankmap.topology.slurm_block import mixed_blocks
+        from rankmap.topology.sources import SLURM_VERSION
+
+        for line in mixed_blocks(cluster, args.slurm_version or SLURM_VERSION):
+            print(f"rankmap: warning: {line}: Slurm would pack a job there as if it were local", file=sys.stderr)
 
     def report():
         if args.json:  # with --out -, the file is stdout: the document goes to stderr

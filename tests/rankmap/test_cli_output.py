@@ -274,3 +274,11 @@ def test_long_tier_names_head_their_columns_as_t1_and_no_figure_is_cut(tmp_path)
     assert rows[0].split() == ["placement", "weighted", "x-T1", "spread", "edges", "ToR", "gap"]
     assert rows[1].split() == ["rankmap", "plan", "10.5", "GB", "10.5", "GB", "2/1", "16/0", "10.5", "GB", "0.0%"]
     assert "; T1: tier cloud.google.com/gce-topology-block" in run.stdout
+
+
+def test_block_export_of_a_pod_fabric_warns_about_levels_across_pods(tmp_path):
+    run = rankmap("topo", "export", "--to", "slurm-block", "examples/oversubscribed-core/cluster.yaml",
+                  "--out", tmp_path / "t.conf")
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if line.startswith("rankmap: warning: BlockSizes level")]
+    assert len(warned) == 3 and "tg04+tg05+tg06+tg07: part of pod1 (tg04, tg05), part of pod2" in warned[0]

@@ -369,7 +369,7 @@ def tier_figures(cluster: Cluster, tiers: tuple[Tier, ...]) -> tuple[TierFigures
     """Per level (rail ToRs first), domains, switches, per-domain down and up Gb/s and ratio.
 
     Level 0: a ToR group of ``rails`` rail ToRs with ``capacity`` host ports each at
-    ``tor_downlink_gbps`` (cabled: one per host of the largest group) and ``tor_uplinks``
+    ``tor_downlink_gbps`` (cabled: one per NIC of the busiest group's hosts) and ``tor_uplinks``
     uplinks at ``tor_uplink_gbps``. Above, a tier's cabled bandwidth is the down ports its
     busiest node's children fill with their uplinks (their share of them, when a child has
     several parents). The ratio counts cabled ports only: an empty port carries nothing, so
@@ -377,7 +377,9 @@ def tier_figures(cluster: Cluster, tiers: tuple[Tier, ...]) -> tuple[TierFigures
     """
     rails, links = cluster.rails, cluster.links
     down0 = float(rails * max((g.capacity for g in cluster.tor_groups), default=0) * links.tor_downlink_gbps)
-    cabled0 = float(rails * max((len(g.hosts) for g in cluster.tor_groups), default=0) * links.tor_downlink_gbps)
+    nics = {h.name: h.nics for h in cluster.hosts}
+    cabled0 = float(max((sum(nics[h] for h in g.hosts) for g in cluster.tor_groups), default=0)
+                    * links.tor_downlink_gbps)
     up0 = float(rails * links.tor_uplinks * links.tor_uplink_gbps)
     out = [TierFigures(level=0, name="ToR", planes="rail", domains=len(cluster.tor_groups),
                        switches=rails * len(cluster.tor_groups), down_gbps=down0, up_gbps=up0,

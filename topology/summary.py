@@ -13,7 +13,7 @@ from rankmap.topology.sources import ImportResult
 from rankmap.topology.tiers import groups_under, structure
 from rankmap.topology.tree import block_levels, parents, tiers
 
-__all__ = ["summarize", "island_names", "tier_lines"]
+__all__ = ["summarize", "island_names", "tier_lines", "ratio_text"]
 
 _FORMAT_WORDS = {
     "slurm": "Slurm topology/tree", "slurm-block": "Slurm topology/block", "k8s-labels": "Kubernetes node labels",
@@ -113,7 +113,7 @@ def tier_lines(c: Cluster) -> list[str]:
             f"{f.domains} domain{'s' * (f.domains != 1)}"
         planes = "one per rail" if f.level == 0 else ("rails share them" if f.planes == "shared" else "a plane per rail")
         cabled = f" ({_tbps(f.cabled_gbps)} cabled)" if f.cabled_gbps < f.down_gbps else ""
-        bw = f"per domain down {_tbps(f.down_gbps)}{cabled}" + (f", up {_tbps(f.up_gbps)}, {_ratio(f.ratio)}"
+        bw = f"per domain down {_tbps(f.down_gbps)}{cabled}" + (f", up {_tbps(f.up_gbps)}, {ratio_text(f.ratio)}"
                                                         if f.ratio is not None else ", top tier (no uplinks)")
         out.append(f"tier {f.level} {f.name}: {what}, {f.switches} switch{'es' * (f.switches != 1)} ({planes}), {bw}")
     return out
@@ -123,7 +123,7 @@ def _tbps(gbps: float) -> str:
     return f"{gbps / 1000:g} Tb/s" if gbps >= 1000 else f"{gbps:g} Gb/s"
 
 
-def _ratio(ratio: float) -> str:
+def ratio_text(ratio: float) -> str:
     """``3:1``, ``1:1``, ``1:2`` (more up than down), or ``1.5:1``."""
     if ratio >= 1:
         return f"{round(ratio, 2):g}:1"

@@ -23,6 +23,7 @@ from rankmap.placement.result import PlanResult, metrics_row
 from rankmap.placement.status import status_meaning
 from rankmap.placement.tier_weights import crossed_tiers
 from rankmap.topology.model import Cluster
+from rankmap.topology.summary import ratio_text
 
 
 class _Console(Console):
@@ -136,10 +137,10 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     console = console or console_for(120)
     job, rm = result.job, result.rankmap
     free = len(cluster.free_hosts())
-    ratios = ", ".join(f"{f.name} {f.ratio:g}:1" for f in cluster.tier_figures() if f.ratio is not None)
+    ratios = ", ".join(f"{f.name} {ratio_text(f.ratio)}" for f in cluster.tier_figures() if f.ratio is not None)
     console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
                                 f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription "
-                                f"(down:up bandwidth) {ratios or 'none above the ToR groups'}"))
+                                f"(cabled down:up bandwidth) {ratios or 'none above the ToR groups'}"))
     planned = set(rm.hosts)
     sizes = sorted({h.gpus for h in cluster.hosts if h.name in planned}, reverse=True)
     console.print(Text.assemble(

@@ -349,9 +349,11 @@ def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: lis
             raise RankMapFileError(f"entry must have exactly the keys {', '.join(_ENTRY_KEYS)}", source=source, key=key)
         ints = [k for k in _ENTRY_KEYS if k not in ("host", "tor_group")]
         rec = {k: as_int(v) if k in ints else v for k, v in rec.items()}  # "rail": 1.0 is rail 1, as for the schema
-        if any(not isinstance(rec[k], int) or isinstance(rec[k], bool) or rec[k] < 0 for k in ints):
-            raise RankMapFileError("rank, node_rank, local_rank, rail and coordinates must be integers >= 0",
-                               source=source, key=key)
+        bad = next((k for k in ints if not isinstance(rec[k], int) or isinstance(rec[k], bool) or rec[k] < 0), None)
+        if bad is not None:
+            value = json.dumps(rec[bad])[:60]   # as the file wrote it: true, "3", -1
+            raise RankMapFileError(f"must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates "
+                                   f"all are), got {value}", source=source, key=f"{key}.{bad}")
         r, host, node, local = rec["rank"], rec["host"], rec["node_rank"], rec["local_rank"]
         why = check_hostname(host) if isinstance(host, str) else "not a string"
         if why:

@@ -90,7 +90,8 @@ class Hardware:
     (fractions in (0, 1]), recompute (bool), optimizer_step_s (seconds, None = derived),
     data_loading_s (seconds before the first forward beside which the first parameter
     all-gather runs, MegaScale NSDI'24 §3.2; 0 by default),
-    overlap_tp, overlap_dp_gather, overlap_dp_reduce (bool).
+    overlap_tp, overlap_cp, overlap_ep, overlap_dp_gather, overlap_dp_reduce (bool): which
+    communication runs under compute (:class:`rankmap.simulator.schedule.OverlapConfig`).
     """
 
     gpu: str = "a100"
@@ -100,6 +101,8 @@ class Hardware:
     optimizer_step_s: float | None = None
     data_loading_s: float = 0.0
     overlap_tp: bool = True
+    overlap_cp: bool = True
+    overlap_ep: bool = False
     overlap_dp_gather: bool = True
     overlap_dp_reduce: bool = True
 

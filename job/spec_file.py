@@ -11,7 +11,7 @@ Job YAML format (every key optional except the model; defaults shown)::
     sequence_parallel: true
     hardware: {gpu: a100, efficiency_gemm: 0.65, efficiency_elementwise: 0.7,
                recompute: false, optimizer_step_s: auto, data_loading_s: 0}
-    overlap: {tp: true, dp_gather: true, dp_reduce: true}
+    overlap: {tp: true, cp: true, ep: false, dp_gather: true, dp_reduce: true}
     framework: engine                 # or megatron, torchtitan, deepspeed; or {name: megatron, version: "0.12"}
 
 ``hardware`` and ``overlap`` drive the iteration-time model (rankmap.simulator.compute,
@@ -20,7 +20,9 @@ for GEMM/attention and of HBM bandwidth for elementwise kernels, full activation
 recomputation, the optimizer step in seconds (auto: from HBM bandwidth); which
 communication runs under compute (MegaScale, NSDI'24: TP/SP collectives under the
 transformer block, ZeRO's first all-gather under data loading, the gradient
-reduce-scatter per model chunk under the backwards left).
+reduce-scatter per model chunk under the backwards left; CP's ring-attention P2P under
+attention compute; EP's all-to-all only when set, as Megatron-Core's opt-in
+``--overlap-moe-expert-parallel-comm``).
 
 ``dp: auto`` fills the free GPUs of the cluster the job is planned on.
 
@@ -139,7 +141,7 @@ def _fraction(f: Fields, key: str, default: float) -> float:
 
 def _hardware(hw: Fields, ov: Fields) -> Hardware:
     hw.only("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute", "optimizer_step_s", "data_loading_s")
-    ov.only("tp", "dp_gather", "dp_reduce")
+    ov.only("tp", "cp", "ep", "dp_gather", "dp_reduce")
     step = hw.raw("optimizer_step_s", "auto")
     d = Hardware()                             # defaults for keys the file leaves out
     got = Hardware(gpu=hw.choice("gpu", GPU_NAMES, d.gpu),
@@ -148,7 +150,8 @@ def _hardware(hw: Fields, ov: Fields) -> Hardware:
                    recompute=hw.bool("recompute", d.recompute),
                    data_loading_s=float(hw.number("data_loading_s", d.data_loading_s, positive=False)),
                    optimizer_step_s=None if step == "auto" else float(hw.number("optimizer_step_s", positive=False)),
-                   overlap_tp=ov.bool("tp", d.overlap_tp), overlap_dp_gather=ov.bool("dp_gather", d.overlap_dp_gather),
+                   overlap_tp=ov.bool("tp", d.overlap_tp), overlap_cp=ov.bool("cp", d.overlap_cp),
+                   overlap_ep=ov.bool("ep", d.overlap_ep), overlap_dp_gather=ov.bool("dp_gather", d.overlap_dp_gather),
                    overlap_dp_reduce=ov.bool("dp_reduce", d.overlap_dp_reduce))
     if got.optimizer_step_s is not None and got.optimizer_step_s < 0:
         raise hw.error("optimizer_step_s", f"must be >= 0 or auto, got {got.optimizer_step_s}")
@@ -167,7 +170,7 @@ def _hardware_dict(hw: Hardware) -> dict:
                          "efficiency_elementwise": hw.efficiency_elementwise, "recompute": hw.recompute,
                          "optimizer_step_s": "auto" if hw.optimizer_step_s is None else hw.optimizer_step_s,
                          "data_loading_s": hw.data_loading_s},
-            "overlap": {"tp": hw.overlap_tp, "dp_gather": hw.overlap_dp_gather, "dp_reduce": hw.overlap_dp_reduce}}
+            "overlap": {"tp": hw.overlap_tp, "cp": hw.overlap_cp, "ep": hw.overlap_ep, "dp_gather": hw.overlap_dp_gather, "dp_reduce": hw.overlap_dp_reduce}}
 
 
 def _model(f: Fields) -> ModelShape:

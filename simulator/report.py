@@ -31,14 +31,15 @@ import json
 import numpy as np
 
 from rankmap.job.spec_file import job_to_dict
-from rankmap.simulator.collectives import CollectiveConfig
+from rankmap.simulator.collectives import CollectiveConfig, bus_factor
 from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import RankPlacement
 from rankmap.simulator.iteration import IterationResult
 from rankmap.simulator.network import Network
 from rankmap.simulator.stats import IterationSweep, summarize
 
-__all__ = ["SCHEMA", "round_floats", "placement_summary", "simulation_document", "document_json", "iteration_figures"]
+__all__ = ["SCHEMA", "round_floats", "placement_summary", "collective_bandwidths", "simulation_document", "document_json",
+           "iteration_figures"]
 
 SCHEMA = "rankmap-simulation/v1"
 
@@ -114,7 +115,7 @@ def iteration_figures(it: dict) -> dict:
     {'dp': '0.434 s'}
     """
     return {"time": f"{it['time_s']['mean']:.3f} s", "mfu": f"{100 * it['mfu']['mean']:.1f}%",
-            "tokens": f"{it['tokens_per_s']:,.0f}", "bubble": f"{100 * it['bubble_fraction']:.1f}%",
+            "tokens": f"{it['tokens_per_s']:,.0f}", "bubble": f"{max(0.0, 100 * it['bubble_fraction']):.1f}%",
             "exposed": {k: f"{t:.3f} s" for k, t in it["exposed_comm_s"].items()}}
 
 
@@ -163,10 +164,48 @@ def placement_summary(network: Network, name: str, placement: RankPlacement, swe
     }
 
 
+def collective_bandwidths(ops, phase: str, label: str, group_size: int, time_s: float) -> dict:
+    """nccl-tests' figures of one simulated part: ``size_bytes`` (S of one collective),
+    ``count`` (per iteration), and the slowest group's ``algbw_gbps = S / t`` and
+    ``busbw_gbps = algbw * factor`` in GB/s (1e9 bytes/s), ``t`` its time over ``count``
+    (nccl-tests doc/PERFORMANCE.md: factor 2(n-1)/n for all-reduce, (n-1)/n for all-gather,
+    reduce-scatter and all-to-all). Empty for pipeline sends (``p2p``), which are no collective.
+
+    Ops of one kind and collective merge as the simulation merges them (their bytes and
+    counts add up, :func:`rankmap.simulator.iteration.phase_flows`).
+
+    Examples
+    --------
+    >>> from rankmap.job.comm import CommOp
+    >>> ops = [CommOp(kind="dp", op="allreduce", size_bytes=6.4e9, count=1, phase="dp-reduce")]
+    >>> collective_bandwidths(ops, "dp-reduce", "dp allreduce", 64, 0.32)
+    {'size_bytes': 6400000000, 'count': 1, 'algbw_gbps': 20.0, 'busbw_gbps': 39.375}
+    """
+    kind, op = label.split(" ", 1)
+    picked = [o for o in ops if o.phase == phase and o.kind == kind and o.op == op and o.size_bytes > 0 and o.count > 0]
+    count = sum(o.count for o in picked)
+    if op == "p2p" or not count or not time_s > 0:
+        return {}
+    size = sum(o.size_bytes * o.count for o in picked) / count
+    algbw = size / (time_s / count) / 1e9
+    return {"size_bytes": _number(size), "count": _number(count), "algbw_gbps": algbw,
+            "busbw_gbps": algbw * bus_factor(op, group_size)}
+
+
+def _with_bandwidths(ops, placement: dict) -> dict:
+    """``placement`` with :func:`collective_bandwidths` in each phase's collectives."""
+    phases = [{**ph, "collectives": [{**c, **collective_bandwidths(ops, ph["name"], c["collective"], c["group_size"],
+                                                                   c["group_time_s"]["max"])}
+                                     for c in ph["collectives"]]} for ph in placement["phases"]]
+    return {**placement, "phases": phases}
+
+
 def simulation_document(network: Network, job, traffic_source: str, ops, config: CollectiveConfig,
                         routing: EcmpConfig, placements: list[dict]) -> dict:
-    """The whole result document; ``placements`` come from :func:`placement_summary`."""
+    """The whole result document; ``placements`` come from :func:`placement_summary`, each
+    collective given its size, count, algbw and busbw (:func:`collective_bandwidths`)."""
     cluster = network.cluster
+    placements = [_with_bandwidths(ops, p) for p in placements]
     return round_floats({
         "schema": SCHEMA,
         "cluster": {"name": cluster.name, "sha256": cluster.spec_hash()},

@@ -41,8 +41,12 @@ Around the pipeline, each a switch in :class:`OverlapConfig`:
   the first (``disable_bucketing`` or ``pp_rank > 0`` in distributed_data_parallel.py), so
   each later stage's first forward waits for its whole gather after its input arrives:
   ``OverlapConfig.megatron_core`` (a job with ``framework: megatron``) models that.
-- ``tp``, the TP/SP (and CP, EP) collectives of a pass, overlapped with the transformer
-  block: a pass takes ``max(compute, comm)``, else ``compute + comm``.
+- ``tp``, the TP/SP collectives of a pass, overlapped with the transformer block: a pass
+  takes ``max(compute, comm)``, else ``compute + comm``. ``cp`` (on by default: ring
+  attention's KV exchange runs under attention) and ``ep`` (off by default: a MoE layer's
+  all-to-all is on its data path, hidden only with Megatron-Core's opt-in
+  ``--overlap-moe-expert-parallel-comm``) put CP's and EP's collectives into that
+  overlapped share or, when off, add them to the pass (``PipelineCosts.serial_*``).
 - ``dp_reduce``, the gradient reduction of each chunk in buckets as its last backward
   produces them, Megatron-LM's ``--overlap-grad-reduce`` (megatron/core/distributed/
   distributed_data_parallel.py ``_make_backward_post_hook``; param_and_grad_buffer.py
@@ -84,6 +88,15 @@ class OverlapConfig:
     tp: bool = True
     dp_gather: bool = True
     dp_reduce: bool = True
+    #: CP's KV exchange under attention compute: ring attention sends the next KV block while
+    #: the current one is attended (Liu et al., "Ring Attention", arXiv 2310.01889, §3; Megatron-
+    #: Core's TransformerEngine context parallel, ``cp_comm_type: p2p``), so on by default.
+    cp: bool = True
+    #: EP's dispatch/combine all-to-all under compute. A MoE layer's all-to-all sits on its data
+    #: path (the experts wait for the tokens), so it hides only under another micro-batch's
+    #: compute, which Megatron-Core does only when asked: ``--overlap-moe-expert-parallel-comm``
+    #: (with ``--delay-wgrad-compute``, megatron/training/arguments.py). Off by default.
+    ep: bool = False
     #: Megatron-Core's bucketing and dispatch (``framework: megatron``) instead of MegaScale's:
     #: only the first stage's first chunk is cut into buckets (``disable_bucketing`` or
     #: ``pp_rank > 0`` in megatron/core/distributed/distributed_data_parallel.py: "data-parallel
@@ -102,7 +115,11 @@ class PipelineCosts:
     forward_s, backward_s : sequence of float
         ``[p]`` compute of one micro-batch through one chunk.
     comm_forward_s, comm_backward_s : sequence of float
-        ``[p]`` TP/CP/EP collectives of that pass.
+        ``[p]`` collectives of that pass that may run under its compute (TP, and CP/EP
+        whose overlap is on: :func:`rankmap.simulator.timing.pipeline_costs` sorts them).
+    serial_forward_s, serial_backward_s : sequence of float
+        ``[p]`` collectives of that pass that never run under its compute (CP/EP whose
+        overlap is off); empty means none.
     p2p_s, wrap_s : float
         One pipeline message between neighbouring stages; last stage to first (interleaved).
     dp_gather_s : float
@@ -129,6 +146,8 @@ class PipelineCosts:
     backward_s: tuple
     comm_forward_s: tuple
     comm_backward_s: tuple
+    serial_forward_s: tuple = ()
+    serial_backward_s: tuple = ()
     p2p_s: float = 0.0
     wrap_s: float = 0.0
     dp_gather_s: float = 0.0
@@ -312,7 +331,8 @@ def _pass_s(c: PipelineCosts, overlap: OverlapConfig, s: int, forward: bool, chu
     if s == c.p - 1 and chunk == c.v - 1:
         compute += c.logit_forward_s if forward else c.logit_backward_s
     comm = c.comm_forward_s[s] if forward else c.comm_backward_s[s]
-    return max(compute, comm) if overlap.tp else compute + comm
+    serial = c.serial_forward_s if forward else c.serial_backward_s
+    return (max(compute, comm) if overlap.tp else compute + comm) + (serial[s] if serial else 0.0)
 
 
 def buckets(costs: PipelineCosts, overlap: OverlapConfig | None = None) -> np.ndarray:

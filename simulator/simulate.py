@@ -138,6 +138,7 @@ def _compute_entry(job: JobSpec) -> dict:
             "recompute": compute.recompute,
             "optimizer_step_s": "auto" if compute.optimizer_step_s is None else compute.optimizer_step_s,
             "data_loading_s": compute.data_loading_s,
-            "overlap": {"tp": overlap.tp, "dp_gather": overlap.dp_gather, "dp_reduce": overlap.dp_reduce},
+            "overlap": {"tp": overlap.tp, "cp": overlap.cp, "ep": overlap.ep, "dp_gather": overlap.dp_gather,
+                        "dp_reduce": overlap.dp_reduce},
             "schedule": ("interleaved 1F1B" if job.virtual_stages > 1 else "1F1B")
             + (", Megatron-Core bucketing and dispatch" if overlap.megatron_core else "")}

@@ -221,7 +221,7 @@ def staged_comm_times(network: Network, placement: RankPlacement, layout, ops, j
         ``comm`` unchanged when the iteration has no reduction traffic.
     """
     compute, overlap = configs_of(job)
-    costs = pipeline_costs(job, stages or stage_times(job, compute), comm, compute.recompute)
+    costs = pipeline_costs(job, stages or stage_times(job, compute), comm, compute.recompute, overlap=overlap)
     schedule = run_schedule(costs, overlap)
     lead = backward_pass_s(costs, overlap) * (1 - 1 / buckets(costs, overlap)) * overlap.dp_reduce   # first bucket ready
     release = chunk_release_s(schedule, overlap, lead)

@@ -123,11 +123,14 @@ def reduce_buckets(job: JobSpec) -> int:
 
 
 def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute: bool = False,
-                   data_loading_s: float = 0.0) -> PipelineCosts:
+                   data_loading_s: float = 0.0, overlap: OverlapConfig | None = None) -> PipelineCosts:
     """The schedule's inputs from compute per stage and communication per pass.
 
     A pass's TP/CP/EP communication is split evenly between its forward and backward;
     ``recompute`` adds the recomputed forward's share to the backward (see the module).
+    TP's collectives, and CP's and EP's where ``overlap.cp`` / ``overlap.ep`` are on, may
+    run under the pass's compute (``comm_*``); CP and EP with their overlap off add to it
+    (``serial_*``). Default ``overlap``: :class:`OverlapConfig` (CP hidden, EP exposed).
     Gradients reduce in :func:`reduce_buckets` buckets per chunk; ``data_loading_s`` is the
     window the first chunk's all-gather runs under (:class:`~rankmap.simulator.compute.ComputeConfig`).
 
@@ -138,12 +141,19 @@ def pipeline_costs(job: JobSpec, stages: StageTimes, comm: CommTimes, recompute:
     >>> c = pipeline_costs(JobSpec(tp=8, pp=1, dp=1, global_batch_size=4), st, comm, recompute=True)
     >>> c.comm_forward_s, c.comm_backward_s
     ((2.0,), (4.0,))
+    >>> c = pipeline_costs(JobSpec(tp=8, pp=1, dp=1, global_batch_size=4), st, CommTimes(pass_s={"tp": 4.0, "ep": 2.0}))
+    >>> c.comm_forward_s, c.serial_forward_s
+    ((2.0,), (1.0,))
     """
-    per_pass = sum(comm.pass_s.values())
-    p = job.pp
-    backward = per_pass / 2 * (2 if recompute else 1)
+    overlap = overlap or OverlapConfig()
+    hidden = {"cp": overlap.cp, "ep": overlap.ep}
+    per_pass = sum(t for k, t in comm.pass_s.items() if hidden.get(k, True))
+    serial = sum(t for k, t in comm.pass_s.items() if not hidden.get(k, True))
+    p, again = job.pp, (2 if recompute else 1)
     return PipelineCosts(forward_s=tuple(stages.forward_s), backward_s=tuple(stages.backward_s),
-                         comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(backward,) * p,
+                         comm_forward_s=(per_pass / 2,) * p, comm_backward_s=(per_pass / 2 * again,) * p,
+                         serial_forward_s=(serial / 2,) * p if serial else (),
+                         serial_backward_s=(serial / 2 * again,) * p if serial else (),
                          p2p_s=comm.p2p_s, wrap_s=comm.wrap_s, dp_gather_s=comm.dp_gather_s,
                          data_loading_s=data_loading_s, dp_reduce_s=comm.dp_reduce_stage_s or comm.dp_reduce_s,
                          reduce_buckets=reduce_buckets(job), logit_forward_s=stages.logit_forward_s,
@@ -210,9 +220,10 @@ def iteration_timing(job: JobSpec, comm: CommTimes, compute: ComputeConfig | Non
     compute = compute or ComputeConfig()
     overlap = overlap or OverlapConfig()
     stages = stages or stage_times(job, compute)
-    sched = run_schedule(pipeline_costs(job, stages, comm, compute.recompute, compute.data_loading_s), overlap)
+    sched = run_schedule(pipeline_costs(job, stages, comm, compute.recompute, compute.data_loading_s, overlap),
+                         overlap)
     exposed = {k: sched.time_s - run_schedule(pipeline_costs(job, stages, comm.without(k), compute.recompute,
-                                                             compute.data_loading_s), overlap).time_s
+                                                             compute.data_loading_s, overlap), overlap).time_s
                for k in comm.kinds()}
     gpus = job.world_size
     peak = compute.spec.peak_tflops * 1e12
@@ -231,7 +242,8 @@ def configs_of(job: JobSpec) -> tuple[ComputeConfig, OverlapConfig]:
     return (ComputeConfig(gpu=hw.gpu, efficiency_gemm=hw.efficiency_gemm,
                           efficiency_elementwise=hw.efficiency_elementwise, recompute=hw.recompute,
                           optimizer_step_s=hw.optimizer_step_s, data_loading_s=hw.data_loading_s),
-            OverlapConfig(tp=hw.overlap_tp, dp_gather=hw.overlap_dp_gather, dp_reduce=hw.overlap_dp_reduce,
+            OverlapConfig(tp=hw.overlap_tp, cp=hw.overlap_cp, ep=hw.overlap_ep, dp_gather=hw.overlap_dp_gather,
+                          dp_reduce=hw.overlap_dp_reduce,
                           megatron_core=job.framework == "megatron"))
 
 

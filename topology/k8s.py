@@ -49,10 +49,12 @@ from rankmap.topology.sources import (
     Leaf,
     build_cluster,
     file_stem,
+    join_top_domains,
     name_tiers,
     note_tiers,
     warn_odd_names,
 )
+from rankmap.topology.tiers import structure
 from rankmap.topology.tree import name_key, path_to
 from rankmap.yamlio import Fields, parse_yaml
 
@@ -112,15 +114,38 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
     levels = _levels(nodes, options, diags, source)
     leaves, switches = _domains(nodes, levels, options, diags, source)
     warn_odd_names(leaves, diags, source, seen, what="domain")
+    keys = levels or _aws_keys(nodes)
+    switches, root = join_top_domains(leaves, switches, options, diags, what=f"top-level domains ({keys[0]} values)")
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches,
                             host_lines=seen)
-    keys = levels or _aws_keys(nodes)  # tier t is named by the label key t levels above the deepest
-    cluster = name_tiers(cluster, lambda t: keys[len(keys) - 1 - t] if t < len(keys) else None)
+    cluster = name_tiers(cluster, _tier_names(cluster, keys, root, diags))
     note_tiers(cluster, diags)
     if len(cluster.islands()) > 1:
-        diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands")
+        diags.note(f"{len(cluster.islands())} top-level domains: kept as separate islands "
+                   "(--separate-top-domains)")
     return ImportResult(cluster=cluster, format="k8s-labels", source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
+
+
+def _tier_names(cluster, keys: tuple[str, ...], root: str | None, diags: Diagnostics):
+    """Name each tier by the label key of the domains at that level, when they all share one.
+
+    A domain is named by its path of label values, so its depth gives its key. Nodes of
+    unequal depth (AWS: 3 layers on some, 4 on others) put domains of different label
+    levels at one tier: that tier keeps its default name and a note says what it holds.
+    """
+    levels = structure(cluster)
+
+    def key_of(domain: str) -> str:
+        return "root" if domain == root else keys[domain.count("/")]
+
+    def name(level: int) -> str | None:
+        found = sorted({key_of(n.name) for n in levels[level - 1]})
+        if len(found) > 1:
+            diags.note(f"tier {level} holds domains of label levels {', '.join(found)} (nodes have unequal "
+                       f"depth): named tier{level}")
+        return found[0] if len(found) == 1 else None
+    return name
 
 
 def _domains(nodes, levels, options: ImportOptions, diags: Diagnostics,
@@ -397,7 +422,8 @@ def export_k8s_labels(cluster: Cluster, levels: tuple[str, ...] | None = None) -
     Each host gets one label per domain above it, top first (AWS layer labels unless
     ``levels`` names the keys), and ``nvidia.com/gpu.count``. A domain named by a path
     (``a/b``) writes its last part. Without a switch tree, one ``spine`` domain joins
-    all ToR groups; islands stay separate top-level domains.
+    all ToR groups; islands stay separate top-level domains, and so do the children of an
+    implied root (``root``, joined again on import).
 
     Raises
     ------
@@ -412,6 +438,8 @@ def export_k8s_labels(cluster: Cluster, levels: tuple[str, ...] | None = None) -
         except ValueError as exc:
             raise SpecError(f"cannot write labels for ToR group {group.name!r}: {exc}; labels describe "
                             "a single-parent tree") from None
+        if len(path) > 1 and _implied_root(path[0]) and not path[1].startswith(path[0] + "/"):
+            path = path[1:]  # the root an import implied: no label names it, a re-import implies it again
         values = [_label_value(path[i], path[i - 1] if i else None) for i in range(len(path))]
         keys = levels or tuple(f"{AWS_LAYER}{i + 1}" for i in range(len(values)))
         if len(keys) < len(values):
@@ -423,6 +451,11 @@ def export_k8s_labels(cluster: Cluster, levels: tuple[str, ...] | None = None) -
     if not records:
         raise SpecError(f"cluster {cluster.name!r} has no hosts: refusing to write an empty node list")
     return json.dumps({"apiVersion": "v1", "kind": "List", "items": records}, indent=1) + "\n"
+
+
+def _implied_root(name: str) -> bool:
+    """Whether ``name`` is one :func:`~rankmap.topology.sources.join_top_domains` gives."""
+    return name.rstrip("'") == "root"
 
 
 def _label_value(name: str, parent: str | None) -> str:

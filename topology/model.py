@@ -352,10 +352,15 @@ class Cluster:
         Examples
         --------
         >>> from rankmap.topology.spec import parse_cluster
-        >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-4]'}]\\nlinks: {tor_uplinks: 16}\\n"
+        >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-64]'}]\\nlinks: {tor_uplinks: 16}\\n"
         ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
         >>> [(f.name, f.domains, f.switches, f.down_gbps, f.up_gbps, f.ratio) for f in c.tier_figures()]
         [('ToR', 1, 8, 102400.0, 51200.0, 2.0), ('spine', 1, 4, 51200.0, 0.0, None)]
+        >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-16]'}]\\nlinks: {tor_uplinks: 16}\\n"
+        ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
+        >>> f = c.tier_figures()[0]   # 16 of 64 host ports cabled: 16 x 200 Gb/s x 8 rails in, 16 x 400 x 8 out
+        >>> f.down_gbps, f.cabled_gbps, f.ratio
+        (102400.0, 25600.0, 0.5)
         """
         return tier_figures(self, self.fabric_tiers)
 

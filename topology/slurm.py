@@ -88,7 +88,7 @@ def parse_slurm_tree(text: str, source: str, options: ImportOptions | None = Non
     ImportResult
         Leaves as ToR groups and the switches above them, each in natural name order (the
         order of lines does not matter); one tier per switch level ("spine" for one level,
-        else "tier 1", "tier 2"... as ``scontrol show topology`` numbers levels), with
+        else "tier1", "tier2"... as ``scontrol show topology`` numbers levels), with
         default sizes that the cluster YAML can override.
 
     Raises

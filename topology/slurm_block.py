@@ -41,8 +41,10 @@ from rankmap.topology.sources import (
     slurm_release,
     warn_odd_names,
 )
+from rankmap.topology.tiers import groups_under, structure
+from rankmap.topology.tree import block_runs
 
-__all__ = ["parse_slurm_block", "block_from_records", "export_slurm_block", "BLOCK_RELAXED_SINCE"]
+__all__ = ["parse_slurm_block", "block_from_records", "export_slurm_block", "mixed_blocks", "BLOCK_RELAXED_SINCE"]
 
 BLOCK_KEYS = ("BlockName", "Nodes", "BlockSizes")
 # Slurm 25.05 relaxed topology/block: blocks smaller than the base block size, and
@@ -240,6 +242,58 @@ def export_slurm_block(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> 
         out.append((f"BlockName={name}" + (f" Nodes={nodes}" if nodes else "")).replace("#", "\\#"))
     out.append("BlockSizes=" + ",".join(map(str, sizes)))
     return "\n".join(out) + "\n"
+
+
+def mixed_blocks(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> list[str]:
+    """Why the block topology :func:`export_slurm_block` writes misleads slurmctld: one line
+    per aggregation level that joins parts of different domains of a tier (pods), naming the
+    level, the block and the domains it cuts.
+
+    topology/block treats each aggregated block as one locality (slurmctld packs a job into
+    the smallest block level that holds it, topology.conf(5)); blocks are runs of ``2**k``
+    base blocks in order. When a pod holds a number of ToR groups that is not such a run
+    (6 of them), a level's block takes part of one pod and part of the next, so Slurm would
+    pack a job across the tier above pods believing it local. A block that holds whole
+    domains only (all of two pods) is what a higher level means, and is not reported.
+
+    Examples
+    --------
+    >>> from rankmap.topology.spec import parse_cluster
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: x1}, {name: b, hosts: x2}, {name: c, hosts: x3}, "
+    ...                   "{name: d, hosts: x4}]\\nswitches: [{name: p1, children: [a, b, c]}, "
+    ...                   "{name: p2, children: [d]}, {name: top, children: [p1, p2]}]")
+    >>> mixed_blocks(c)
+    ["BlockSizes level 2 hosts: 1 of 2 blocks joins parts of different p1, p2 domains across tier 'tier2', \
+e.g. c+d: part of p1 (c), p2 (d)"]
+    """
+    levels = structure(cluster)
+    if len(levels) < 2:
+        return []  # one tier above the ToR groups: every block is inside its one domain
+    sizes, _ = block_lines(cluster, slurm_version)
+    out = []
+    for size, blocks in block_runs([g.name for g in cluster.tor_groups], sizes)[1:]:
+        for lv, nodes in enumerate(levels[:-1], 1):
+            cuts = [(block, _cut(block, levels, nodes)) for block in blocks]
+            cuts = [(block, why) for block, why in cuts if why]
+            if cuts:
+                block, why = cuts[0]
+                names = ", ".join(n.name for n in nodes) if len(nodes) <= 4 else f"{len(nodes)} level-{lv}"
+                out.append(f"BlockSizes level {size} hosts: {len(cuts)} of {len(blocks)} block{'s' * (len(blocks) != 1)} "
+                           f"join{'s' * (len(cuts) == 1)} parts of different {names} domains across tier "
+                           f"{cluster.fabric_tiers[lv].name!r}, e.g. {'+'.join(block)}: {why}")
+                break
+    return out
+
+
+def _cut(block: tuple[str, ...], levels, nodes) -> str:
+    """How ``block`` cuts the domains ``nodes`` of one level: '' unless it touches several and
+    holds one only in part."""
+    inside = set(block)
+    touched = [(n, groups_under(levels, n)) for n in nodes if inside & set(groups_under(levels, n))]
+    if len(touched) < 2 or all(set(g) <= inside for _, g in touched):
+        return ""
+    return ", ".join(f"{'part of ' * (not set(groups) <= inside)}{n.name} ({', '.join(g for g in groups if g in inside)})"
+                     for n, groups in touched)
 
 
 def block_lines(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> tuple[tuple[int, ...], list[tuple[str, str]]]:

@@ -24,7 +24,7 @@ from rankmap.topology.tiers import derived_tiers
 from rankmap.topology.tree import name_key
 
 __all__ = ["SLURM_VERSION", "slurm_release", "ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
-           "check_known_hosts", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE", "name_pattern", "warn_odd_names"]
+           "check_known_hosts", "join_top_domains", "file_stem", "name_tiers", "note_tiers", "TIER_NOTE", "name_pattern", "warn_odd_names"]
 
 TIER_NOTE = ("tiers: {names}: switch counts, ports and speeds are not in the file; each tier got "
              "defaults (spine.switches switches per domain, shared by rails, ports to cable its largest "
@@ -62,6 +62,10 @@ class ImportOptions:
         The Slurm release the file is for ("25.05", "23.02.5", ...): which hostlist forms
         and topology/block relaxations slurmctld of that release accepts (default: the
         current release, :data:`SLURM_VERSION`).
+    separate_tops : bool
+        Kubernetes labels and Volcano HyperNodes: keep several top-level domains as separate
+        islands (they share no network). By default they are joined under an implied root
+        (:func:`join_top_domains`).
     """
 
     gpus: int = 8
@@ -74,6 +78,7 @@ class ImportOptions:
     strict: bool = False
     topology: str | None = None
     slurm_version: str = "25.05"
+    separate_tops: bool = False
 
     def __post_init__(self) -> None:
         slurm_release(self.slurm_version, key="slurm_version")
@@ -209,7 +214,7 @@ def build_cluster(leaves: list[Leaf], options: ImportOptions, *, default_name: s
     leaves and switches are put in natural name order (a tree file's line order carries no
     meaning); block files keep their block order. The cluster gets one tier per level
     above the leaves of a tree or block file (:func:`~rankmap.topology.tiers.derived_tiers`:
-    documented defaults, named "tier 1", "tier 2"... or "spine" for one level;
+    documented defaults, named "tier1", "tier2"... or "spine" for one level;
     :func:`name_tiers` renames them); without either, ``tiers`` stays None (one flat spine).
 
     Raises
@@ -351,3 +356,40 @@ def file_stem(source: str) -> str:
     """
     name = source.replace("\\", "/").rsplit("/", 1)[-1]
     return (name.rsplit(".", 1)[0] if "." in name.strip(".") else name) or "cluster"
+
+
+def join_top_domains(leaves: list[Leaf], switches: tuple[Switch, ...], options: ImportOptions, diags: Diagnostics,
+                     *, what: str) -> tuple[tuple[Switch, ...], str | None]:
+    """``switches`` plus an implied root joining several top-level domains, and its name.
+
+    Kueue's topology levels and Volcano's HyperNode tiers describe locality, not separation:
+    Kueue admits a workload that fits no single domain of its preferred level into a domain
+    one level up, and at the top level across several domains (Kueue, "Topology Aware
+    Scheduling", https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/), and a
+    Volcano job without ``highestTierAllowed`` may span HyperNodes. So nodes under different
+    top-level domains still reach each other, through a network the labels do not describe.
+    The root stands for it, sized like every imported tier (non-blocking at the ToR uplink
+    speed, :func:`~rankmap.topology.tiers.derived_tiers`), and a note says so. With
+    ``options.separate_tops`` (or a single top domain) nothing is added and the root is None.
+
+    Examples
+    --------
+    >>> d = Diagnostics(False)
+    >>> leaves = [Leaf(name="a", hosts=[("n1", 8)]), Leaf(name="b", hosts=[("n2", 8)])]
+    >>> switches, root = join_top_domains(leaves, (), ImportOptions(), d, what="top-level domains")
+    >>> [(s.name, s.children) for s in switches], root
+    ([('root', ('a', 'b'))], 'root')
+    """
+    children = {c for s in switches for c in s.children}
+    tops = sorted({leaf.name for leaf in leaves if leaf.hosts} | {s.name for s in switches}, key=name_key)
+    tops = [t for t in tops if t not in children]
+    if len(tops) < 2 or options.separate_tops:
+        return switches, None
+    taken = {leaf.name for leaf in leaves} | {s.name for s in switches}
+    root = "root"
+    while root in taken:
+        root += "'"
+    diags.note(f"{len(tops)} {what} joined under an implied root {root!r}: topology levels describe locality, "
+               "not separation, so jobs may span them; the root's tier is assumed non-blocking at the ToR uplink "
+               "speed (edit tiers: in the cluster YAML, or pass --separate-top-domains if they share no network)")
+    return (*switches, Switch(name=root, children=tuple(tops))), root

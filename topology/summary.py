@@ -10,9 +10,10 @@ from collections import Counter
 
 from rankmap.topology.model import Cluster
 from rankmap.topology.sources import ImportResult
+from rankmap.topology.tiers import groups_under, structure
 from rankmap.topology.tree import block_levels, parents, tiers
 
-__all__ = ["summarize", "island_names", "tier_lines"]
+__all__ = ["summarize", "island_names", "tier_lines", "ratio_text"]
 
 _FORMAT_WORDS = {
     "slurm": "Slurm topology/tree", "slurm-block": "Slurm topology/block", "k8s-labels": "Kubernetes node labels",
@@ -42,7 +43,7 @@ def summarize(result: ImportResult) -> list[str]:
            f"hosts: {len(c.hosts)}, {c.gpus} GPUs ({_per_host(c)})",
            f"ToR groups: {len(c.tor_groups)}: {_groups(c)}",
            f"tiers: {_tiers(c)}"]
-    if c.tiers:
+    if c.fabric_tiers:  # derived tiers too: a flat spine or a tree without tiers: still has its figures
         out.extend(tier_lines(c))
     islands = c.islands()
     names = island_names(c)
@@ -100,7 +101,7 @@ def tier_lines(c: Cluster) -> list[str]:
     Examples
     --------
     >>> from rankmap.topology.spec import parse_cluster
-    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-4]'}]\\nlinks: {tor_uplinks: 16}\\n"
+    >>> c = parse_cluster("tor_groups: [{name: a, hosts: 'x[1-64]'}]\\nlinks: {tor_uplinks: 16}\\n"
     ...                   "tiers: [{name: spine, switches: 4, down_ports: 32}]")
     >>> print("\\n".join(tier_lines(c)))
     tier 0 ToR: 1 ToR group, 8 switches (one per rail), per domain down 102.4 Tb/s, up 51.2 Tb/s, 2:1
@@ -111,7 +112,8 @@ def tier_lines(c: Cluster) -> list[str]:
         what = f"{f.domains} ToR group{'s' * (f.domains != 1)}" if f.level == 0 else \
             f"{f.domains} domain{'s' * (f.domains != 1)}"
         planes = "one per rail" if f.level == 0 else ("rails share them" if f.planes == "shared" else "a plane per rail")
-        bw = f"per domain down {_tbps(f.down_gbps)}" + (f", up {_tbps(f.up_gbps)}, {_ratio(f.ratio)}"
+        cabled = f" ({_tbps(f.cabled_gbps)} cabled)" if f.cabled_gbps < f.down_gbps else ""
+        bw = f"per domain down {_tbps(f.down_gbps)}{cabled}" + (f", up {_tbps(f.up_gbps)}, {ratio_text(f.ratio)}"
                                                         if f.ratio is not None else ", top tier (no uplinks)")
         out.append(f"tier {f.level} {f.name}: {what}, {f.switches} switch{'es' * (f.switches != 1)} ({planes}), {bw}")
     return out
@@ -121,7 +123,7 @@ def _tbps(gbps: float) -> str:
     return f"{gbps / 1000:g} Tb/s" if gbps >= 1000 else f"{gbps:g} Gb/s"
 
 
-def _ratio(ratio: float) -> str:
+def ratio_text(ratio: float) -> str:
     """``3:1``, ``1:1``, ``1:2`` (more up than down), or ``1.5:1``."""
     if ratio >= 1:
         return f"{round(ratio, 2):g}:1"
@@ -129,9 +131,24 @@ def _ratio(ratio: float) -> str:
 
 
 def island_names(c: Cluster) -> list[str]:
-    """A name per island: its top switch (climbing first parents), "spine" without a tree."""
+    """A name per island: its top switch (climbing first parents) in a tree, else the top
+    node of :func:`~rankmap.topology.tiers.structure` holding it (the top block of a block
+    topology, "spine" for the flat spine).
+
+    Examples
+    --------
+    >>> from rankmap.topology.slurm_block import parse_slurm_block
+    >>> c = parse_slurm_block("BlockName=b1 Nodes=n[1-4]\\nBlockName=b2 Nodes=n[5-8]\\nBlockSizes=4,8",
+    ...                       "t.conf").cluster
+    >>> island_names(c)
+    ['8-host block 1']
+    """
     if c.switches is None:
-        return ["spine"] * len(c.islands())
+        levels = structure(c)
+        if not levels:
+            return [island[0] for island in c.islands()]
+        top = {g: node.name for node in levels[-1] for g in groups_under(levels, node)}
+        return [top.get(island[0], island[0]) for island in c.islands()]
     up = parents(c)
     names = []
     for island in c.islands():
@@ -140,3 +157,4 @@ def island_names(c: Cluster) -> list[str]:
             node = up[node][0]
         names.append(node)
     return names
+

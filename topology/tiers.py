@@ -37,7 +37,7 @@ from rankmap.topology.tree import block_levels, name_key, switch_levels
 if TYPE_CHECKING:  # the model imports this module
     from rankmap.topology.model import Cluster
 
-__all__ = ["PLANES", "Tier", "TierFigures", "Node", "structure", "partition", "derived_tiers",
+__all__ = ["PLANES", "Tier", "TierFigures", "Node", "structure", "groups_under", "partition", "derived_tiers",
            "check_tiers", "tier_figures"]
 
 PLANES = ("shared", "rail")
@@ -50,7 +50,7 @@ class Tier:
     Attributes
     ----------
     name : str
-        Tier name ("spine", "core", a label key, "tier 2").
+        Tier name ("spine", "core", a label key, "tier2").
     switches : int
         Switches per domain, per plane (with ``planes="rail"`` each rail has this many).
     down_ports : int
@@ -129,9 +129,15 @@ class TierFigures:
     switches : int
         Switches in all domains of this level together.
     down_gbps, up_gbps : float
-        Downlink and uplink bandwidth of one domain, Gb/s (up is 0 at the top tier).
+        Downlink and uplink bandwidth of one domain, Gb/s (up is 0 at the top tier), from
+        the ports the switches have.
+    cabled_gbps : float
+        Downlink bandwidth of the busiest domain's cabled ports, Gb/s: what the level below
+        can send into it (hosts' NICs at level 0, the children's uplinks above), at most
+        ``down_gbps``. Less than ``down_gbps`` where ports stand empty (a half-filled rack).
     ratio : float or None
-        ``down_gbps / up_gbps`` (oversubscription), None at a top tier without up ports.
+        ``cabled_gbps / up_gbps`` (oversubscription: what arrives over what can leave), None
+        at a top tier without up ports. Empty ports send nothing, so they do not count.
     """
 
     level: int
@@ -141,6 +147,7 @@ class TierFigures:
     switches: int
     down_gbps: float
     up_gbps: float
+    cabled_gbps: float
     ratio: float | None
 
 
@@ -206,6 +213,20 @@ def _block_structure(cluster: Cluster) -> tuple[tuple[Node, ...], ...]:
     if len(tops) > 1 or not levels:
         levels.append((Node(_free_name(cluster, "spine"), len(levels) + 1, tuple(tops)),))
     return tuple(levels)
+
+
+def groups_under(levels: tuple[tuple[Node, ...], ...], node: Node) -> list[str]:
+    """ToR groups below ``node`` of ``levels`` (:func:`structure`): its descendants that are
+    no node of a level."""
+    below = {n.name: n for nodes in levels for n in nodes}
+    out, todo = [], list(node.children)
+    while todo:
+        name = todo.pop()
+        if name in below:
+            todo.extend(below[name].children)
+        else:
+            out.append(name)
+    return sorted(out, key=name_key)
 
 
 def partition(cluster: Cluster, level: int) -> tuple[tuple[str, ...], ...]:
@@ -285,11 +306,11 @@ def derived_tiers(cluster: Cluster, names: tuple[str, ...] | None = None) -> tup
     as many down ports as its largest domain needs, and as many up ports (1:1), none at
     the top. Without a switch tree this is today's flat spine: one tier "spine".
     ``names`` (one per level) replaces the default names ("spine" for one level, else
-    "tier 1", "tier 2", ...).
+    "tier1", "tier2", ...: no space, so a name is one word in ``--tier-weights`` and tables).
     """
     levels = structure(cluster)
     if names is None:
-        names = tuple("spine" if len(levels) == 1 else f"tier {lv}" for lv in range(1, len(levels) + 1))
+        names = tuple("spine" if len(levels) == 1 else f"tier{lv}" for lv in range(1, len(levels) + 1))
     gbps, tiers = cluster.links.tor_uplink_gbps, []
     for lv, nodes in enumerate(levels, 1):
         probe = Tier(name=names[lv - 1], switches=cluster.spine.switches, down_ports=1, down_gbps=gbps, up_gbps=gbps)
@@ -348,17 +369,35 @@ def tier_figures(cluster: Cluster, tiers: tuple[Tier, ...]) -> tuple[TierFigures
     """Per level (rail ToRs first), domains, switches, per-domain down and up Gb/s and ratio.
 
     Level 0: a ToR group of ``rails`` rail ToRs with ``capacity`` host ports each at
-    ``tor_downlink_gbps`` and ``tor_uplinks`` uplinks at ``tor_uplink_gbps``.
+    ``tor_downlink_gbps`` (cabled: one per NIC of the busiest group's hosts) and ``tor_uplinks``
+    uplinks at ``tor_uplink_gbps``. Above, a tier's cabled bandwidth is the down ports its
+    busiest node's children fill with their uplinks (their share of them, when a child has
+    several parents). The ratio counts cabled ports only: an empty port carries nothing, so
+    a pod with room for 8 ToR groups that holds 2 is not oversubscribed by its 6 empty slots.
     """
     rails, links = cluster.rails, cluster.links
     down0 = float(rails * max((g.capacity for g in cluster.tor_groups), default=0) * links.tor_downlink_gbps)
+    nics = {h.name: h.nics for h in cluster.hosts}
+    cabled0 = float(max((sum(nics[h] for h in g.hosts) for g in cluster.tor_groups), default=0)
+                    * links.tor_downlink_gbps)
     up0 = float(rails * links.tor_uplinks * links.tor_uplink_gbps)
     out = [TierFigures(level=0, name="ToR", planes="rail", domains=len(cluster.tor_groups),
                        switches=rails * len(cluster.tor_groups), down_gbps=down0, up_gbps=up0,
-                       ratio=down0 / up0 if up0 else None)]
-    for lv, (tier, nodes) in enumerate(zip(tiers, structure(cluster)), 1):
-        up = tier.up_bw_gbps(rails)
+                       cabled_gbps=min(down0, cabled0), ratio=min(down0, cabled0) / up0 if up0 else None)]
+    levels = structure(cluster)
+    for lv, (tier, nodes) in enumerate(zip(tiers, levels), 1):
+        up, down = tier.up_bw_gbps(rails), tier.down_bw_gbps(rails)
+        cabled = min(down, max((_cabled_gbps(cluster, tiers, levels, n, tier) for n in nodes), default=0.0))
         out.append(TierFigures(level=lv, name=tier.name, planes=tier.planes, domains=len(partition(cluster, lv)),
-                               switches=len(nodes) * tier.switch_count(rails), down_gbps=tier.down_bw_gbps(rails),
-                               up_gbps=up, ratio=tier.down_bw_gbps(rails) / up if up else None))
+                               switches=len(nodes) * tier.switch_count(rails), down_gbps=down,
+                               up_gbps=up, cabled_gbps=cabled, ratio=cabled / up if up else None))
     return tuple(out)
+
+
+def _cabled_gbps(cluster: Cluster, tiers, levels, node: Node, tier: Tier) -> float:
+    """Gb/s one node's children send into it: their uplink ports (per plane) at their speed,
+    times the planes of ``tier``, capped by the ports the node has."""
+    need, _ = _demand(cluster, tiers, levels, node, tier)
+    ports = min(need, Fraction(tier.switches * tier.down_ports))
+    planes = max(cluster.rails, 1) if tier.planes == "rail" else 1
+    return float(ports * planes) * tier.down_gbps

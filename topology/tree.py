@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # the model imports find_cycle from here
     from rankmap.topology.model import Cluster
 
 __all__ = ["name_key", "find_cycle", "check_switch_tree", "check_block_sizes", "parents", "roots", "switch_levels", "tiers", "hosts_under",
-           "path_to", "block_levels"]
+           "path_to", "block_levels", "block_runs"]
 
 
 def name_key(name: str) -> tuple:
@@ -167,8 +167,11 @@ def block_levels(cluster: Cluster) -> list[tuple[int, list[tuple[str, ...]]]]:
     >>> block_levels(c)
     [(1, [('b1',), ('b2',), ('b3',)]), (2, [('b1', 'b2')])]
     """
-    sizes = cluster.block_sizes or ()
-    names = [g.name for g in cluster.tor_groups]
+    return block_runs([g.name for g in cluster.tor_groups], cluster.block_sizes or ())
+
+
+def block_runs(names: list[str], sizes) -> list[tuple[int, list[tuple[str, ...]]]]:
+    """:func:`block_levels` of base blocks ``names`` (in order) under ``sizes`` (BlockSizes)."""
     out: list[tuple[int, list[tuple[str, ...]]]] = []
     prev = 0
     for size in sizes:

@@ -42,6 +42,7 @@ from rankmap.topology.sources import (
     build_cluster,
     check_known_hosts,
     file_stem,
+    join_top_domains,
     name_tiers,
     note_tiers,
 )
@@ -88,20 +89,22 @@ def parse_hypernodes(text: str, source: str, options: ImportOptions | None = Non
     leaves = check_known_hosts(leaves, options, diags, source, ("HyperNode", "HyperNodes"))
     switches = tuple(Switch(name=hn.name, children=tuple(sorted(hn.children, key=name_key)))
                      for hn in hypernodes if hn.children)
+    switches, _ = join_top_domains(leaves, switches, options, diags, what="top HyperNodes")
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, switches=switches)
     cluster = name_tiers(cluster, _tier_names(cluster, by_name))
     if len(cluster.islands()) > 1:
-        diags.note(f"{len(cluster.islands())} top HyperNodes: kept as separate islands")
+        diags.note(f"{len(cluster.islands())} top HyperNodes: kept as separate islands (--separate-top-domains)")
     note_tiers(cluster, diags)
     return ImportResult(cluster=cluster, format="volcano", source=source, warnings=tuple(diags.warnings),
                         notes=tuple(diags.notes))
 
 
 def _tier_names(cluster, by_name: dict):
-    """Name each level by its HyperNodes' ``tierName`` (or "tier N" from ``spec.tier``) when
-    all HyperNodes of that level agree; None keeps the default name."""
+    """Name each level by its HyperNodes' ``tierName`` (or "tierN" from ``spec.tier``) when
+    all HyperNodes of that level agree ("root" for an implied root); None keeps the default name."""
     def name(level: int) -> str | None:
-        found = {by_name[n.name].tier_name or f"tier {by_name[n.name].tier}" for n in structure(cluster)[level - 1]}
+        found = {by_name[n.name].tier_name or f"tier{by_name[n.name].tier}" if n.name in by_name else "root"
+                 for n in structure(cluster)[level - 1]}  # the implied root is no HyperNode
         return found.pop() if len(found) == 1 else None
     return name
 

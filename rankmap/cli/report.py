@@ -23,6 +23,7 @@ from rankmap.placement.result import PlanResult, metrics_row
 from rankmap.placement.status import status_meaning
 from rankmap.placement.tier_weights import crossed_tiers
 from rankmap.topology.model import Cluster
+from rankmap.topology.summary import ratio_text
 
 
 class _Console(Console):
@@ -113,7 +114,8 @@ def cluster_doc(cluster: Cluster) -> dict:
     return {"name": cluster.name, "hosts": len(cluster.hosts), "free_hosts": len(cluster.free_hosts()),
             "gpus": cluster.gpus, "tor_groups": len(cluster.tor_groups), "rails": cluster.rails,
             "tiers": [{"name": f.name, "domains": f.domains, "switches": f.switches, "down_gbps": f.down_gbps,
-                       "up_gbps": f.up_gbps, "oversubscription": f.ratio} for f in cluster.tier_figures()]}
+                       "up_gbps": f.up_gbps, "cabled_gbps": f.cabled_gbps,
+                       "oversubscription": f.ratio} for f in cluster.tier_figures()]}
 
 
 def plan_doc(cluster: Cluster, result: PlanResult, written: list[Path], elapsed_s: float) -> dict:
@@ -135,10 +137,10 @@ def print_plan(cluster: Cluster, result: PlanResult, written: list[Path], elapse
     console = console or console_for(120)
     job, rm = result.job, result.rankmap
     free = len(cluster.free_hosts())
-    ratios = ", ".join(f"{f.name} {f.ratio:g}:1" for f in cluster.tier_figures() if f.ratio is not None)
+    ratios = ", ".join(f"{f.name} {ratio_text(f.ratio)}" for f in cluster.tier_figures() if f.ratio is not None)
     console.print(Text.assemble(("cluster", "bold"), f" {cluster.name}: {len(cluster.hosts)} hosts ({free} free) in "
                                 f"{len(cluster.tor_groups)} ToR groups, {cluster.rails} rails; oversubscription "
-                                f"(down:up bandwidth) {ratios or 'none above the ToR groups'}"))
+                                f"(cabled down:up bandwidth) {ratios or 'none above the ToR groups'}"))
     planned = set(rm.hosts)
     sizes = sorted({h.gpus for h in cluster.hosts if h.name in planned}, reverse=True)
     console.print(Text.assemble(
@@ -323,6 +325,12 @@ def print_simulation(cluster, job, doc: dict, written, elapsed_s: float, n_seeds
         if slow:
             console.print(f"{p['name']}: slowest group {slow['collective']} #{slow['group']} over "
                           f"{len(slow['tor_groups'])} ToR groups, {slow['time_s']:.3f} s", markup=False)
+        bandwidths = [c for ph in p["phases"] for c in ph["collectives"] if "algbw_gbps" in c]
+        if bandwidths:
+            console.print(f"{p['name']}, slowest group of each collective (nccl-tests' algbw = S/t, busbw): "
+                          + "; ".join(f"{c['collective']} {short_bytes(c['size_bytes'])} x {c['count']:g}: "
+                                      f"algbw {c['algbw_gbps']:.1f} GB/s, busbw {c['busbw_gbps']:.1f} GB/s"
+                                      for c in bandwidths), markup=False)
     console.print("* bandwidth lost to hash collisions in the longest phase, over the flows that cross the spine "
                   "(1 - ECMP rates / sprayed rates); seeds +/-: half the range over seeds (s); busiest uplink: bytes on the "
                   "single busiest uplink port", markup=False)
@@ -364,15 +372,18 @@ def _print_iteration(doc: dict, n_seeds: int, console: Console) -> None:
     from rankmap.simulator.report import iteration_figures  # the simulator loads only for simulate
 
     c = doc["compute"]
-    overlaps = [k for k, on in c["overlap"].items() if on]
     kinds = list(dict.fromkeys(k for p in doc["placements"] for k in p["iteration"]["exposed_comm_s"]))
+    relevant = [k for k in c["overlap"] if k not in ("cp", "ep") or k in kinds]  # CP/EP only for jobs that have them
+    overlaps = [k for k in relevant if c["overlap"][k]]
+    off = [k for k in relevant if not c["overlap"][k]]
+    not_on = f" (not {', '.join(off)})" if overlaps and off else ""
     sources = {p["iteration"].get("compute_source", "flops") for p in doc["placements"]}
     compute = (f"{c['gpu']} {c['peak_tflops']:g} TFLOP/s x {c['efficiency_gemm']:g} GEMM efficiency, "
                f"recompute {'on' if c['recompute'] else 'off'}" if sources == {"flops"} else
                f"compute times from the workload file ({c['gpu']} {c['peak_tflops']:g} TFLOP/s for MFU)")
     loading = f", data loading {c['data_loading_s']:g} s" if c.get("data_loading_s") else ""
     console.print(f"predicted iteration ({c['schedule']}, {compute}, "
-                  f"overlap: {', '.join(overlaps) or 'none'}{loading}; {n_seeds} seed(s), mean)", markup=False)
+                  f"overlap: {', '.join(overlaps) or 'none'}{not_on}{loading}; {n_seeds} seed(s), mean)", markup=False)
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     cols = ["placement", "iteration", "MFU", "tokens/s", "bubble"] + [f"exposed\n{k}" for k in kinds]
     rows = []

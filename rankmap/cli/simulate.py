@@ -77,7 +77,7 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--recompute", action=argparse.BooleanOptionalAction, default=None,
                    help="full activation recomputation (default: the job's, off)")
     g.add_argument("--no-overlap", action="store_true",
-                   help="run TP, ZeRO all-gather and gradient reduction exposed (MegaScale's overlaps off)")
+                   help="run TP, CP, EP, ZeRO all-gather and gradient reduction exposed (every overlap off)")
     p.add_argument("--time-limit", type=positive_float, default=20.0, help="planner budget, deterministic seconds (default 20)")
     p.add_argument("--out", type=out_folder, default=Path("rankmap-out"), help="output folder (default rankmap-out)")
     add_json_arg(p)
@@ -109,7 +109,7 @@ def _hardware_overrides(args: argparse.Namespace) -> dict:
     out = {k: getattr(args, k) for k in ("gpu", "efficiency_gemm", "efficiency_elementwise", "recompute")
            if getattr(args, k) is not None}
     if args.no_overlap:
-        out.update(overlap_tp=False, overlap_dp_gather=False, overlap_dp_reduce=False)
+        out.update(overlap_tp=False, overlap_cp=False, overlap_ep=False, overlap_dp_gather=False, overlap_dp_reduce=False)
     return out
 
 

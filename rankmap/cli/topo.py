@@ -78,6 +78,9 @@ def _import_options(p: argparse.ArgumentParser) -> None:
                         "leaf, and Volcano regex members match these")
     p.add_argument("--levels", type=labels, help="k8s-labels: topology label keys, top level first")
     p.add_argument("--kueue-topology", type=path_arg, help="k8s-labels: take --levels from a Kueue Topology YAML")
+    p.add_argument("--separate-top-domains", action="store_true",
+                   help="k8s-labels, volcano: keep several top-level domains as islands no job spans (default: "
+                        "join them under an implied root, as Kueue/Volcano levels describe locality)")
     p.add_argument("--strict", action="store_true", help="treat warnings as errors")
     p.add_argument("--topology", metavar="NAME", help="slurm topology.yaml: the topology to read "
                                                        "(default: the cluster_default one)")
@@ -117,7 +120,8 @@ def _options(args: argparse.Namespace):
         levels = parse_kueue_levels(read_text(args.kueue_topology), str(args.kueue_topology))
     return ImportOptions(gpus=args.gpus, rails=args.rails, nic_gbps=args.nic_gbps, capacity=args.capacity,
                          name=args.name, hosts=tuple(hosts) if hosts is not None else None, levels=levels,
-                         strict=args.strict, topology=args.topology, slurm_version=args.slurm_version)
+                         strict=args.strict, topology=args.topology, slurm_version=args.slurm_version,
+                         separate_tops=args.separate_top_domains)
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -170,6 +174,12 @@ def _export(args: argparse.Namespace) -> int:
     dropped = dropped_topologies(cluster, args.target_format)
     if dropped:
         print(f"rankmap: warning: {dropped}", file=sys.stderr)
+    if args.target_format == "slurm-block":
+        from rankmap.topology.slurm_block import mixed_blocks
+        from rankmap.topology.sources import SLURM_VERSION
+
+        for line in mixed_blocks(cluster, args.slurm_version or SLURM_VERSION):
+            print(f"rankmap: warning: {line}: Slurm would pack a job there as if it were local", file=sys.stderr)
 
     def report():
         if args.json:  # with --out -, the file is stdout: the document goes to stderr

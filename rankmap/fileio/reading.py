@@ -128,7 +128,7 @@ def parse_json(text: str, source: str) -> Any:
     >>> parse_json('{"a": 1, "a": 2}', "m.json")
     Traceback (most recent call last):
     ...
-    rankmap.errors.SpecError: m.json: duplicate key 'a'
+    rankmap.errors.SpecError: m.json:1: duplicate key 'a'
     """
     too_deep = SpecError(f"invalid JSON: nested deeper than {MAX_JSON_DEPTH} levels", source=source)
     # Integers are checked one by one only where some run of digits is long enough to matter:
@@ -140,6 +140,12 @@ def parse_json(text: str, source: str) -> Any:
                          parse_constant=_no_constant(source))
     except json.JSONDecodeError as exc:
         raise SpecError(f"invalid JSON: {exc.msg}", source=source, line=exc.lineno) from None
+    except _DuplicateKey as exc:
+        found = duplicate_key_at(text)
+        if found is None:
+            raise SpecError(exc.message, source=source) from None
+        key, line = found
+        raise SpecError(f"duplicate key {key[:60]!r}", source=source, line=line) from None
     except RecursionError:  # json's C scanner refuses nesting past the interpreter's recursion limit
         raise too_deep from None
     if isinstance(doc, (dict, list)) and _deeper_than(doc, MAX_JSON_DEPTH):
@@ -198,8 +204,42 @@ def _unique(pairs: list, source: str) -> dict:
     if len(out) < len(pairs):
         seen: set = set()
         key = next(k for k, _ in pairs if k in seen or seen.add(k))
-        raise SpecError(f"duplicate key {key[:60]!r}", source=source)
+        raise _DuplicateKey(f"duplicate key {key[:60]!r}", source=source)
     return out
+
+
+class _DuplicateKey(SpecError):
+    """A duplicate key, raised inside json's parser, which knows no position: parse_json finds it."""
+
+
+_JSON_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[{}\[\]:]')
+
+
+def duplicate_key_at(text: str) -> tuple[str, int] | None:
+    """The first key repeated inside one JSON object, by the position of its repeat, and
+    the 1-based line of that repeat; None without one. Only for the error path (a Python
+    scan of the whole text).
+
+    >>> duplicate_key_at('{"a": {"b": 1},\\n "c": [{"b": 2, "b": 3}]}')
+    ('b', 2)
+    """
+    stack: list[set | None] = []            # per open bracket: the keys of an object, None for an array
+    last = None
+    for m in _JSON_TOKEN.finditer(text):
+        tok = m.group()
+        if tok in "{[":
+            stack.append(set() if tok == "{" else None)
+        elif tok in "}]":
+            if stack:
+                stack.pop()
+        elif tok == ":":
+            if last is not None and stack and stack[-1] is not None:
+                key = json.loads(last.group())
+                if key in stack[-1]:
+                    return key, text.count("\n", 0, last.start()) + 1
+                stack[-1].add(key)
+        last = m if tok.startswith('"') else None
+    return None
 
 
 def _json_int(digits: str, source: str) -> int:

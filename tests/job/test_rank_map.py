@@ -158,8 +158,8 @@ def _upper_host_of_node_1(doc):
 
 
 @pytest.mark.parametrize("mutate, message", [
-    (lambda d: d["ranks"][9].update(rail=True), "must be integers >= 0"),
-    (lambda d: d["ranks"][4].update(rail=-1), "must be integers >= 0"),
+    (lambda d: d["ranks"][9].update(rail=True), "ranks[9].rail: must be an integer >= 0"),
+    (lambda d: d["ranks"][4].update(rail=-1), "ranks[4].rail: must be an integer >= 0"),
     (_upper_host_of_node_1, "disagree with earlier entries"),
     (lambda d: d["ranks"][9].update(tor_group="other"), "name ToR groups"),
     (lambda d: d["ranks"][7].update(tp=2 ** 70), "the job's order 'tp-cp-ep-dp-pp' gives"),

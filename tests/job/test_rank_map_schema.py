@@ -71,10 +71,10 @@ BROKEN = [  # (path, value, what the reader says)
     ("world_size", 32.5, "world_size: expected an integer, got 32.5"),
     ("nprocs", [8, 8.5, 8, 8], "nprocs[1]: expected an integer, got 8.5"),
     ("summary.plan.dp_edges_cross_tor", 0.5, "summary.plan.dp_edges_cross_tor: expected an integer, got 0.5"),
-    ("ranks.3.rail", 3.5, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
-    ("ranks.3.rail", True, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
-    ("ranks.3.rail", "3", "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
-    ("ranks.3.rail", -1.0, "ranks[3]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+    ("ranks.3.rail", 3.5, "ranks[3].rail: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got 3.5"),
+    ("ranks.3.rail", True, "ranks[3].rail: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got true"),
+    ("ranks.3.rail", "3", "ranks[3].rail: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got \"3\""),
+    ("ranks.3.rail", -1.0, "ranks[3].rail: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got -1"),
 ]
 
 
@@ -149,7 +149,7 @@ def test_a_map_with_nprocs_as_floats_reads_as_integers(doc):
 
 @pytest.mark.parametrize("path, message", [
     ("world_size", "m.json: world_size: must be below 2**53, got 1e+300"),
-    ("ranks.1.rank", "m.json: ranks[1]: rank, node_rank, local_rank, rail and coordinates must be integers >= 0"),
+    ("ranks.1.rank", "m.json: ranks[1].rank: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got 1e+300"),
 ])
 def test_a_huge_float_is_refused_as_written_not_as_301_digits(doc, path, message):
     """1e300 has a zero fractional part, but past 2**53 a float names no one integer exactly."""

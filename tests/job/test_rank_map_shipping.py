@@ -64,7 +64,7 @@ def test_strict_json_reader_refuses_what_it_refused_before(tmp_path):
     # on the parsed document: the same refusals, each naming the file.
     from rankmap.errors import SpecError
     from rankmap.fileio import parse_json
-    cases = [('{"a": 1, "b": {"c": 2, "c": 3}}', "m.json: duplicate key 'c'"),
+    cases = [('{"a": 1, "b": {"c": 2, "c": 3}}', "m.json:1: duplicate key 'c'"),
              ("[" * 101 + "]" * 101, "m.json: invalid JSON: nested deeper than 100 levels"),
              ("[" * 50_000 + "]" * 50_000, "m.json: invalid JSON: nested deeper than 100 levels"),
              ('{"x": -' + "7" * 41 + "}", "m.json: integer of 42 digits (at most 40)"),
@@ -79,3 +79,17 @@ def test_strict_json_reader_refuses_what_it_refused_before(tmp_path):
     for _ in range(99):
         deep = [deep]
     assert parse_json("[" * 100 + "]" * 100, "m.json") == deep
+
+
+def test_a_duplicate_key_is_located_at_its_repeat():
+    # Tester 6: a rank entry with "rank" twice was reported without a line
+    from rankmap.errors import SpecError
+    from rankmap.fileio import parse_json
+    text = '{"ranks": [\n {"rank": 0, "host": "a"},\n {"rank": 1, "host": "a", "rank": 5}\n]}'
+    with pytest.raises(SpecError) as err:
+        parse_json(text, "m.json")
+    assert str(err.value) == "m.json:3: duplicate key 'rank'"
+    nested = '{"a": {"b": 1},\n "c": [{"b": 2,\n "b": 3}]}'   # "b" in different objects is no duplicate
+    with pytest.raises(SpecError) as err:
+        parse_json(nested, "m.json")
+    assert str(err.value) == "m.json:3: duplicate key 'b'"

@@ -31,7 +31,9 @@ def test_plan_json_is_one_document_with_the_maps_summary(tmp_path):
     saved = json.loads((tmp_path / "o" / "rankmap.json").read_text())
     assert doc["summary"] == saved["summary"]
     assert doc["world_size"] == saved["world_size"] == 480 and doc["hosts"] == 60
-    assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 2.0
+    assert doc["cluster"]["name"] == "racks-512" and doc["cluster"]["tiers"][0]["oversubscription"] == 1.0
+    # racks of 16 hosts in 32-port rail ToRs: 16 x 400 Gb/s cabled per rail against 8 x 800 up (1:1), not 2:1
+    assert doc["cluster"]["tiers"][0]["cabled_gbps"] == 8 * 16 * 400.0
     assert sorted(doc["outputs"]) == sorted(str(tmp_path / "o" / n) for n in ("rankmap.json", "hostfile", "plan.png"))
     verify = rankmap("verify", tmp_path / "o" / "rankmap.json", "--json")
     assert json.loads(verify.stdout) == {"rankmap": str(tmp_path / "o" / "rankmap.json"), "valid": True,
@@ -272,3 +274,11 @@ def test_long_tier_names_head_their_columns_as_t1_and_no_figure_is_cut(tmp_path)
     assert rows[0].split() == ["placement", "weighted", "x-T1", "spread", "edges", "ToR", "gap"]
     assert rows[1].split() == ["rankmap", "plan", "10.5", "GB", "10.5", "GB", "2/1", "16/0", "10.5", "GB", "0.0%"]
     assert "; T1: tier cloud.google.com/gce-topology-block" in run.stdout
+
+
+def test_block_export_of_a_pod_fabric_warns_about_levels_across_pods(tmp_path):
+    run = rankmap("topo", "export", "--to", "slurm-block", "examples/oversubscribed-core/cluster.yaml",
+                  "--out", tmp_path / "t.conf")
+    assert run.returncode == 0, run.stderr
+    warned = [line for line in run.stderr.splitlines() if line.startswith("rankmap: warning: BlockSizes level")]
+    assert len(warned) == 3 and "tg04+tg05+tg06+tg07: part of pod1 (tg04, tg05), part of pod2" in warned[0]

@@ -49,6 +49,22 @@ def test_document_is_rounded_ordered_and_complete(swept):
         float(sweep.first.uplink_bytes(net).sum()), rel=1e-5)
 
 
+def test_collectives_carry_nccl_tests_algbw_and_busbw(swept):
+    net, result, pl, ops, sweep = swept
+    doc = simulation_document(net, result.job, "racks", ops, CollectiveConfig(), EcmpConfig(),
+                              [placement_summary(net, "rankmap plan", pl, sweep)])
+    parts = {c["collective"]: c for ph in doc["placements"][0]["phases"] for c in ph["collectives"]}
+    tp = parts["tp allreduce"]                         # 320 all-reduces of 20 MiB in 8-rank groups
+    per_op_s = tp["group_time_s"]["max"] / 320
+    assert (tp["size_bytes"], tp["count"]) == (20971520, 320)
+    assert tp["algbw_gbps"] == pytest.approx(20971520 / per_op_s / 1e9, rel=1e-5)
+    assert tp["busbw_gbps"] == pytest.approx(tp["algbw_gbps"] * 2 * 7 / 8, rel=1e-5)   # 2(n-1)/n
+    gather = parts["dp allgather"]
+    n = gather["group_size"]
+    assert gather["busbw_gbps"] == pytest.approx(gather["algbw_gbps"] * (n - 1) / n, rel=1e-5)
+    assert "algbw_gbps" not in parts.get("pp p2p", {})                                 # sends are no collective
+
+
 def test_round_floats():
     assert round_floats([1 / 3, {"x": 2.0e-7 / 3}]) == [0.333333, {"x": 6.66667e-08}]
 

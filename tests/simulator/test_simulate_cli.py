@@ -128,7 +128,8 @@ def test_iteration_settings_from_the_command_line(racks_map, tmp_path):
     assert plain["compute"]["gpu"] == "A100 SXM" and plain["compute"]["overlap"]["tp"] is True
     assert h100["compute"] == {**plain["compute"], "gpu": "H100 SXM", "peak_tflops": 989.0, "hbm_tbps": 3.35,
                                "efficiency_gemm": 0.5}
-    assert exposed["compute"]["overlap"] == {"tp": False, "dp_gather": False, "dp_reduce": False}
+    assert exposed["compute"]["overlap"] == {"tp": False, "cp": False, "ep": False, "dp_gather": False,
+                                             "dp_reduce": False}
     t = {name: d["placements"][0]["iteration"]["time_s"]["mean"] for name, d in
          (("plain", plain), ("h100", h100), ("exposed", exposed))}
     assert t["h100"] < t["plain"] < t["exposed"]

@@ -70,6 +70,24 @@ def test_mfu_and_exposed_comm():
     assert hidden.tokens_per_s == pytest.approx(8 * 2 * 2048 / hidden.time_s)
 
 
+def test_ep_all_to_all_is_exposed_unless_its_own_overlap_is_on():
+    # pp=1, 8 micro-batches; compute per pass far above the per-pass EP time, so a hidden EP costs nothing
+    job = JobSpec(tp=8, pp=1, dp=2, num_micro_batches=8, model=parse_job("model: {preset: gpt3-13b}").model)
+    base = iteration_timing(job, CommTimes(pass_s={"tp": 1e-3}))
+    comm = CommTimes(pass_s={"tp": 1e-3, "ep": 0.02})
+    default = iteration_timing(job, comm)                       # overlap.ep off: the all-to-all adds to each pass
+    assert default.exposed_comm_s["ep"] == pytest.approx(8 * 0.02)
+    assert default.time_s == pytest.approx(base.time_s + 8 * 0.02)
+    assert iteration_timing(job, comm, overlap=OverlapConfig(ep=True)).exposed_comm_s["ep"] == pytest.approx(0.0)
+    # CP's ring attention overlaps by default; with overlap.cp off it adds like EP
+    cp = CommTimes(pass_s={"tp": 1e-3, "cp": 0.02})
+    assert iteration_timing(job, cp).exposed_comm_s["cp"] == pytest.approx(0.0)
+    assert iteration_timing(job, cp, overlap=OverlapConfig(cp=False)).exposed_comm_s["cp"] == pytest.approx(0.16)
+    # the switches come from the job YAML
+    _, overlap = configs_of(parse_job("model: {preset: gpt3-13b}\noverlap: {ep: true, cp: false}\n"))
+    assert (overlap.tp, overlap.cp, overlap.ep) == (True, False, True)
+
+
 def test_configs_of_the_job_yaml():
     job = parse_job("model: {preset: gpt3-13b}\nhardware: {gpu: b200, efficiency_gemm: 0.4}\n"
                     "overlap: {dp_gather: false}\n")

@@ -48,12 +48,15 @@ def test_gke_block_subblock_host_with_gpu_capacity():
     assert [(g.name, g.hosts) for g in c.tor_groups] == [
         ("b1/s1", ("gke-a", "gke-b")), ("b1/s2", ("gke-c",)), ("b2/s1", ("gke-d",))]
     assert c.host("gke-c").gpus == 4 and c.host("gke-c").nics == 4
-    # s1 under b1 and s1 under b2 are different sub-blocks; b1 and b2 are not joined
-    assert c.islands() == (("b1/s1", "b1/s2"), ("b2/s1",))
+    # s1 under b1 and s1 under b2 are different sub-blocks; b1 and b2 are joined by an implied root
+    assert c.tier_domains(1) == (("b1/s1", "b1/s2"), ("b2/s1",))
+    assert c.islands() == (("b1/s1", "b1/s2", "b2/s1"),)
     assert any("names the host itself" in n for n in r.notes)
     back = parse_k8s_nodes(export_k8s_labels(c, levels=(GKE + "block", GKE + "subblock")), "x.json",
                            ImportOptions(name=c.name)).cluster
     assert back == c
+    apart = parse_k8s_nodes(text, "nodes.json", ImportOptions(separate_tops=True)).cluster
+    assert apart.islands() == (("b1/s1", "b1/s2"), ("b2/s1",))
 
 
 def test_kueue_levels_from_a_topology_object():

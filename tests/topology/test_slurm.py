@@ -254,3 +254,20 @@ def test_import_summary_counts_the_tiers_it_lists():
                                         "topology.conf", ImportOptions()))
     assert "tiers: 2 (rail ToRs and 1 tier above: block 4)" in plain
     assert sum(line.startswith("tier ") for line in plain) == 2
+
+
+def test_block_export_names_levels_that_join_parts_of_different_pods():
+    from rankmap.topology import load_cluster
+    from rankmap.topology.slurm_block import mixed_blocks
+
+    # 4 pods of 6 ToR groups of 64 hosts: BlockSizes 64, 128, 256, ... as runs of 1, 2, 4, ... groups
+    c = load_cluster("examples/oversubscribed-core/cluster.yaml")
+    lines = mixed_blocks(c)
+    assert [line.split(":")[0] for line in lines] == ["BlockSizes level 256 hosts", "BlockSizes level 512 hosts",
+                                                      "BlockSizes level 1024 hosts"]
+    assert lines[0].startswith("BlockSizes level 256 hosts: 2 of 6 blocks join parts of different pod1, pod2, pod3, "
+                               "pod4 domains across tier 'core', e.g. tg04+tg05+tg06+tg07: part of pod1 (tg04, tg05), "
+                               "part of pod2 (tg06, tg07)")
+    # pods of 4 groups are runs of 2**k groups: nothing to report; nor on a one-tier fabric
+    assert mixed_blocks(load_cluster("examples/megascale-3tier/cluster.yaml")) == []
+    assert mixed_blocks(load_cluster("examples/racks/cluster.yaml")) == []

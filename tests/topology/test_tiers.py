@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -192,7 +193,7 @@ def test_slurm_tree_keeps_levels_and_ignores_line_order():
     options = ImportOptions(rails=4)
     first = parse_slurm_tree(TREE, "topology.conf", options)
     c = first.cluster
-    assert [t.name for t in c.tiers] == ["tier 1", "tier 2"]
+    assert [t.name for t in c.tiers] == ["tier1", "tier2"]  # one word: --tier-weights tier1=1,tier2=3
     assert c.tier_domains(1) == (("leaf1", "leaf2"), ("leaf3", "leaf4"))
     # defaults: 32 switches (spine.switches); pod: 2 leaves x 4 rails x 32 uplinks = 256 = 32 x 8 ports
     assert [(t.switches, t.down_ports, t.up_ports, t.planes) for t in c.tiers] == [(32, 8, 8, "shared"),
@@ -237,3 +238,76 @@ def test_volcano_tier_names():
     c = parse_hypernodes(text, "hn.yaml").cluster
     assert [t.name for t in c.tiers] == ["spine-block"]
     assert c.tier_domains(1) == (("s0", "s1"),)
+
+
+FIELD_AWS = Path(__file__).parents[1] / "data" / "field-cases" / "k8s-nodes-aws-layers.json"
+
+# Tester 6 #7: 4 ToR groups of 16 hosts, 8 x 800G uplinks per rail ToR; pods p1 (t1, t2) and p2 (t3, t4);
+# each agg plane has 8 switches x 16 down ports = 128, of which 2 ToRs x 8 uplinks = 16 are cabled.
+HALF_EMPTY_PODS = """\
+name: planes
+hosts: {gpus: 8, nics: 8}
+links: {nic_gbps: 400, tor_downlink_gbps: 400, tor_uplinks: 8, tor_uplink_gbps: 800}
+spine: {switches: 8}
+tor_groups:
+  - {name: t1, capacity: 16, hosts: "a[01-16]"}
+  - {name: t2, capacity: 16, hosts: "b[01-16]"}
+  - {name: t3, capacity: 16, hosts: "c[01-16]"}
+  - {name: t4, capacity: 16, hosts: "d[01-16]"}
+switches:
+  - {name: p1, children: [t1, t2]}
+  - {name: p2, children: [t3, t4]}
+  - {name: top, children: [p1, p2]}
+tiers:
+  - {name: agg, switches: 8, down_ports: 16, up_ports: 4, down_gbps: 800, up_gbps: 800, planes: rail}
+  - {name: core, switches: 4, down_ports: 16, up_ports: 0, down_gbps: 800, up_gbps: 800, planes: rail}
+"""
+
+
+def test_oversubscription_counts_cabled_ports_only():
+    from rankmap.placement.tier_weights import default_tier_weights
+
+    c = parse_cluster(HALF_EMPTY_PODS, "pl.yaml")
+    tor, agg, core = c.tier_figures()
+    # ToR: 16 hosts x 400 x 8 rails in, 8 x 800 x 8 out: 1:1
+    assert (tor.down_gbps, tor.cabled_gbps, tor.up_gbps, tor.ratio) == (51200.0, 51200.0, 51200.0, 1.0)
+    # agg: 8 rails x 8 switches x 16 ports x 800 = 819.2 Tb/s of ports, but only 2 ToRs x 8 uplinks x 800 x 8 rails
+    # = 102.4 Tb/s arrive, against 8 x 8 x 4 x 800 = 204.8 Tb/s up: 1:2 (the declared ports said 4:1)
+    assert (agg.down_gbps, agg.cabled_gbps, agg.up_gbps, agg.ratio) == (819200.0, 102400.0, 204800.0, 0.5)
+    # core: 2 pods x 8 switches x 4 up per plane = 64 of its 4 x 16 = 64 ports: all cabled
+    assert (core.down_gbps, core.cabled_gbps) == (409600.0, 409600.0)
+    assert default_tier_weights(c) == (1.0, 1.0)   # the core is not scarce: weight 1, not 4
+    assert tier_lines(c)[1] == ("tier 1 agg: 2 domains, 128 switches (a plane per rail), per domain down 819.2 Tb/s "
+                                "(102.4 Tb/s cabled), up 204.8 Tb/s, 1:2")
+
+
+def test_half_filled_racks_are_not_oversubscribed():
+    c = load_cluster("examples/racks/cluster.yaml")   # 16 hosts in 32-port rail ToRs: half the host ports empty
+    tor = c.tier_figures()[0]
+    assert (tor.down_gbps, tor.cabled_gbps, tor.up_gbps, tor.ratio) == (102400.0, 51200.0, 51200.0, 1.0)
+
+
+def test_topo_show_prints_tier_lines_of_a_two_tier_cluster():
+    from rankmap.topology.sources import ImportResult
+    from rankmap.topology.summary import summarize
+
+    c = load_cluster("examples/racks/cluster.yaml")
+    lines = summarize(ImportResult(cluster=c, format="cluster", source="cluster.yaml", warnings=(), notes=()))
+    assert [line for line in lines if line.startswith("tier ")] == [
+        "tier 0 ToR: 4 ToR groups, 32 switches (one per rail), per domain down 102.4 Tb/s (51.2 Tb/s cabled), "
+        "up 51.2 Tb/s, 1:1",
+        "tier 1 spine: 1 domain, 16 switches (rails share them), per domain down 204.8 Tb/s, top tier (no uplinks)"]
+
+
+def test_block_island_is_named_by_its_top_block():
+    from rankmap.topology.summary import island_names
+
+    c = parse_slurm_block("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4,8", "t.conf").cluster
+    assert [t.name for t in c.tiers] == ["block 8"] and island_names(c) == ["8-host block 1"]
+
+
+def test_aws_tiers_of_unequal_depth_are_not_named_by_one_layer():
+    r = parse_k8s_nodes(FIELD_AWS.read_text(), "aws.json", ImportOptions(gpus=8))
+    # tier 1 holds nn-mid0001 (layer 2, above the 3-layer nodes' leaves) and nn-bot0003 (layer 3)
+    assert [t.name for t in r.cluster.tiers] == ["tier1", AWS_LAYER + "2", AWS_LAYER + "1"]
+    assert any("tier 1 holds domains of label levels" in n for n in r.notes)

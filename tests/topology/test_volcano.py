@@ -58,7 +58,11 @@ def test_list_kind_and_two_islands():
           spec: {tier: 1, members: [{type: Node, selector: {exactMatch: {name: n2}}}]}
         """)
     r = parse_hypernodes(text, "hn.yaml")
-    assert r.cluster.islands() == (("a",), ("b",)) and "2 top HyperNodes" in r.notes[0]
+    # HyperNode tiers describe locality: two top HyperNodes are joined under an implied root
+    assert r.cluster.islands() == (("a", "b"),) and "2 top HyperNodes joined under an implied root 'root'" in r.notes[0]
+    assert [t.name for t in r.cluster.tiers] == ["root"]  # a and b are leaves: the root is the one tier
+    r = parse_hypernodes(text, "hn.yaml", ImportOptions(separate_tops=True))
+    assert r.cluster.islands() == (("a",), ("b",)) and "2 top HyperNodes: kept as separate islands" in r.notes[0]
 
 
 @pytest.mark.parametrize("docs,message", [

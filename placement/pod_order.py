@@ -19,6 +19,7 @@ the fewest steps inside the pod (all orders of at most :data:`MAX_ORDERED_GROUPS
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -65,8 +66,7 @@ def pod_order(shares: list, heights: list[int], w_tor: float = 1.0,
     if n > MAX_EXACT_PODS:
         return None
     sizes = np.array([[sum(k for _, k in shares[i][j]) for j in range(m)] for i in range(n)], dtype=np.int64)
-    masks = np.arange(1 << n, dtype=np.int64)
-    bits = (masks[:, None] >> np.arange(n)) & 1                            # (2**n, P)
+    bits, steps = _subsets(n)
     totals = bits @ sizes                                                  # (2**n, m) hosts left of the edge
     h = np.asarray(heights, dtype=np.int64)
     resid = totals % h                                                     # (2**n, m)
@@ -77,19 +77,15 @@ def pod_order(shares: list, heights: list[int], w_tor: float = 1.0,
     edge[-1] = 0.0
     inner, lays = _inner(shares, heights, w_tor)                           # (P, m, max h), orders
     rows = np.arange(m)
+    enter = [inner[i][rows, resid].sum(axis=1) for i in range(n)]         # enter[P][2**n]: pod i after set S
     best = np.full(1 << n, np.inf)
     best[0] = 0.0
     last = np.full(1 << n, -1, dtype=np.int64)
-    count = bits.sum(axis=1)
-    for k in range(1, n + 1):
-        layer = masks[count == k]
-        for i in reversed(range(n)):                                      # ties: the given order
-            have = layer[(layer >> i) & 1 == 1]
-            prev = have ^ (1 << i)
-            cand = best[prev] + inner[i][rows, resid[prev]].sum(axis=1) + edge[have]
-            better = cand < best[have]
-            best[have[better]] = cand[better]
-            last[have[better]] = i
+    for i, have, prev in steps:
+        cand = best[prev] + enter[i][prev] + edge[have]
+        better = cand < best[have]
+        best[have[better]] = cand[better]
+        last[have[better]] = i
     order, s = [], (1 << n) - 1
     while s:
         order.append(int(last[s]))
@@ -102,6 +98,23 @@ def pod_order(shares: list, heights: list[int], w_tor: float = 1.0,
             pieces[i][j] = lays[i][j][int(resid[s, j])]
         s |= 1 << i
     return order, pieces
+
+
+@functools.lru_cache(maxsize=None)
+def _subsets(n: int) -> tuple[np.ndarray, list]:
+    """``bits[2**n, n]`` (pod i in subset S) and the dynamic programme's steps ``(i, S, S - i)``
+    in order of subset size, the pods of each size taken last to first (ties keep the given
+    order)."""
+    masks = np.arange(1 << n, dtype=np.int64)
+    bits = (masks[:, None] >> np.arange(n)) & 1
+    count = bits.sum(axis=1)
+    steps = []
+    for k in range(1, n + 1):
+        layer = masks[count == k]
+        for i in reversed(range(n)):
+            have = layer[(layer >> i) & 1 == 1]
+            steps.append((i, have, have ^ (1 << i)))
+    return bits, steps
 
 
 def _inner(shares: list, heights: list[int], w_tor: float) -> tuple[list[np.ndarray], list]:

@@ -77,15 +77,14 @@ def pod_order(shares: list, heights: list[int], w_tor: float = 1.0,
     edge[-1] = 0.0
     inner, lays = _inner(shares, heights, w_tor)                           # (P, m, max h), orders
     rows = np.arange(m)
-    enter = [inner[i][rows, resid].sum(axis=1) for i in range(n)]         # enter[P][2**n]: pod i after set S
-    best = np.full(1 << n, np.inf)
-    best[0] = 0.0
+    enter = np.stack(inner)[:, rows, resid].sum(axis=2)                   # (P, 2**n): pod i after set S
+    best = np.zeros(1 << n)
     last = np.full(1 << n, -1, dtype=np.int64)
-    for i, have, prev in steps:
-        cand = best[prev] + enter[i][prev] + edge[have]
-        better = cand < best[have]
-        best[have[better]] = cand[better]
-        last[have[better]] = i
+    for have, prev, pods in steps:                                         # (S,), (S, k), (S, k)
+        cand = best[prev] + enter[pods, prev]
+        k = cand.argmin(axis=1)                                            # first: the highest pod index
+        best[have] = cand[np.arange(have.size), k] + edge[have]
+        last[have] = pods[np.arange(have.size), k]
     order, s = [], (1 << n) - 1
     while s:
         order.append(int(last[s]))
@@ -102,18 +101,17 @@ def pod_order(shares: list, heights: list[int], w_tor: float = 1.0,
 
 @functools.lru_cache(maxsize=None)
 def _subsets(n: int) -> tuple[np.ndarray, list]:
-    """``bits[2**n, n]`` (pod i in subset S) and the dynamic programme's steps ``(i, S, S - i)``
-    in order of subset size, the pods of each size taken last to first (ties keep the given
-    order)."""
+    """``bits[2**n, n]`` (pod i in subset S) and the dynamic programme's steps in order of
+    subset size: per size k the subsets ``S[s]``, and for each its ``k`` pods ``i`` (highest
+    first, so that ties keep the given order) with ``S - i``, as ``(S[s], prev[s, k], pods[s, k])``."""
     masks = np.arange(1 << n, dtype=np.int64)
     bits = (masks[:, None] >> np.arange(n)) & 1
     count = bits.sum(axis=1)
     steps = []
     for k in range(1, n + 1):
-        layer = masks[count == k]
-        for i in reversed(range(n)):
-            have = layer[(layer >> i) & 1 == 1]
-            steps.append((i, have, have ^ (1 << i)))
+        have = masks[count == k]
+        pods = np.stack([np.nonzero(bits[s])[0][::-1] for s in have])   # (S, k)
+        steps.append((have, have[:, None] ^ (1 << pods), pods))
     return bits, steps
 
 
@@ -127,15 +125,15 @@ def _inner(shares: list, heights: list[int], w_tor: float) -> tuple[list[np.ndar
         cost = np.zeros((len(heights), hmax))
         lay = []
         for j, (share, h) in enumerate(zip(pod, heights)):
-            orders = (itertools.permutations(share) if 1 < len(share) <= MAX_ORDERED_GROUPS else [tuple(share)])
-            orders = list(orders)
-            per = []
-            for r in range(h):
-                steps = [sum((r + sum(k for _, k in o[:t])) % h != 0 for t in range(1, len(o))) for o in orders]
-                b = int(np.argmin(steps))                                 # first order with the fewest steps
-                cost[j, r] = w_tor * steps[b]
-                per.append(list(orders[b]))
-            lay.append(per)
+            if len(share) < 2:
+                lay.append([list(share)] * h)
+                continue
+            orders = list(itertools.permutations(share)) if len(share) <= MAX_ORDERED_GROUPS else [tuple(share)]
+            inside = np.cumsum([[k for _, k in o] for o in orders], axis=1)[:, :-1]      # (orders, pieces - 1)
+            steps = ((np.arange(h)[:, None, None] + inside[None]) % h != 0).sum(axis=2)  # (h, orders)
+            b = steps.argmin(axis=1)                                     # first order with the fewest steps
+            cost[j, :h] = w_tor * steps[np.arange(h), b]
+            lay.append([list(orders[k]) for k in b])
         costs.append(cost)
         lays.append(lay)
     return costs, lays

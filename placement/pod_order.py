@@ -3,9 +3,9 @@ the fewest pipeline hops stepping across group and pod edges.
 
 In a sub-band of ``h`` rows laid left to right with each piece's columns dealt round robin
 (:func:`rankmap.placement.nested_bands_layout._lay_sub_band`), the edge after a running
-total of ``P`` hosts lies at column ``P // h`` on rows ``P % h ..`` and one column further on
-the rows above: unless ``P`` is a multiple of ``h`` it steps once, and one pipeline hop
-crosses it. A step at a pod edge crosses both tiers (ToR group and pod), one at a group edge
+total of ``P`` hosts lies at column ``P // h`` on rows ``P % h`` to ``h - 1`` and one column
+further on the rows above them: unless ``P`` is a multiple of ``h`` it steps once, and one
+pipeline hop crosses it. A step at a pod edge crosses both tiers (ToR group and pod), one at a group edge
 inside a pod the ToR tier only. Between two sub-bands of a band every hop leaves its ToR
 group anyway, but a pod edge that sits at another column in the sub-band below sends the
 hops of the columns between across the pod tier.

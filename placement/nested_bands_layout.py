@@ -18,9 +18,11 @@ over the sub-band's total (it must be exactly ``s * C`` hosts), keeping each pod
 every sub-band as near its share of the band as the group sizes allow, so that a pod's
 columns in one sub-band line up with its columns in the next (a pod whose upper part is
 wider than its lower part sends the difference of pipeline hops across the pod tier). Pods
-are then ordered along the band so that these differences cancel as they accumulate.
-Sub-bands are laid as in the band layout: group by group, each group's columns dealt round
-robin over the sub-band's rows.
+are then ordered along the band, and each pod's groups inside its shares, so that as few
+pipeline hops as possible step across group and pod edges or cross between misaligned pod
+edges (exactly, by dynamic programming over subsets, :mod:`rankmap.placement.pod_order`;
+greedily in bands of more pods). Sub-bands are laid as in the band layout: group by group,
+each group's columns dealt round robin over the sub-band's rows.
 
 References
 ----------
@@ -37,6 +39,7 @@ import numpy as np
 
 from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.pod_order import pod_order
 
 __all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
 
@@ -189,7 +192,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         pieces = band_pods(dom, free, sum(band) * C, balanced, part)
         if pieces is None:
             return None
-        split = _split_band(pieces, band, C, ragged)
+        split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]))
         if split is None:
             return None
         for h, row in zip(band, split):
@@ -198,9 +201,11 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     return cells
 
 
-def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) -> list[list[tuple[int, int]]] | None:
+def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0, weights: tuple = (1.0, 1.0)) -> list[list[tuple[int, int]]] | None:
     """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
-    sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up."""
+    sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up
+    (:func:`~rankmap.placement.pod_order.pod_order` with ``weights``, the ToR and pod tiers'
+    weights; greedily when the band has too many pods)."""
     shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
     rest = [list(p) for p in pods]
     for j, h in enumerate(heights[:-1]):
@@ -215,6 +220,10 @@ def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0) 
             rest[i] = [(g, n - taken.get(g, 0)) for g, n in rest[i] if n - taken.get(g, 0) > 0]
     for i in range(len(pods)):
         shares[i].append(rest[i])
+    found = pod_order(shares, heights, *weights)
+    if found is not None:
+        order, pieces = found
+        return [[piece for i in order for piece in pieces[i][j]] for j in range(len(heights))]
     order = _line_up([[sum(n for _, n in part) / h for part, h in zip(sh, heights)] for sh in shares])
     return [_straight([shares[i][j] for i in order], h) for j, h in enumerate(heights)]
 

@@ -138,3 +138,13 @@ def test_leftover_rows_also_go_to_the_first_band():
     last = nested_band_cells(p, 3, 2, [[3, 3], [5, 5]])
     assert first is not None and last is not None and not (first == last).all()
     assert any((first == c).all() for c in nested_bands_starts(p))
+
+
+def test_pods_with_odd_counts_side_by_side_step_once():
+    # one band of 2 rows x 8 columns; four pods of one group each, 3, 5, 4 and 4 hosts. Taken
+    # largest first (5, 4, 4, 3) three pod edges would step; laid 4, 4, 5, 3 only the edge
+    # after 13 hosts steps: 2 rows x 4 pieces + 1 hop on each tier (w_row = w_col = 1)
+    p = GridProblem(2, 8, (3, 5, 4, 4), 1, 1, 0, ((0, 1, 2, 3),), (1.0, 1.0))
+    cells = nested_band_cells(p, 2, 1, [[2]])
+    assert cells.tolist() == [[2, 2, 3, 3, 1, 1, 1, 0], [2, 2, 3, 3, 1, 1, 0, 0]]
+    assert tier_costs(p, cells) == (9, 9)

@@ -98,7 +98,8 @@ def move_gains(problem: GridProblem, cells: np.ndarray) -> tuple[np.ndarray, np.
     -------
     (ndarray, ndarray)
         ``gain[4, R, C]`` (positive: cheaper) and ``target[4, R, C]``, the group of the
-        neighbour in each of :data:`_DIRS` (gain 0 where it is the cell's own group).
+        neighbour in each of :data:`_DIRS`, rows and columns taken cyclically (gain 0
+        where it is the cell's own group).
 
     Examples
     --------
@@ -116,7 +117,7 @@ def move_gains(problem: GridProblem, cells: np.ndarray) -> tuple[np.ndarray, np.
     nb = _neighbours(cells)                                   # (4, R, C)
     here = _local_cost(maps, weights, ew, nb, cells)          # (R, C)
     gain = np.stack([here - _local_cost(maps, weights, ew, nb, nb[d]) for d in range(4)])
-    gain[(nb == cells[None]) | (ew == 0)] = 0.0
+    gain[nb == cells[None]] = 0.0
     return gain, nb
 
 

@@ -14,7 +14,8 @@ stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strip
 pods in bands of stages with their groups in sub-bands inside them
 (:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
-starts; the bound adds the perimeter bound per tier
+starts, and single-cell moves and swaps (:mod:`rankmap.placement.local_search`) smooth
+the best result's ragged edges; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
 (:mod:`rankmap.placement.pod_profile_bound`, the nested blocks of
 :mod:`rankmap.placement.perimeter_bound`, :mod:`rankmap.placement.shared_columns_bound`)

@@ -141,14 +141,14 @@ def _sweep(problem: GridProblem, cells: np.ndarray, free: np.ndarray) -> int:
     gain, target = move_gains(problem, cells)
     maps, weights = _domain_maps(problem), np.asarray(problem.weights, dtype=float)
     spare = free - np.bincount(cells.ravel(), minlength=free.size)
-    locked = np.zeros((R + 2, C + 2), dtype=bool)  # padded: cells changed and their neighbours
+    locked = np.zeros((R, C), dtype=bool)  # cells changed in this sweep and their neighbours
 
     def lock(r: int, c: int) -> None:
         for dr, dc in ((0, 0),) + _DIRS:
-            locked[(r + dr) % R + 1, (c + dc) % C + 1] = True
+            locked[(r + dr) % R, (c + dc) % C] = True
 
     def is_locked(r: int, c: int) -> bool:
-        return bool(locked[r + 1, c + 1])
+        return bool(locked[r, c])
 
     changes = 0
     d, r, c = np.nonzero(gain > 1e-9)

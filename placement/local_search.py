@@ -14,9 +14,12 @@ numpy:
   leaves; pairs are formed among the cells that gain most from the exchange, and an
   exchange between neighbours is scored exactly (the edge between them does not change).
 
-The step that fixes the ragged edges the constructive layouts leave (a pod of 190 hosts in
-a band of 4 stages ends with a step of 2 cells; stages that alternate between two pods in
-one column cost a hop at each change, where stacking them costs one) is such a swap.
+What it smooths are the ragged edges that the layouts leave where the stages of a band end
+at different columns: a column whose stages alternate between two pods costs a hop at each
+change, where stacking the same cells costs one (a swap); a cell cut off from its group's
+block next to a group with a free host (a move). Steps that come from the counts (a pod of
+190 hosts over 4 stages cannot end in one column) stay: they need the counts changed
+(:mod:`rankmap.placement.count_search`).
 
 Each sweep takes the improving changes, best first, whose cells and neighbours no earlier
 change of the same sweep touched (so every gain is exact when applied), then scores the

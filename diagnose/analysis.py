@@ -189,22 +189,31 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
     role_of = role_of or {}
     flags = []
     excess = np.zeros_like(matrix)
+    alone = []                                        # ranks with fewer than 3 doing the same work
     for role in sorted({role_of.get(r, 0) for r in ranks}):
         rows = [i for i, r in enumerate(ranks) if role_of.get(r, 0) == role]
+        if len(rows) < 3:
+            alone += [ranks[i] for i in rows]
         flags += _duration_flags(tuple(ranks[i] for i in rows), phases, matrix[rows], host_of, tor_of, z,
                                  min_ratio, min_excess_s)
         for j, phase in enumerate(phases):
             if phase in COMPUTE and not np.all(np.isnan(matrix[rows, j])):
                 excess[rows, j] = np.maximum(0.0, matrix[rows, j] - np.nanmedian(matrix[rows, j]))
-    late_flags, lateness = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s)
+    late_flags, lateness, late_warnings = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s,
+                                                    role_of)
     for (rank, phase), v in lateness.items():
         if rank in index and phase in phases:
             excess[index[rank], phases.index(phase)] = v
     flags += late_flags
     flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
+    compute = [p for p in phases if p in COMPUTE]
+    if alone and compute:
+        late_warnings.insert(0, f"{', '.join(compute)} of ranks {_ranges(sorted(alone))} not compared: fewer than "
+                                f"3 ranks do the same work (pipeline stage); only late arrivals to collectives "
+                                f"can name them")
     return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets,
-                     records.problems + tuple(record_gaps(records, host_of)))
+                     records.problems + tuple(record_gaps(records, host_of)) + tuple(late_warnings))
 
 
 def _flag_rows(keys: list, values: np.ndarray, z: float, min_ratio: float, min_excess_s: float):
@@ -241,36 +250,58 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
 
 
 def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float,
-              min_excess_s: float) -> tuple[list[Flag], dict]:
-    """Ranks that keep arriving last to their collectives (clock offsets removed), and
-    ``{(rank, phase): median lateness above the median rank}`` per step."""
-    late: dict = defaultdict(list)          # (rank, phase) -> lateness per instance
+              min_excess_s: float, role_of: dict) -> tuple[list[Flag], dict, list[str]]:
+    """Ranks that keep arriving last to their collectives (clock offsets removed),
+    ``{(rank, phase): median lateness per step above the median rank}``, and warnings for
+    the operations whose late arrivals could not be compared.
+
+    A rank's lateness is summed over the instances of a step before the median over steps
+    is taken: a rank slowed once per forward pass is late to one collective in many (the
+    first after the slow code), which a median over instances would miss.
+    """
+    late: dict = defaultdict(float)          # (rank, phase, step) -> lateness summed over the step's instances
+    mixed: set = set()                       # phases with an instance whose members do different work
     for evs in collective_instances(e for e in records.events if e.step >= warmup_steps).values():
         if len(evs) < 2:
             continue
         starts = [corrected_start(e, host_of, offsets) for e in evs]
         first = min(starts)
         for e, s in zip(evs, starts):
-            late[e.rank, e.phase].append(s - first)
+            late[e.rank, e.phase, e.step] += s - first
+        if len({role_of.get(e.rank, 0) for e in evs}) > 1:
+            mixed.add(evs[0].phase)
+    samples: dict = defaultdict(list)
+    for (rank, phase, _), secs in late.items():
+        samples[rank, phase].append(secs)
+    by_phase: dict = defaultdict(dict)
+    for (rank, phase), vals in samples.items():
+        by_phase[phase][rank] = float(np.median(vals))
     flags: list[Flag] = []
     excess: dict = {}
-    by_phase: dict = defaultdict(dict)
-    for (rank, phase), vals in late.items():
-        by_phase[phase][rank] = float(np.median(vals))
+    uncompared = []
     for phase, per_rank in sorted(by_phase.items()):
         keys = sorted(per_rank)
         vals = np.array([per_rank[k] for k in keys])
         med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
         for rank, v in zip(keys, vals):
             excess[rank, phase] = max(0.0, float(v) - med)
-        if len(vals) < 3:
+        if len(vals) < 3 and phase in mixed:
+            uncompared.append(phase)  # two ranks at different pipeline stages arrive apart by design
             continue
-        scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
+        if len(vals) < 3:
+            # Two ranks doing the same work (a TP pair, say): the one arriving last is the one the
+            # other waits for; the earlier one is the baseline.
+            med = float(vals.min())
+            scale = min_excess_s / z
+        else:
+            scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
         for rank, v in zip(keys, vals):
             s = (v - med) / scale
             if s > z and v - med > min_excess_s:
                 flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
-    return flags, excess
+    warnings = [f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
+                f"stages"] if uncompared else []
+    return flags, excess, warnings
 
 
 def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
-from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
+from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords, is_comm_phase
 from rankmap.topology.hostnames import compress_hostlist
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z", "record_gaps"]
@@ -258,13 +258,22 @@ def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: di
     A rank's lateness is summed over the instances of a step before the median over steps
     is taken: a rank slowed once per forward pass is late to one collective in many (the
     first after the slow code), which a median over instances would miss.
+
+    Lateness a rank inherited is not its own: a rank blocked for its slow DP peer arrives
+    late to its next TP collective. So a member's arrival counts from when it left the
+    group's previous instance, less the time it spent blocked in other operations since
+    then: the members left that instance together, and what remains is its own busy time.
     """
+    instances = collective_instances(records.events)
+    blocked = _Blocked(records.events)
     late: dict = defaultdict(float)          # (rank, phase, step) -> lateness summed over the step's instances
     mixed: set = set()                       # phases with an instance whose members do different work
-    for evs in collective_instances(e for e in records.events if e.step >= warmup_steps).values():
-        if len(evs) < 2:
+    for (group, members, seq), evs in instances.items():
+        if len(evs) < 2 or min(e.step for e in evs) < warmup_steps:
             continue
-        starts = [corrected_start(e, host_of, offsets) for e in evs]
+        before = {e.rank: e.start_s for e in instances.get((group, members, seq - 1), ())}
+        starts = [corrected_start(e, host_of, offsets) - blocked.between(e.rank, before.get(e.rank, -np.inf), e.start_s)
+                  for e in evs]
         first = min(starts)
         for e, s in zip(evs, starts):
             late[e.rank, e.phase, e.step] += s - first
@@ -302,6 +311,30 @@ def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: di
     warnings = [f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
                 f"stages"] if uncompared else []
     return flags, excess, warnings
+
+
+class _Blocked:
+    """Seconds each rank was blocked in operations (``wait_s``, else ``dur_s``) between two
+    of its own times (one rank's clock: no offsets needed)."""
+
+    def __init__(self, events):
+        per_rank: dict = defaultdict(list)
+        for e in events:
+            if is_comm_phase(e.phase):
+                per_rank[e.rank].append((e.start_s, e.wait_s if e.wait_s is not None else e.dur_s))
+        self._starts, self._cum = {}, {}
+        for rank, items in per_rank.items():
+            items.sort()
+            self._starts[rank] = np.array([t for t, _ in items])
+            self._cum[rank] = np.concatenate(([0.0], np.cumsum([w for _, w in items])))
+
+    def between(self, rank: int, after_s: float, before_s: float) -> float:
+        """Blocked seconds in the rank's operations that started in ``(after_s, before_s)``."""
+        starts = self._starts.get(rank)
+        if starts is None:
+            return 0.0
+        lo, hi = np.searchsorted(starts, after_s, "right"), np.searchsorted(starts, before_s, "left")
+        return float(self._cum[rank][hi] - self._cum[rank][lo]) if hi > lo else 0.0
 
 
 def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,

@@ -308,8 +308,8 @@ def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: di
             s = (v - med) / scale
             if s > z and v - med > min_excess_s:
                 flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
-    warnings = [f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
-                f"stages"] if uncompared else []
+    warnings = [(f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
+                 f"stages")] if uncompared else []
     return flags, excess, warnings
 
 

@@ -295,8 +295,8 @@ def test_a_slow_rank_with_dp_1_is_named_by_the_tp_peer_that_waits_for_it():
     assert {(f.who, f.measure) for f in d.flags} == {("1", "late arrival")}
     assert [(f.phase, round(f.value_s, 2)) for f in d.flags] == [("tp-reduce-scatter", 1.2)]
     assert d.excess[1, d.phases.index("tp-reduce-scatter")] == pytest.approx(1.2, abs=0.01)
-    assert d.warnings == ("forward of ranks 0-3 not compared: fewer than 3 ranks do the same work (pipeline "
-                          "stage); only late arrivals to collectives can name them",)
+    assert d.warnings == (("forward of ranks 0-3 not compared: fewer than 3 ranks do the same work (pipeline "
+                           "stage); only late arrivals to collectives can name them"),)
     quiet = diagnose(_tp_pp()[0], hosts, tors, role_of=stage)
     assert quiet.flags == () and quiet.warnings == d.warnings
 

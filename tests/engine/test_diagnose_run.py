@@ -72,7 +72,7 @@ def test_slow_rank_without_data_parallel_peers_is_named_by_its_tp_peer(tmp_path,
     rankmap, run_dir, done = train(tmp_path, engine_yaml, "{inject_rank: 1, inject_phase: forward, "
                                    "inject_delay_s: 0.3}", dp=1)
     assert done.returncode == 0, done.stdout + done.stderr
-    summary, text = diagnose(run_dir, rankmap, 5)
+    summary, _ = diagnose(run_dir, rankmap, 5)
     assert {(f["who"], f["measure"]) for f in summary["flags"]} == {("1", "late arrival")}
     tp = [f for f in summary["flags"] if f["phase"].startswith("tp-")]
     assert tp and min(f["value_s"] for f in tp) > 0.9          # 0.3 s in each of 4 micro-batches' forwards

@@ -9,8 +9,13 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
   name the victims, not the culprit. Instead, each collective instance (same group,
   peers and sequence number) gives every member a lateness = its start - the earliest
-  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
-  straggler is the rank that keeps arriving last.
+  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`, less the time it
+  spent blocked in other operations since the group's previous instance (lateness inherited
+  from a slow peer elsewhere is not its own), summed over a step; the straggler is the rank
+  that keeps arriving last. This needs no DP replicas: with dp = 1 a slowed rank is named by
+  its TP peers waiting for it. Two ranks doing the same work (a TP pair) are compared with
+  each other; two at different pipeline stages are not (they arrive apart by design), and a
+  warning says so, as it does for compute phases with fewer than 3 ranks per stage.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
   receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
   ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted

@@ -32,12 +32,7 @@ A value is flagged when its robust z-score ``(x - median) / (1.4826 MAD)`` excee
 and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s`` (absolute),
 so a quiet run flags nothing even when its durations are all nearly equal.
 
-Hangs: every rank whose progress watchdog fired wrote what it was in: an operation it is
-blocked in (group, members, sequence number), or a compute phase. The ranks a blocked rank
-waits on are the members of its operation not blocked in that same instance; following
-those waits ends at ranks that are not blocked in any operation -- stuck in compute, or
-with no record at all (never entered the operation: frozen, dead, or stopped before it)
--- the culprits. The blocked ranks are the victims.
+Hangs: see :mod:`rankmap.diagnose.hangs`.
 
 The matrix the heat map shows is each rank's *own* excess time per phase: for compute
 phases its (CPU) seconds above the median of ranks doing the same work; for operations
@@ -53,6 +48,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
+from rankmap.diagnose.hangs import HangVerdict, hang_verdict
 from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords, is_comm_phase
 from rankmap.topology.hostnames import compress_hostlist
 
@@ -74,22 +70,6 @@ class Flag:
     typical_s: float
     z: float
     ranks: tuple
-
-
-@dataclass(frozen=True)
-class HangVerdict:
-    """The operation most ranks are blocked in, the ranks they wait for (culprits) and the
-    blocked ranks (victims)."""
-
-    group: str
-    seq: int
-    phase: str
-    waiting: tuple
-    culprits: tuple
-    culprit_hosts: tuple
-    culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
-    instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
-                           # (phase, group, members, seq, entered, missing)
 
 
 @dataclass(frozen=True)
@@ -217,7 +197,7 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
         late_warnings.insert(0, f"{', '.join(compute)} of ranks {_ranges(sorted(alone))} not compared: fewer than "
                                 f"3 ranks do the same work (pipeline stage); only late arrivals to collectives "
                                 f"can name them")
-    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets,
+    return Diagnosis(ranks, phases, matrix, tuple(flags), hang_verdict(records, host_of), np.nan_to_num(excess), offsets,
                      records.problems + tuple(record_gaps(records, host_of)) + tuple(late_warnings))
 
 
@@ -377,89 +357,3 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             if s > z and v - med > min_excess_s and v > med * min_ratio:
                 flags.append(Flag("rank", str(rank), phase, "slow link", float(v), med, float(s), (rank,)))
     return flags
-
-
-def _instance(h) -> tuple:
-    """The operation instance a hang record is blocked in (P2P: source, destination, number)."""
-    if h.phase.endswith(("-send", "-recv")) and len(h.peers) == 2:
-        return ("p2p", h.peers[0], h.peers[1], h.seq)
-    return (h.group, tuple(sorted(set(h.peers) | {h.rank})), h.seq)
-
-
-def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
-    if not records.hangs:
-        return None
-    by_rank = {h.rank: h for h in records.hangs}
-    blocked = {h.rank: _instance(h) for h in records.hangs if h.group is not None and h.state == "collective"}
-    waits_on: dict = {}
-    for r, inst in blocked.items():
-        h = by_rank[r]
-        waits_on[r] = sorted(p for p in set(h.peers) - {r} if blocked.get(p) != inst)
-    # Follow the waits: the culprits are waited on and blocked in no operation themselves.
-    seen, todo, culprits = set(), sorted(blocked), set()
-    while todo:
-        r = todo.pop()
-        for p in waits_on.get(r, ()):
-            if p not in blocked:
-                culprits.add(p)
-            elif p not in seen:
-                seen.add(p)
-                todo.append(p)
-    counts: dict = defaultdict(list)
-    for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
-        counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
-    if counts:
-        (phase, group, seq), _ = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][2], kv[0]))
-    else:  # nobody blocked in an operation: every recorded rank stopped in compute
-        group, seq, phase = None, 0, by_rank[min(by_rank)].phase
-        culprits = set(by_rank)
-    culprits = sorted(culprits)
-    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
-                  for c in culprits)
-    victims = tuple(sorted(set(blocked) - set(culprits)))
-    return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
-                       state, _blocked_instances(blocked, by_rank))
-
-
-def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:
-    """The operations ranks are blocked in, matched across ranks: who entered, who never did."""
-    entered: dict = defaultdict(list)
-    for r, inst in blocked.items():
-        entered[inst].append(r)
-    out = []
-    for inst, ranks in entered.items():
-        h = by_rank[ranks[0]]
-        members = tuple(inst[1:3]) if inst[0] == "p2p" else inst[1]
-        out.append((h.phase if inst[0] != "p2p" else f"{h.group}-p2p", h.group, members, inst[-1],
-                    tuple(sorted(ranks)), tuple(m for m in members if m not in ranks)))
-    return tuple(sorted(out, key=lambda x: (x[1], x[2], x[3])))
-
-
-def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:
-    """What a rank without a hang record last completed of an operation its peers are blocked in."""
-    for r in sorted(blocked):
-        inst = blocked[r]
-        if rank not in by_rank[r].peers:
-            continue
-        if inst[0] == "p2p":
-            done = [e.seq for e in records.events if e.rank == rank and len(e.peers) == 2
-                    and (e.peers[0], e.peers[1]) == (inst[1], inst[2]) and e.phase.endswith(("-send", "-recv"))]
-            what = f"P2P {inst[1]}->{inst[2]} ({by_rank[r].group})"
-        else:
-            done = [e.seq for e in records.events if e.rank == rank and e.group == inst[0]
-                    and tuple(sorted(set(e.peers) | {e.rank})) == inst[1]]
-            what = f"{by_rank[r].phase} ({inst[0]})"
-        last = f"#{max(done)}" if done else "none"
-        return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
-                f"stopped before it)")
-    return _state_text(None)
-
-
-def _state_text(h) -> str:
-    if h is None:
-        return "no record: never entered the operation (frozen, dead, or stopped before it)"
-    if h.state == "compute":
-        return f"stuck in compute ({h.phase}, step {h.step})"
-    if h.state == "idle":
-        return f"stopped between phases (step {h.step})"
-    return f"blocked in {h.phase} ({h.group} #{h.seq})"

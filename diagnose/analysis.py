@@ -9,8 +9,13 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
   name the victims, not the culprit. Instead, each collective instance (same group,
   peers and sequence number) gives every member a lateness = its start - the earliest
-  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
-  straggler is the rank that keeps arriving last.
+  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`, less the time it
+  spent blocked in other operations since the group's previous instance (lateness inherited
+  from a slow peer elsewhere is not its own), summed over a step; the straggler is the rank
+  that keeps arriving last. This needs no DP replicas: with dp = 1 a slowed rank is named by
+  its TP peers waiting for it. Two ranks doing the same work (a TP pair) are compared with
+  each other; two at different pipeline stages are not (they arrive apart by design), and a
+  warning says so, as it does for compute phases with fewer than 3 ranks per stage.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
   receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
   ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted
@@ -27,12 +32,7 @@ A value is flagged when its robust z-score ``(x - median) / (1.4826 MAD)`` excee
 and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s`` (absolute),
 so a quiet run flags nothing even when its durations are all nearly equal.
 
-Hangs: every rank whose progress watchdog fired wrote what it was in: an operation it is
-blocked in (group, members, sequence number), or a compute phase. The ranks a blocked rank
-waits on are the members of its operation not blocked in that same instance; following
-those waits ends at ranks that are not blocked in any operation -- stuck in compute, or
-with no record at all (never entered the operation: frozen, dead, or stopped before it)
--- the culprits. The blocked ranks are the victims.
+Hangs: see :mod:`rankmap.diagnose.hangs`.
 
 The matrix the heat map shows is each rank's *own* excess time per phase: for compute
 phases its (CPU) seconds above the median of ranks doing the same work; for operations
@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
-from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
+from rankmap.diagnose.hangs import HangVerdict, hang_verdict
+from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords, is_comm_phase
 from rankmap.topology.hostnames import compress_hostlist
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z", "record_gaps"]
@@ -69,22 +70,6 @@ class Flag:
     typical_s: float
     z: float
     ranks: tuple
-
-
-@dataclass(frozen=True)
-class HangVerdict:
-    """The operation most ranks are blocked in, the ranks they wait for (culprits) and the
-    blocked ranks (victims)."""
-
-    group: str
-    seq: int
-    phase: str
-    waiting: tuple
-    culprits: tuple
-    culprit_hosts: tuple
-    culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
-    instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
-                           # (phase, group, members, seq, entered, missing)
 
 
 @dataclass(frozen=True)
@@ -189,22 +174,31 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
     role_of = role_of or {}
     flags = []
     excess = np.zeros_like(matrix)
+    alone = []                                        # ranks with fewer than 3 doing the same work
     for role in sorted({role_of.get(r, 0) for r in ranks}):
         rows = [i for i, r in enumerate(ranks) if role_of.get(r, 0) == role]
+        if len(rows) < 3:
+            alone += [ranks[i] for i in rows]
         flags += _duration_flags(tuple(ranks[i] for i in rows), phases, matrix[rows], host_of, tor_of, z,
                                  min_ratio, min_excess_s)
         for j, phase in enumerate(phases):
             if phase in COMPUTE and not np.all(np.isnan(matrix[rows, j])):
                 excess[rows, j] = np.maximum(0.0, matrix[rows, j] - np.nanmedian(matrix[rows, j]))
-    late_flags, lateness = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s)
+    late_flags, lateness, late_warnings = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s,
+                                                    role_of)
     for (rank, phase), v in lateness.items():
         if rank in index and phase in phases:
             excess[index[rank], phases.index(phase)] = v
     flags += late_flags
     flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
-    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets,
-                     records.problems + tuple(record_gaps(records, host_of)))
+    compute = [p for p in phases if p in COMPUTE]
+    if alone and compute:
+        late_warnings.insert(0, f"{', '.join(compute)} of ranks {_ranges(sorted(alone))} not compared: fewer than "
+                                f"3 ranks do the same work (pipeline stage); only late arrivals to collectives "
+                                f"can name them")
+    return Diagnosis(ranks, phases, matrix, tuple(flags), hang_verdict(records, host_of), np.nan_to_num(excess), offsets,
+                     records.problems + tuple(record_gaps(records, host_of)) + tuple(late_warnings))
 
 
 def _flag_rows(keys: list, values: np.ndarray, z: float, min_ratio: float, min_excess_s: float):
@@ -241,36 +235,91 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
 
 
 def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float,
-              min_excess_s: float) -> tuple[list[Flag], dict]:
-    """Ranks that keep arriving last to their collectives (clock offsets removed), and
-    ``{(rank, phase): median lateness above the median rank}`` per step."""
-    late: dict = defaultdict(list)          # (rank, phase) -> lateness per instance
-    for evs in collective_instances(e for e in records.events if e.step >= warmup_steps).values():
-        if len(evs) < 2:
+              min_excess_s: float, role_of: dict) -> tuple[list[Flag], dict, list[str]]:
+    """Ranks that keep arriving last to their collectives (clock offsets removed),
+    ``{(rank, phase): median lateness per step above the median rank}``, and warnings for
+    the operations whose late arrivals could not be compared.
+
+    A rank's lateness is summed over the instances of a step before the median over steps
+    is taken: a rank slowed once per forward pass is late to one collective in many (the
+    first after the slow code), which a median over instances would miss.
+
+    Lateness a rank inherited is not its own: a rank blocked for its slow DP peer arrives
+    late to its next TP collective. So a member's arrival counts from when it left the
+    group's previous instance, less the time it spent blocked in other operations since
+    then: the members left that instance together, and what remains is its own busy time.
+    """
+    instances = collective_instances(records.events)
+    blocked = _Blocked(records.events)
+    late: dict = defaultdict(float)          # (rank, phase, step) -> lateness summed over the step's instances
+    mixed: set = set()                       # phases with an instance whose members do different work
+    for (group, members, seq), evs in instances.items():
+        if len(evs) < 2 or min(e.step for e in evs) < warmup_steps:
             continue
-        starts = [corrected_start(e, host_of, offsets) for e in evs]
+        before = {e.rank: e.start_s for e in instances.get((group, members, seq - 1), ())}
+        starts = [corrected_start(e, host_of, offsets) - blocked.between(e.rank, before.get(e.rank, -np.inf), e.start_s)
+                  for e in evs]
         first = min(starts)
         for e, s in zip(evs, starts):
-            late[e.rank, e.phase].append(s - first)
+            late[e.rank, e.phase, e.step] += s - first
+        if len({role_of.get(e.rank, 0) for e in evs}) > 1:
+            mixed.add(evs[0].phase)
+    samples: dict = defaultdict(list)
+    for (rank, phase, _), secs in late.items():
+        samples[rank, phase].append(secs)
+    by_phase: dict = defaultdict(dict)
+    for (rank, phase), vals in samples.items():
+        by_phase[phase][rank] = float(np.median(vals))
     flags: list[Flag] = []
     excess: dict = {}
-    by_phase: dict = defaultdict(dict)
-    for (rank, phase), vals in late.items():
-        by_phase[phase][rank] = float(np.median(vals))
+    uncompared = []
     for phase, per_rank in sorted(by_phase.items()):
         keys = sorted(per_rank)
         vals = np.array([per_rank[k] for k in keys])
         med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
         for rank, v in zip(keys, vals):
             excess[rank, phase] = max(0.0, float(v) - med)
-        if len(vals) < 3:
+        if len(vals) < 3 and phase in mixed:
+            uncompared.append(phase)  # two ranks at different pipeline stages arrive apart by design
             continue
-        scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
+        if len(vals) < 3:
+            # Two ranks doing the same work (a TP pair, say): the one arriving last is the one the
+            # other waits for; the earlier one is the baseline.
+            med = float(vals.min())
+            scale = min_excess_s / z
+        else:
+            scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
         for rank, v in zip(keys, vals):
             s = (v - med) / scale
             if s > z and v - med > min_excess_s:
                 flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
-    return flags, excess
+    warnings = [(f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
+                 f"stages")] if uncompared else []
+    return flags, excess, warnings
+
+
+class _Blocked:
+    """Seconds each rank was blocked in operations (``wait_s``, else ``dur_s``) between two
+    of its own times (one rank's clock: no offsets needed)."""
+
+    def __init__(self, events):
+        per_rank: dict = defaultdict(list)
+        for e in events:
+            if is_comm_phase(e.phase):
+                per_rank[e.rank].append((e.start_s, e.wait_s if e.wait_s is not None else e.dur_s))
+        self._starts, self._cum = {}, {}
+        for rank, items in per_rank.items():
+            items.sort()
+            self._starts[rank] = np.array([t for t, _ in items])
+            self._cum[rank] = np.concatenate(([0.0], np.cumsum([w for _, w in items])))
+
+    def between(self, rank: int, after_s: float, before_s: float) -> float:
+        """Blocked seconds in the rank's operations that started in ``(after_s, before_s)``."""
+        starts = self._starts.get(rank)
+        if starts is None:
+            return 0.0
+        lo, hi = np.searchsorted(starts, after_s, "right"), np.searchsorted(starts, before_s, "left")
+        return float(self._cum[rank][hi] - self._cum[rank][lo]) if hi > lo else 0.0
 
 
 def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,
@@ -308,89 +357,3 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             if s > z and v - med > min_excess_s and v > med * min_ratio:
                 flags.append(Flag("rank", str(rank), phase, "slow link", float(v), med, float(s), (rank,)))
     return flags
-
-
-def _instance(h) -> tuple:
-    """The operation instance a hang record is blocked in (P2P: source, destination, number)."""
-    if h.phase.endswith(("-send", "-recv")) and len(h.peers) == 2:
-        return ("p2p", h.peers[0], h.peers[1], h.seq)
-    return (h.group, tuple(sorted(set(h.peers) | {h.rank})), h.seq)
-
-
-def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
-    if not records.hangs:
-        return None
-    by_rank = {h.rank: h for h in records.hangs}
-    blocked = {h.rank: _instance(h) for h in records.hangs if h.group is not None and h.state == "collective"}
-    waits_on: dict = {}
-    for r, inst in blocked.items():
-        h = by_rank[r]
-        waits_on[r] = sorted(p for p in set(h.peers) - {r} if blocked.get(p) != inst)
-    # Follow the waits: the culprits are waited on and blocked in no operation themselves.
-    seen, todo, culprits = set(), sorted(blocked), set()
-    while todo:
-        r = todo.pop()
-        for p in waits_on.get(r, ()):
-            if p not in blocked:
-                culprits.add(p)
-            elif p not in seen:
-                seen.add(p)
-                todo.append(p)
-    counts: dict = defaultdict(list)
-    for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
-        counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
-    if counts:
-        (phase, group, seq), _ = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][2], kv[0]))
-    else:  # nobody blocked in an operation: every recorded rank stopped in compute
-        group, seq, phase = None, 0, by_rank[min(by_rank)].phase
-        culprits = set(by_rank)
-    culprits = sorted(culprits)
-    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
-                  for c in culprits)
-    victims = tuple(sorted(set(blocked) - set(culprits)))
-    return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
-                       state, _blocked_instances(blocked, by_rank))
-
-
-def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:
-    """The operations ranks are blocked in, matched across ranks: who entered, who never did."""
-    entered: dict = defaultdict(list)
-    for r, inst in blocked.items():
-        entered[inst].append(r)
-    out = []
-    for inst, ranks in entered.items():
-        h = by_rank[ranks[0]]
-        members = tuple(inst[1:3]) if inst[0] == "p2p" else inst[1]
-        out.append((h.phase if inst[0] != "p2p" else f"{h.group}-p2p", h.group, members, inst[-1],
-                    tuple(sorted(ranks)), tuple(m for m in members if m not in ranks)))
-    return tuple(sorted(out, key=lambda x: (x[1], x[2], x[3])))
-
-
-def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:
-    """What a rank without a hang record last completed of an operation its peers are blocked in."""
-    for r in sorted(blocked):
-        inst = blocked[r]
-        if rank not in by_rank[r].peers:
-            continue
-        if inst[0] == "p2p":
-            done = [e.seq for e in records.events if e.rank == rank and len(e.peers) == 2
-                    and (e.peers[0], e.peers[1]) == (inst[1], inst[2]) and e.phase.endswith(("-send", "-recv"))]
-            what = f"P2P {inst[1]}->{inst[2]} ({by_rank[r].group})"
-        else:
-            done = [e.seq for e in records.events if e.rank == rank and e.group == inst[0]
-                    and tuple(sorted(set(e.peers) | {e.rank})) == inst[1]]
-            what = f"{by_rank[r].phase} ({inst[0]})"
-        last = f"#{max(done)}" if done else "none"
-        return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
-                f"stopped before it)")
-    return _state_text(None)
-
-
-def _state_text(h) -> str:
-    if h is None:
-        return "no record: never entered the operation (frozen, dead, or stopped before it)"
-    if h.state == "compute":
-        return f"stuck in compute ({h.phase}, step {h.step})"
-    if h.state == "idle":
-        return f"stopped between phases (step {h.step})"
-    return f"blocked in {h.phase} ({h.group} #{h.seq})"

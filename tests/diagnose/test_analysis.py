@@ -251,3 +251,66 @@ def test_a_slow_link_is_named_and_a_busy_receiver_does_not_make_its_sender_look_
     # rank 2 posts its receive 0.15 s late: the data of rank 6's send could not arrive earlier
     assert links(diagnose(_p2p(late_receiver=2), HOSTS, TORS)) == []
     assert links(diagnose(_p2p(slow_sender=1, late_receiver=2), HOSTS, TORS)) == ["1"]
+
+
+def _tp_pp(tp=2, pp=2, slow_rank=None, delay=0.3, stage_lag_s=0.0, steps=6, micro_batches=4, seed=3):
+    """``tp * pp`` ranks, dp = 1, one host per stage: per micro-batch a forward with 9 TP
+    reduce-scatters inside it, where ``slow_rank`` spends ``delay`` more before the first
+    (its TP peers wait for it there); then a loss all-reduce over all ranks that stage s
+    reaches ``stage_lag_s * (pp - 1 - s)`` late (the first stage runs the last backward)."""
+    rng = np.random.default_rng(seed)
+    events, n = [], tp * pp
+    for step in range(steps):
+        t = 100.0 + step * 4.0
+        for m in range(micro_batches):
+            for r in range(n):
+                stage, group = divmod(r, tp)
+                peers = tuple(range(stage * tp, stage * tp + tp))
+                extra = delay if r == slow_rank else 0.0
+                events.append(Event(rank=r, host=f"h{stage}", local_rank=group, step=step, phase="forward",
+                                    start_s=t + 0.5 * m, dur_s=0.1 + extra, cpu_s=0.1 + extra))
+                lag = delay if slow_rank in peers else 0.0      # the group goes on together after its first
+                for k in range(9):   # each waits until the last member arrives, then 5 ms of transfer
+                    jitter = 0.001 * rng.random()
+                    start = t + 0.5 * m + 0.01 * k + (extra if k == 0 else lag) + jitter
+                    last = t + 0.5 * m + 0.01 * k + lag + 0.001
+                    events.append(Event(rank=r, host=f"h{stage}", local_rank=group, step=step, phase="tp-reduce-scatter",
+                                        start_s=start, dur_s=last - start + 0.005, group="tp", peers=peers,
+                                        seq=(step * micro_batches + m) * 9 + k, wait_s=last - start + 0.005))
+        for r in range(n):
+            stage = r // tp
+            lag = stage_lag_s * (pp - 1 - stage) + 0.001 * rng.random()
+            events.append(Event(rank=r, host=f"h{stage}", local_rank=r % tp, step=step, phase="loss-all-reduce",
+                                start_s=t + 3.0 + lag, dur_s=0.01, group="world", peers=tuple(range(n)), seq=step))
+    hosts = {r: f"h{r // tp}" for r in range(n)}
+    return RunRecords(tuple(events), (), tuple(range(n))), hosts, {h: "tg0" for h in hosts.values()}, \
+        {r: r // tp for r in range(n)}
+
+
+def test_a_slow_rank_with_dp_1_is_named_by_the_tp_peer_that_waits_for_it():
+    # tp=2 pp=2 dp=1: two ranks per stage, so compute cannot be compared; rank 1 is late by
+    # 0.3 s to one reduce-scatter in 9 per forward, 4 forwards a step: 1.2 s per step
+    records, hosts, tors, stage = _tp_pp(slow_rank=1)
+    d = diagnose(records, hosts, tors, role_of=stage)
+    assert {(f.who, f.measure) for f in d.flags} == {("1", "late arrival")}
+    assert [(f.phase, round(f.value_s, 2)) for f in d.flags] == [("tp-reduce-scatter", 1.2)]
+    assert d.excess[1, d.phases.index("tp-reduce-scatter")] == pytest.approx(1.2, abs=0.01)
+    assert d.warnings == (("forward of ranks 0-3 not compared: fewer than 3 ranks do the same work (pipeline "
+                           "stage); only late arrivals to collectives can name them"),)
+    quiet = diagnose(_tp_pp()[0], hosts, tors, role_of=stage)
+    assert quiet.flags == () and quiet.warnings == d.warnings
+
+
+def test_a_pair_of_ranks_names_the_late_one_and_a_pair_at_two_stages_is_not_compared():
+    records, hosts, tors, stage = _tp_pp(tp=2, pp=1, slow_rank=0, delay=0.1)    # tp=2 only: two ranks
+    d = diagnose(records, hosts, tors, role_of=stage)
+    # rank 0 is 0.1 s late to the first reduce-scatter of each of 4 forwards; over a step, to
+    # the loss all-reduce too (rank 1 spent those 0.4 s blocked, not busy)
+    assert [(f.who, f.phase) for f in d.flags] == [("0", "tp-reduce-scatter"), ("0", "loss-all-reduce")]
+    assert [round(f.value_s, 2) for f in d.flags] == [0.4, 0.4] and max(f.typical_s for f in d.flags) < 0.01
+    assert diagnose(_tp_pp(tp=2, pp=1)[0], hosts, tors, role_of=stage).flags == ()
+    # pp=2 tp=1: stage 0 reaches the loss all-reduce 0.2 s after stage 1 every step, by design
+    records, hosts, tors, stage = _tp_pp(tp=1, pp=2, stage_lag_s=0.2)
+    d = diagnose(records, hosts, tors, role_of=stage)
+    assert d.flags == ()
+    assert "late arrivals in loss-all-reduce not compared: only 2 ranks, at different pipeline stages" in d.warnings

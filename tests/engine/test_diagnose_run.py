@@ -34,8 +34,8 @@ def diagnose(run_dir, rankmap, want_rc):
     return json.loads((run_dir / "diagnosis" / "diagnosis.json").read_text()), out.stdout
 
 
-def train(tmp_path, engine_yaml, diagnostics: str, steps: int = 6, env=None, timeout=170):
-    rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=2, hosts=HOSTS)
+def train(tmp_path, engine_yaml, diagnostics: str, steps: int = 6, env=None, timeout=170, dp=2):
+    rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=dp, hosts=HOSTS)
     cfg = engine_yaml(f"train: {{steps: {steps}}}\ndiagnostics: {diagnostics}\n", name=f"{tmp_path.name}.yaml")
     run_dir = tmp_path / "run"
     done = subprocess.run([sys.executable, *LAUNCH, "--rankmap", str(rankmap), "--local", "--config", str(cfg),
@@ -64,6 +64,19 @@ def test_slow_rank_is_named_and_a_quiet_run_with_a_shifted_clock_flags_nothing(t
              if e["ph"] == "X"}
     assert {"tp", "pp", "dp", "world"} <= kinds               # every group's operations are timed
     assert _trace_problems()(json.loads((run_dir / "diagnosis" / "trace.json").read_text())) == []
+
+
+def test_slow_rank_without_data_parallel_peers_is_named_by_its_tp_peer(tmp_path, engine_yaml):
+    # tp=2 pp=2 dp=1: no two ranks of a stage beyond the TP pair, so compute is not compared;
+    # rank 0 waits for rank 1 in their TP collectives, which names rank 1
+    rankmap, run_dir, done = train(tmp_path, engine_yaml, "{inject_rank: 1, inject_phase: forward, "
+                                   "inject_delay_s: 0.3}", dp=1)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary, _ = diagnose(run_dir, rankmap, 5)
+    assert {(f["who"], f["measure"]) for f in summary["flags"]} == {("1", "late arrival")}
+    tp = [f for f in summary["flags"] if f["phase"].startswith("tp-")]
+    assert tp and min(f["value_s"] for f in tp) > 0.9          # 0.3 s in each of 4 micro-batches' forwards
+    assert any("not compared: fewer than 3 ranks do the same work" in w for w in summary["warnings"])
 
 
 def test_rank_stuck_in_compute_is_named_while_its_peers_wait_in_tp_pp_and_dp(tmp_path, engine_yaml):

@@ -7,15 +7,11 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   the records have them, since a rank waiting for a slow peer inside its own phase (TP
   collectives run inside the forward pass) waits without using CPU;
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
-  name the victims, not the culprit. Instead, each collective instance (same group,
-  peers and sequence number) gives every member a lateness = its start - the earliest
-  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`, less the time it
-  spent blocked in other operations since the group's previous instance (lateness inherited
-  from a slow peer elsewhere is not its own), summed over a step; the straggler is the rank
-  that keeps arriving last. This needs no DP replicas: with dp = 1 a slowed rank is named by
-  its TP peers waiting for it. Two ranks doing the same work (a TP pair) are compared with
-  each other; two at different pipeline stages are not (they arrive apart by design), and a
-  warning says so, as it does for compute phases with fewer than 3 ranks per stage.
+  name the victims, not the culprit; the culprit is the rank that keeps arriving last,
+  compared with the ranks of its pipeline stage, step by step
+  (:mod:`rankmap.diagnose.lateness`, which says how lateness is measured and when it is
+  named). This needs no DP replicas: with dp = 1 a slowed rank is named by its TP peer
+  waiting for it.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
   receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
   ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted
@@ -28,15 +24,16 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
-A value is flagged when its robust z-score ``(x - median) / (1.4826 MAD)`` exceeds ``z``
-and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s`` (absolute),
-so a quiet run flags nothing even when its durations are all nearly equal.
+A duration or a link is flagged when its robust z-score ``(x - median) / (1.4826 MAD)``
+exceeds ``z`` and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s``
+(absolute), so a quiet run flags nothing even when its durations are all nearly equal; a
+late arrival, by the rule in :mod:`rankmap.diagnose.lateness`.
 
 Hangs: see :mod:`rankmap.diagnose.hangs`.
 
 The matrix the heat map shows is each rank's *own* excess time per phase: for compute
 phases its (CPU) seconds above the median of ranks doing the same work; for operations
-its lateness above the median -- not its waiting, which is the culprits' excess seen
+its lateness per step above its stage peers' (median over steps) -- not its waiting, which is the culprits' excess seen
 from the victims (``waits`` holds those durations apart).
 """
 
@@ -47,9 +44,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
+from rankmap.diagnose.clocks import clock_offsets, corrected_start
 from rankmap.diagnose.hangs import HangVerdict, hang_verdict
-from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords, is_comm_phase
+from rankmap.diagnose.lateness import late_per_step, lateness, step_time_s
+from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
 from rankmap.topology.hostnames import compress_hostlist
 
 __all__ = ["Flag", "HangVerdict", "Diagnosis", "diagnose", "robust_z", "record_gaps"]
@@ -137,7 +135,8 @@ def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict | None = None, z: float = 5.0,
-             min_ratio: float = 1.5, min_excess_s: float = 0.05, warmup_steps: int = 1) -> Diagnosis:
+             min_ratio: float = 1.5, min_excess_s: float = 0.05, min_step_fraction: float = 0.1,
+             warmup_steps: int = 1) -> Diagnosis:
     """Merge per-rank records and flag stragglers, slow links and hangs.
 
     Parameters
@@ -150,6 +149,9 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
         ranks of one role. Default: all ranks alike.
     z, min_ratio, min_excess_s : float
         Flag thresholds (see the module docstring).
+    min_step_fraction : float
+        A late arrival is named only when it costs its peers this fraction of the median
+        step time, or more (:mod:`rankmap.diagnose.lateness`).
     warmup_steps : int
         Leading steps left out (first steps pay for compilation and allocation).
     """
@@ -184,12 +186,13 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
         for j, phase in enumerate(phases):
             if phase in COMPUTE and not np.all(np.isnan(matrix[rows, j])):
                 excess[rows, j] = np.maximum(0.0, matrix[rows, j] - np.nanmedian(matrix[rows, j]))
-    late_flags, lateness, late_warnings = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s,
-                                                    role_of)
-    for (rank, phase), v in lateness.items():
-        if rank in index and phase in phases:
-            excess[index[rank], phases.index(phase)] = v
-    flags += late_flags
+    late, late_warnings = _late_flags(records, warmup_steps, host_of, offsets, role_of, z, min_excess_s,
+                                      min_step_fraction)
+    for x in late:
+        if x.rank in index and x.phase in phases:
+            excess[index[x.rank], phases.index(x.phase)] = max(0.0, x.excess_s)
+    flags += [Flag("rank", str(x.rank), x.phase, "late arrival", x.value_s, x.typical_s, x.z, (x.rank,))
+              for x in late if x.flagged]
     flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
     compute = [p for p in phases if p in COMPUTE]
@@ -234,92 +237,17 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     return flags
 
 
-def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float,
-              min_excess_s: float, role_of: dict) -> tuple[list[Flag], dict, list[str]]:
-    """Ranks that keep arriving last to their collectives (clock offsets removed),
-    ``{(rank, phase): median lateness per step above the median rank}``, and warnings for
-    the operations whose late arrivals could not be compared.
-
-    A rank's lateness is summed over the instances of a step before the median over steps
-    is taken: a rank slowed once per forward pass is late to one collective in many (the
-    first after the slow code), which a median over instances would miss.
-
-    Lateness a rank inherited is not its own: a rank blocked for its slow DP peer arrives
-    late to its next TP collective. So a member's arrival counts from when it left the
-    group's previous instance, less the time it spent blocked in other operations since
-    then: the members left that instance together, and what remains is its own busy time.
-    """
-    instances = collective_instances(records.events)
-    blocked = _Blocked(records.events)
-    late: dict = defaultdict(float)          # (rank, phase, step) -> lateness summed over the step's instances
-    mixed: set = set()                       # phases with an instance whose members do different work
-    for (group, members, seq), evs in instances.items():
-        if len(evs) < 2 or min(e.step for e in evs) < warmup_steps:
-            continue
-        before = {e.rank: e.start_s for e in instances.get((group, members, seq - 1), ())}
-        starts = [corrected_start(e, host_of, offsets) - blocked.between(e.rank, before.get(e.rank, -np.inf), e.start_s)
-                  for e in evs]
-        first = min(starts)
-        for e, s in zip(evs, starts):
-            late[e.rank, e.phase, e.step] += s - first
-        if len({role_of.get(e.rank, 0) for e in evs}) > 1:
-            mixed.add(evs[0].phase)
-    samples: dict = defaultdict(list)
-    for (rank, phase, _), secs in late.items():
-        samples[rank, phase].append(secs)
-    by_phase: dict = defaultdict(dict)
-    for (rank, phase), vals in samples.items():
-        by_phase[phase][rank] = float(np.median(vals))
-    flags: list[Flag] = []
-    excess: dict = {}
-    uncompared = []
-    for phase, per_rank in sorted(by_phase.items()):
-        keys = sorted(per_rank)
-        vals = np.array([per_rank[k] for k in keys])
-        med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
-        for rank, v in zip(keys, vals):
-            excess[rank, phase] = max(0.0, float(v) - med)
-        if len(vals) < 3 and phase in mixed:
-            uncompared.append(phase)  # two ranks at different pipeline stages arrive apart by design
-            continue
-        if len(vals) < 3:
-            # Two ranks doing the same work (a TP pair, say): the one arriving last is the one the
-            # other waits for; the earlier one is the baseline.
-            med = float(vals.min())
-            scale = min_excess_s / z
-        else:
-            scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
-        for rank, v in zip(keys, vals):
-            s = (v - med) / scale
-            if s > z and v - med > min_excess_s:
-                flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
-    warnings = [(f"late arrivals in {', '.join(uncompared)} not compared: only 2 ranks, at different pipeline "
-                 f"stages")] if uncompared else []
-    return flags, excess, warnings
-
-
-class _Blocked:
-    """Seconds each rank was blocked in operations (``wait_s``, else ``dur_s``) between two
-    of its own times (one rank's clock: no offsets needed)."""
-
-    def __init__(self, events):
-        per_rank: dict = defaultdict(list)
-        for e in events:
-            if is_comm_phase(e.phase):
-                per_rank[e.rank].append((e.start_s, e.wait_s if e.wait_s is not None else e.dur_s))
-        self._starts, self._cum = {}, {}
-        for rank, items in per_rank.items():
-            items.sort()
-            self._starts[rank] = np.array([t for t, _ in items])
-            self._cum[rank] = np.concatenate(([0.0], np.cumsum([w for _, w in items])))
-
-    def between(self, rank: int, after_s: float, before_s: float) -> float:
-        """Blocked seconds in the rank's operations that started in ``(after_s, before_s)``."""
-        starts = self._starts.get(rank)
-        if starts is None:
-            return 0.0
-        lo, hi = np.searchsorted(starts, after_s, "right"), np.searchsorted(starts, before_s, "left")
-        return float(self._cum[rank][hi] - self._cum[rank][lo]) if hi > lo else 0.0
+def _late_flags(records, warmup_steps, host_of, offsets, role_of, z, min_excess_s, min_step_fraction):
+    """Each rank's late arrivals per operation (:func:`rankmap.diagnose.lateness.lateness`), and
+    a warning per operation whose ranks have no other of their pipeline stage to compare with."""
+    late = late_per_step(records, warmup_steps, host_of, offsets)
+    out, alone = lateness(late, role_of, step_time_s(records.events, warmup_steps), z=z, min_excess_s=min_excess_s,
+                          min_step_fraction=min_step_fraction)
+    by_phase: dict = defaultdict(list)
+    for phase, rank in alone:
+        by_phase[phase].append(rank)
+    return out, [f"late arrivals in {phase} of ranks {_ranges(sorted(ranks))} not compared: no other rank of "
+                 f"their pipeline stage takes part" for phase, ranks in sorted(by_phase.items())]
 
 
 def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,

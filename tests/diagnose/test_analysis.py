@@ -253,47 +253,60 @@ def test_a_slow_link_is_named_and_a_busy_receiver_does_not_make_its_sender_look_
     assert links(diagnose(_p2p(slow_sender=1, late_receiver=2), HOSTS, TORS)) == ["1"]
 
 
-def _tp_pp(tp=2, pp=2, slow_rank=None, delay=0.3, stage_lag_s=0.0, steps=6, micro_batches=4, seed=3):
-    """``tp * pp`` ranks, dp = 1, one host per stage: per micro-batch a forward with 9 TP
-    reduce-scatters inside it, where ``slow_rank`` spends ``delay`` more before the first
-    (its TP peers wait for it there); then a loss all-reduce over all ranks that stage s
-    reaches ``stage_lag_s * (pp - 1 - s)`` late (the first stage runs the last backward)."""
+def _tp_pp(tp=2, pp=2, dp=1, slow_rank=None, delay=0.3, stage_lag_s=0.0, steps=6, micro_batches=4, seed=3,
+           noise_p=0.0, log_s=0.0):
+    """``tp * pp * dp`` ranks (stage s: ranks ``s*tp*dp`` on, on host ``hs``; TP groups of
+    consecutive ranks), simulated. Per micro-batch a forward with 9 TP reduce-scatters inside
+    it: a member arrives 10 ms (+ up to 1 ms) after its group left the previous one, plus
+    ``delay`` before the first if it is ``slow_rank``, plus 10-150 ms with probability ``noise_p``
+    (descheduled on a shared CPU), plus ``log_s`` before a step's first if it is rank 0 (it
+    wrote the training log); the group leaves 5 ms after its last member arrived. Then a loss
+    all-reduce over all ranks that stage s reaches ``stage_lag_s * (pp - 1 - s)`` late (the
+    first stage runs the last backward)."""
     rng = np.random.default_rng(seed)
-    events, n = [], tp * pp
+    n, events, t = tp * pp * dp, [], 100.0
+    stage = {r: r // (tp * dp) for r in range(n)}
+
+    def add(r, step, phase, start, dur, **kw):
+        events.append(Event(rank=r, host=f"h{stage[r]}", local_rank=r % (tp * dp), step=step, phase=phase,
+                            start_s=start, dur_s=dur, **kw))
+
     for step in range(steps):
-        t = 100.0 + step * 4.0
-        for m in range(micro_batches):
-            for r in range(n):
-                stage, group = divmod(r, tp)
-                peers = tuple(range(stage * tp, stage * tp + tp))
-                extra = delay if r == slow_rank else 0.0
-                events.append(Event(rank=r, host=f"h{stage}", local_rank=group, step=step, phase="forward",
-                                    start_s=t + 0.5 * m, dur_s=0.1 + extra, cpu_s=0.1 + extra))
-                lag = delay if slow_rank in peers else 0.0      # the group goes on together after its first
-                for k in range(9):   # each waits until the last member arrives, then 5 ms of transfer
-                    jitter = 0.001 * rng.random()
-                    start = t + 0.5 * m + 0.01 * k + (extra if k == 0 else lag) + jitter
-                    last = t + 0.5 * m + 0.01 * k + lag + 0.001
-                    events.append(Event(rank=r, host=f"h{stage}", local_rank=group, step=step, phase="tp-reduce-scatter",
-                                        start_s=start, dur_s=last - start + 0.005, group="tp", peers=peers,
-                                        seq=(step * micro_batches + m) * 9 + k, wait_s=last - start + 0.005))
-        for r in range(n):
-            stage = r // tp
-            lag = stage_lag_s * (pp - 1 - stage) + 0.001 * rng.random()
-            events.append(Event(rank=r, host=f"h{stage}", local_rank=r % tp, step=step, phase="loss-all-reduce",
-                                start_s=t + 3.0 + lag, dur_s=0.01, group="world", peers=tuple(range(n)), seq=step))
-    hosts = {r: f"h{r // tp}" for r in range(n)}
-    return RunRecords(tuple(events), (), tuple(range(n))), hosts, {h: "tg0" for h in hosts.values()}, \
-        {r: r // tp for r in range(n)}
+        free = {}                                   # TP group -> when it left its last collective
+        for g in range(n // tp):
+            peers, free[g] = tuple(range(g * tp, g * tp + tp)), t
+            for m in range(micro_batches):
+                begin = free[g]
+                for k in range(9):
+                    arrive = {r: free[g] + 0.01 + 0.001 * rng.random() + (delay if r == slow_rank and k == 0 else 0.0)
+                              + (rng.uniform(0.01, 0.15) if rng.random() < noise_p else 0.0)
+                              + (log_s if r == 0 and m == 0 and k == 0 else 0.0) for r in peers}
+                    free[g] = max(arrive.values()) + 0.005
+                    for r, a in arrive.items():
+                        add(r, step, "tp-reduce-scatter", a, free[g] - a, group="tp", peers=peers,
+                            seq=(step * micro_batches + m) * 9 + k, wait_s=free[g] - a)
+                for r in peers:
+                    cpu = 0.1 * (1 + 0.01 * rng.random()) + (delay if r == slow_rank else 0.0)
+                    add(r, step, "forward", begin, free[g] - begin, cpu_s=cpu)
+        arrive = {r: free[r // tp] + stage_lag_s * (pp - 1 - stage[r]) + 0.001 * rng.random() for r in range(n)}
+        end = max(arrive.values()) + 0.01
+        for r, a in arrive.items():
+            add(r, step, "loss-all-reduce", a, end - a, group="world", peers=tuple(range(n)), seq=step,
+                wait_s=end - a)
+        t = end + 0.1
+    hosts = {r: f"h{stage[r]}" for r in range(n)}
+    return RunRecords(tuple(events), (), tuple(range(n))), hosts, {h: "tg0" for h in hosts.values()}, stage
 
 
 def test_a_slow_rank_with_dp_1_is_named_by_the_tp_peer_that_waits_for_it():
     # tp=2 pp=2 dp=1: two ranks per stage, so compute cannot be compared; rank 1 is late by
-    # 0.3 s to one reduce-scatter in 9 per forward, 4 forwards a step: 1.2 s per step
+    # 0.3 s to one reduce-scatter in 9 per forward, 4 forwards a step: 1.2 s per step; and so to
+    # the loss all-reduce, compared with rank 0 (same stage), which spent those 1.2 s blocked
     records, hosts, tors, stage = _tp_pp(slow_rank=1)
     d = diagnose(records, hosts, tors, role_of=stage)
     assert {(f.who, f.measure) for f in d.flags} == {("1", "late arrival")}
-    assert [(f.phase, round(f.value_s, 2)) for f in d.flags] == [("tp-reduce-scatter", 1.2)]
+    assert sorted((f.phase, round(f.value_s, 2)) for f in d.flags) == [("loss-all-reduce", 1.2),
+                                                                        ("tp-reduce-scatter", 1.2)]
     assert d.excess[1, d.phases.index("tp-reduce-scatter")] == pytest.approx(1.2, abs=0.01)
     assert d.warnings == (("forward of ranks 0-3 not compared: fewer than 3 ranks do the same work (pipeline "
                            "stage); only late arrivals to collectives can name them"),)
@@ -306,11 +319,41 @@ def test_a_pair_of_ranks_names_the_late_one_and_a_pair_at_two_stages_is_not_comp
     d = diagnose(records, hosts, tors, role_of=stage)
     # rank 0 is 0.1 s late to the first reduce-scatter of each of 4 forwards; over a step, to
     # the loss all-reduce too (rank 1 spent those 0.4 s blocked, not busy)
-    assert [(f.who, f.phase) for f in d.flags] == [("0", "tp-reduce-scatter"), ("0", "loss-all-reduce")]
-    assert [round(f.value_s, 2) for f in d.flags] == [0.4, 0.4] and max(f.typical_s for f in d.flags) < 0.01
+    assert sorted((f.who, f.phase) for f in d.flags) == [("0", "loss-all-reduce"), ("0", "tp-reduce-scatter")]
+    assert [f.value_s for f in d.flags] == pytest.approx([0.4, 0.4], abs=0.01)
+    assert max(f.typical_s for f in d.flags) < 0.01
     assert diagnose(_tp_pp(tp=2, pp=1)[0], hosts, tors, role_of=stage).flags == ()
     # pp=2 tp=1: stage 0 reaches the loss all-reduce 0.2 s after stage 1 every step, by design
     records, hosts, tors, stage = _tp_pp(tp=1, pp=2, stage_lag_s=0.2)
     d = diagnose(records, hosts, tors, role_of=stage)
     assert d.flags == ()
-    assert "late arrivals in loss-all-reduce not compared: only 2 ranks, at different pipeline stages" in d.warnings
+    assert ("late arrivals in loss-all-reduce of ranks 0-1 not compared: no other rank of their pipeline stage "
+            "takes part") in d.warnings
+
+
+@pytest.mark.parametrize("dp", [1, 2])
+def test_scheduling_noise_and_rank_0s_log_writes_name_nobody_and_a_straggler_is_named_through_them(dp):
+    # each rank descheduled 10-150 ms before 2% of its TP collectives, rank 0 10 ms late to the
+    # first of each step (it wrote the training log): the noise a quiet run has on a loaded host
+    stage = {}
+    for seed in range(8):
+        records, hosts, tors, stage = _tp_pp(dp=dp, noise_p=0.02, log_s=0.01, seed=seed)
+        assert diagnose(records, hosts, tors, role_of=stage).flags == (), seed
+        slow = _tp_pp(dp=dp, noise_p=0.02, log_s=0.01, seed=seed, slow_rank=1)[0]
+        named = {(f.who, f.measure) for f in diagnose(slow, hosts, tors, role_of=stage).flags}
+        # with dp = 2 its forward is compared with the 3 other ranks of its stage, too
+        assert named == {("1", "late arrival")} | ({("1", "duration")} if dp > 1 else set()), seed
+    # the noise is not small: a median over steps puts some rank 50 ms or more above its peers
+    # (the rule this replaced named such ranks: 10 of 20 seeds at dp = 2, 5 of 20 at dp = 1)
+    worst = max(max(x.value_s - x.typical_s for x in _late(_tp_pp(dp=dp, noise_p=0.02, log_s=0.01, seed=seed)))
+                for seed in range(8))
+    assert worst > 0.05
+
+
+def _late(sim):
+    from rankmap.diagnose.clocks import clock_offsets
+    from rankmap.diagnose.lateness import late_per_step, lateness, step_time_s
+
+    records, hosts, _, stage = sim
+    late = late_per_step(records, 1, hosts, clock_offsets(records.events, hosts))
+    return lateness(late, stage, step_time_s(records.events, 1), z=5.0, min_excess_s=0.05, min_step_fraction=0.1)[0]

@@ -135,7 +135,7 @@ def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict | None = None, z: float = 5.0,
-             min_ratio: float = 1.5, min_excess_s: float = 0.05, min_step_fraction: float = 0.1,
+             min_ratio: float = 1.5, min_excess_s: float = 0.05, min_step_fraction: float = 0.2,
              warmup_steps: int = 1) -> Diagnosis:
     """Merge per-rank records and flag stragglers, slow links and hangs.
 

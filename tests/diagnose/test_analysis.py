@@ -356,4 +356,4 @@ def _late(sim):
 
     records, hosts, _, stage = sim
     late = late_per_step(records, 1, hosts, clock_offsets(records.events, hosts))
-    return lateness(late, stage, step_time_s(records.events, 1), z=5.0, min_excess_s=0.05, min_step_fraction=0.1)[0]
+    return lateness(late, stage, step_time_s(records.events, 1), z=5.0, min_excess_s=0.05, min_step_fraction=0.2)[0]

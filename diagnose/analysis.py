@@ -13,14 +13,15 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   named). This needs no DP replicas: with dp = 1 a slowed rank is named by its TP peer
   waiting for it.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
-  receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
-  ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted
-  from when both ends were in the operation, since a send posted before its receiver got
-  there (the receiver still busy, e.g. delayed by a slow link of its own) cannot be
-  delivered earlier, whatever the link. A receive that found its data already there says
-  nothing about the link and is left out. A sender whose lower quartile of delivery times
-  stands out has a slow link (its NIC, rail or host uplink); a sender that is merely late
-  starts its sends late, which does not lengthen them.
+  receiver was blocked in it (``wait_s`` > 1 ms) and had posted it by the time the send began
+  (clocks aligned, within 1 ms), it finished when the data arrived, so ``end_recv -
+  start_send`` is the delivery time. A receive posted later says little about the link: the
+  data may have been on its way or there already (the receiver still busy, e.g. delayed by a
+  slow link of its own, or descheduled on a loaded host), and its wait is only what was left
+  of the delivery (a slow link's 0.15 s measured as 1-9 ms in 4 of 9 sends under load);
+  such a receive, and one that found its data there, is left out. A sender whose lower
+  quartile of delivery times stands out has a slow link (its NIC, rail or host uplink); a
+  sender that is merely late starts its sends late, which does not lengthen them.
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
@@ -219,7 +220,7 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     flags: list[Flag] = []
     for j, phase in enumerate(phases):
         if phase not in COMPUTE:
-            continue  # operations: waiting time names the victims; see _lateness and _link_flags
+            continue  # operations: waiting time names the victims; see _late_flags and _link_flags
         col = matrix[:, j]
         ok = ~np.isnan(col)
         rows = [r for r, k in zip(ranks, ok) if k]
@@ -266,9 +267,10 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             continue
         if e.wait_s is not None and e.wait_s <= _BLOCKED_S:
             continue  # the data was there before the receiver waited
-        recv_start = corrected_start(e, host_of, offsets)
-        ready = max(recv_start, corrected_start(send, host_of, offsets))   # both ends in the operation
-        link[send.rank, send.phase].append(max(0.0, recv_start + e.dur_s - ready))
+        recv_start, send_start = corrected_start(e, host_of, offsets), corrected_start(send, host_of, offsets)
+        if recv_start > send_start + _BLOCKED_S:
+            continue  # posted after the send began: its wait is only the rest of the delivery
+        link[send.rank, send.phase].append(max(0.0, recv_start + e.dur_s - max(recv_start, send_start)))
     per_phase: dict = defaultdict(dict)
     for (rank, phase), vals in link.items():
         per_phase[phase][rank] = float(np.percentile(vals, 25))

@@ -160,8 +160,7 @@ def test_slow_link_is_attributed_to_the_senders_rail_and_host(tmp_path, engine_y
     summary, text = diagnose(run_dir, rankmap, 5)
     links = [f for f in summary["flags"] if f["measure"] == "slow link"]
     assert [(f["who"], f["host"], f["rail"]) for f in links] == [("1", "node-a", 1)]
-    # at least half the injected 0.15 s: a delivery counts from when both ends are in the operation, and
-    # on a loaded machine the receiver posts its receive up to ~50 ms late (0.1025 s seen in a full suite
-    # beside two other jobs), which that part of the delay then hides
-    assert links[0]["value_s"] > 0.075
+    # the injected 0.15 s: only receives posted before the send began are timed (a receiver posting
+    # late on a loaded machine waits only the rest of the delivery: 0.1025 s, and 0.007 s, seen before)
+    assert 0.13 < links[0]["value_s"] < 0.2
     assert "slow link: rank 1 on node-a (rail 1" in text

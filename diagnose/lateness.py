@@ -68,8 +68,8 @@ class Lateness:
 
     ``value_s``: its median lateness; ``typical_s``: the median of its peers' (same stage);
     ``excess_s``: the median of its per-step excess over them; ``steady_s``: the lower quartile
-    of that excess (late by at least this in three steps of four); ``z``: ``steady_s`` in robust
-    spreads of its stage's ranks; ``flagged``: whether it passes the rule (module docstring)."""
+    of that excess (late by at least this in three steps of four); ``z``: ``steady_s`` above its
+    stage peers' in spreads; ``flagged``: whether it passes the rule (both: module docstring)."""
 
     rank: int
     phase: str
@@ -181,8 +181,10 @@ def _step_noise(excesses: list) -> float:
     """1.4826 x the median absolute deviation of per-step excesses from each rank's own median:
     how much a rank's excess varies from step to step, pooled over the ranks of an operation
     (a rank late by the same amount every step adds nothing to it)."""
+    if not excesses:
+        return 0.0
     dev = np.concatenate([np.abs(np.asarray(ex) - np.median(ex)) for ex in excesses])
-    return 1.4826 * float(np.median(dev)) if dev.size else 0.0
+    return 1.4826 * float(np.median(dev))
 
 
 def _excess(rank: int, by_rank: dict) -> tuple[list, list, list]:

@@ -77,3 +77,8 @@ def test_step_time_is_the_median_rank_step_after_warm_up():
            for r in range(3) for s in range(3) for p, t, d in (("forward", 0.0, 0.4), ("optimizer", 0.5, 0.1 + s))]
     assert step_time_s(evs, 1) == pytest.approx(2.1)   # 3 ranks x steps 1 and 2 (1.6 s, 2.6 s): median of 6
     assert step_time_s(evs, 3) == 0.0
+
+
+def test_ranks_without_a_common_step_give_nothing_to_compare():
+    late = {(0, "tp-all-gather", 1): 0.1, (1, "tp-all-gather", 2): 0.2}     # e.g. one rank's records cut short
+    assert lateness(late, {}, 1.0, **RULE) == ([], [])

@@ -362,3 +362,57 @@ def _late(sim):
     records, hosts, _, stage = sim
     late = late_per_step(records, 1, hosts, clock_offsets(records.events, hosts))
     return lateness(late, stage, step_time_s(records.events, 1), z=5.0, min_excess_s=0.05, min_step_fraction=0.2)[0]
+
+
+def _chain(slow_sender=None, steps=6, micro_batches=4, seed=5):
+    """pp=4 dp=2 (stage s: ranks 2s and 2s+1, on host ``hs``), simulated: per micro-batch each
+    rank receives from the rank before it in its pipeline (blocked until the data is there),
+    computes 50 ms and sends on (a blocking send: 2 ms, or 152 ms from ``slow_sender``, a slow
+    link); after the last micro-batch each DP pair meets in an all-gather."""
+    rng = np.random.default_rng(seed)
+    hosts = {r: f"h{r // 2}" for r in range(8)}
+    events, t = [], 100.0
+
+    def add(r, step, phase, start, dur, **kw):
+        events.append(Event(rank=r, host=hosts[r], local_rank=r % 2, step=step, phase=phase, start_s=start,
+                            dur_s=dur, **kw))
+
+    for step in range(steps):
+        ready = {r: t + 0.001 * rng.random() for r in range(8)}
+        for m in range(micro_batches):
+            arrive = {}
+            for r in range(8):                      # stages in order: a receiver after its sender
+                seq = step * micro_batches + m
+                if r >= 2:
+                    end = max(ready[r], arrive[r])
+                    add(r, step, "pp-recv", ready[r], end - ready[r], group="pp", peers=(r - 2, r), seq=seq,
+                        wait_s=end - ready[r])
+                    ready[r] = end
+                add(r, step, "forward", ready[r], 0.05, cpu_s=0.05)
+                ready[r] += 0.05 + 0.002 * rng.random()
+                if r < 6:
+                    wire = 0.002 + (0.15 if r == slow_sender else 0.0)
+                    add(r, step, "pp-send", ready[r], wire, group="pp", peers=(r, r + 2), seq=seq, wait_s=wire)
+                    arrive[r + 2] = ready[r] + wire
+                    ready[r] += wire
+        for s in range(4):
+            pair = (2 * s, 2 * s + 1)
+            end = max(ready[r] for r in pair) + 0.005
+            for r in pair:
+                add(r, step, "dp-all-gather", ready[r], end - ready[r], group="dp", peers=pair, seq=step,
+                    wait_s=end - ready[r])
+        t = max(ready.values()) + 0.1
+    return RunRecords(tuple(events), (), tuple(range(8))), hosts, {h: "tg0" for h in hosts.values()}, \
+        {r: r // 2 for r in range(8)}
+
+
+def test_a_slow_link_is_named_alone_not_the_receivers_downstream_that_wait_for_its_data():
+    # rank 2's sends take 0.15 s more (4 a step): rank 4, which receives them, and rank 6 after
+    # it reach their DP all-gathers 0.6 s after their DP peers, as rank 2 does: all of it spent
+    # blocked (receiving late data; rank 2 sending on the slow wire), none their own
+    records, hosts, tors, stage = _chain(slow_sender=2)
+    d = diagnose(records, hosts, tors, role_of=stage)
+    assert [(f.who, f.phase, f.measure, round(f.value_s, 3)) for f in d.flags] == [("2", "pp-send", "slow link", 0.152)]
+    late = {(x.rank, x.phase): x for x in _late((records, hosts, tors, stage))}
+    assert late[4, "dp-all-gather"].excess_s == pytest.approx(0.0, abs=0.01)
+    assert diagnose(_chain()[0], hosts, tors, role_of=stage).flags == ()

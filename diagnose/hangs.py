@@ -32,6 +32,7 @@ class HangVerdict:
     culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
     instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
                            # (phase, group, members, seq, entered, missing)
+    waiting_in: tuple = ()  # where the victims wait, most victims first: (phase, group, seqs, ranks)
 
 
 def _instance(h) -> tuple:
@@ -75,7 +76,18 @@ def hang_verdict(records: RunRecords, host_of: dict) -> HangVerdict | None:
                   for c in culprits)
     victims = tuple(sorted(set(blocked) - set(culprits)))
     return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
-                       state, _blocked_instances(blocked, by_rank))
+                       state, _blocked_instances(blocked, by_rank), _waiting_in(victims, by_rank))
+
+
+def _waiting_in(victims: tuple, by_rank: dict) -> tuple:
+    """``((phase, group, seqs, ranks), ...)``: the victims by the operation they are blocked in,
+    most victims first (then by phase): each group of a phase has its own sequence numbers."""
+    where: dict = defaultdict(list)
+    for r in victims:
+        where[by_rank[r].phase, by_rank[r].group].append(r)
+    rows = [(phase, group, tuple(sorted({by_rank[r].seq for r in ranks})), tuple(sorted(ranks)))
+            for (phase, group), ranks in where.items()]
+    return tuple(sorted(rows, key=lambda x: (-len(x[3]), x[0], x[1])))
 
 
 def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:

@@ -385,9 +385,21 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
         h = d.hang
         who = ", ".join(f"rank {c} on {host} ({state})" for c, host, state in
                         zip(h.culprits, h.culprit_hosts, h.culprit_state)) or "none found"
-        console.print(Text.assemble(("hang", "bold red"), f": {len(h.waiting)} ranks wait in {h.phase} "
-                                    f"({h.group} #{h.seq}); they wait for: {who}"), markup=False)
+        console.print(Text.assemble(("hang", "bold red"), f": {hang_where(h)}; they wait for: {who}"), markup=False)
     console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
+
+
+def hang_where(h) -> str:
+    """Where a hang's victims wait, counted per operation: ``7 ranks wait: 4 in pp-recv (pp #25),
+    2 in tp-reduce-scatter (tp #450), 1 in dp-all-gather (dp #14)``; one operation: ``4 ranks wait
+    in pp-recv (pp #25)``."""
+    parts = [(len(ranks), f"{phase} ({group} {', '.join(f'#{s}' for s in seqs)})")
+             for phase, group, seqs, ranks in h.waiting_in]
+    if not parts:
+        return f"{len(h.waiting)} ranks wait in {h.phase}" + (f" ({h.group} #{h.seq})" if h.group else "")
+    if len(parts) == 1:
+        return f"{parts[0][0]} {'rank waits' if parts[0][0] == 1 else 'ranks wait'} in {parts[0][1]}"
+    return f"{len(h.waiting)} ranks wait: " + ", ".join(f"{n} in {where}" for n, where in parts)
 
 
 def print_import_summary(result, lines: list[str], stream=None) -> None:

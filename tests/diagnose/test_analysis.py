@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 
+from rankmap.cli.report import hang_where
 from rankmap.diagnose.analysis import diagnose
 from rankmap.diagnose.records import Event, Hang, RunRecords, event_path, events_dir, hang_path, read_run
 
@@ -70,6 +71,7 @@ def test_hang_names_the_rank_that_never_arrived():
     d = diagnose(RunRecords(run().events, hangs, tuple(range(8))), HOSTS, TORS)
     assert d.hang.culprits == (5,) and d.hang.culprit_hosts == ("h1",)
     assert d.hang.waiting == (1, 3, 7) and "no record" in d.hang.culprit_state[0]
+    assert hang_where(d.hang) == "3 ranks wait in dp-reduce-scatter (dp #3)"
 
 
 def plan_racks(folder):
@@ -189,6 +191,11 @@ def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
     assert d.hang.instances == (("dp-all-gather", "dp", (1, 5), 6, (1,), (5,)), ("pp-p2p", "pp", (0, 4), 9, (0,), (4,)),
                                 ("tp-all-gather", "tp", (4, 5), 40, (4,), (5,)),
                                 ("tp-all-gather", "tp", (6, 7), 40, (6, 7), ()))
+    # the headline counts the victims where each waits, not all in the busiest operation
+    assert d.hang.waiting_in == (("tp-all-gather", "tp", (40,), (4, 6, 7)), ("dp-all-gather", "dp", (6,), (1,)),
+                                 ("pp-send", "pp", (9,), (0,)))
+    assert hang_where(d.hang) == ("5 ranks wait: 3 in tp-all-gather (tp #40), 1 in dp-all-gather (dp #6), "
+                                  "1 in pp-send (pp #9)")
 
 
 def test_ranks_without_records_are_named_and_get_no_clock_offset():

@@ -370,7 +370,8 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
     console = console or console_for(130)
     console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}", markup=False)
     if d.flags:
-        table = Table(title=Text("flagged (robust z-score against all ranks)"), title_justify="left")
+        table = Table(title=Text("flagged (z: robust z-score against the ranks of the same pipeline stage; "
+                                       "a slow link against the other senders)"), title_justify="left")
         for col in ("what", "who", "host", "ToR group", "phase", "measure", "value", "typical", "z"):
             table.add_column(Text(col), justify="right" if col in ("value", "typical", "z") else "left")
         for f in d.flags:

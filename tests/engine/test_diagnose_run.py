@@ -164,3 +164,7 @@ def test_slow_link_is_attributed_to_the_senders_rail_and_host(tmp_path, engine_y
     # late on a loaded machine waits only the rest of the delivery: 0.1025 s, and 0.007 s, seen before)
     assert 0.13 < links[0]["value_s"] < 0.2
     assert "slow link: rank 1 on node-a (rail 1" in text
+    # named by its link alone: its sends' delay is time blocked in them, not lateness of its own
+    # to its DP collectives, and the ranks waiting for its data are victims (named late before)
+    assert {(f["who"], f["measure"]) for f in summary["flags"]} == {("1", "slow link")}
+    assert summary["exclude_hosts"] == ["node-a"]

@@ -7,36 +7,34 @@ Stragglers, with robust statistics (median and MAD, which one slow rank cannot d
   the records have them, since a rank waiting for a slow peer inside its own phase (TP
   collectives run inside the forward pass) waits without using CPU;
 - collectives: a slow rank makes every peer *wait* inside the collective, so durations
-  name the victims, not the culprit. Instead, each collective instance (same group,
-  peers and sequence number) gives every member a lateness = its start - the earliest
-  start, on clocks aligned by :func:`rankmap.diagnose.clocks.clock_offsets`; the
-  straggler is the rank that keeps arriving last.
+  name the victims, not the culprit; the culprit is the rank that keeps arriving last,
+  compared with the ranks of its pipeline stage, step by step
+  (:mod:`rankmap.diagnose.lateness`, which says how lateness is measured and when it is
+  named). This needs no DP replicas: with dp = 1 a slowed rank is named by its TP peer
+  waiting for it.
 - links: a P2P send from ``src`` to ``dst`` and its receive form one instance. When the
-  receiver was blocked in it (``wait_s`` > 1 ms), it finished when the data arrived, so
-  ``end_recv - max(start_send, start_recv)`` (clocks aligned) is the delivery time: counted
-  from when both ends were in the operation, since a send posted before its receiver got
-  there (the receiver still busy, e.g. delayed by a slow link of its own) cannot be
-  delivered earlier, whatever the link. A receive that found its data already there says
-  nothing about the link and is left out. A sender whose lower quartile of delivery times
-  stands out has a slow link (its NIC, rail or host uplink); a sender that is merely late
-  starts its sends late, which does not lengthen them.
+  receiver was blocked in it (``wait_s`` > 1 ms) and had posted it by the time the send began
+  (clocks aligned, within 1 ms), it finished when the data arrived, so ``end_recv -
+  start_send`` is the delivery time. A receive posted later says little about the link: the
+  data may have been on its way or there already (the receiver still busy, e.g. delayed by a
+  slow link of its own, or descheduled on a loaded host), and its wait is only what was left
+  of the delivery (a slow link's 0.15 s measured as 1-9 ms in 4 of 9 sends under load);
+  such a receive, and one that found its data there, is left out. A sender whose lower
+  quartile of delivery times stands out has a slow link (its NIC, rail or host uplink); a
+  sender that is merely late starts its sends late, which does not lengthen them.
 - per host and per ToR group: the same test on the medians of their ranks, for a slow
   host (all its GPUs) or a ToR group with degraded uplinks.
 
-A value is flagged when its robust z-score ``(x - median) / (1.4826 MAD)`` exceeds ``z``
-and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s`` (absolute),
-so a quiet run flags nothing even when its durations are all nearly equal.
+A duration or a link is flagged when its robust z-score ``(x - median) / (1.4826 MAD)``
+exceeds ``z`` and it exceeds the median by both ``min_ratio`` (relative) and ``min_excess_s``
+(absolute), so a quiet run flags nothing even when its durations are all nearly equal; a
+late arrival, by the rule in :mod:`rankmap.diagnose.lateness`.
 
-Hangs: every rank whose progress watchdog fired wrote what it was in: an operation it is
-blocked in (group, members, sequence number), or a compute phase. The ranks a blocked rank
-waits on are the members of its operation not blocked in that same instance; following
-those waits ends at ranks that are not blocked in any operation -- stuck in compute, or
-with no record at all (never entered the operation: frozen, dead, or stopped before it)
--- the culprits. The blocked ranks are the victims.
+Hangs: see :mod:`rankmap.diagnose.hangs`.
 
 The matrix the heat map shows is each rank's *own* excess time per phase: for compute
 phases its (CPU) seconds above the median of ranks doing the same work; for operations
-its lateness above the median -- not its waiting, which is the culprits' excess seen
+its lateness per step above its stage peers' (median over steps) -- not its waiting, which is the culprits' excess seen
 from the victims (``waits`` holds those durations apart).
 """
 
@@ -47,7 +45,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from rankmap.diagnose.clocks import clock_offsets, collective_instances, corrected_start
+from rankmap.diagnose.clocks import clock_offsets, corrected_start
+from rankmap.diagnose.hangs import HangVerdict, hang_verdict
+from rankmap.diagnose.lateness import late_per_step, lateness, step_time_s
 from rankmap.diagnose.records import COMPUTE, SPAN, RunRecords
 from rankmap.topology.hostnames import compress_hostlist
 
@@ -69,22 +69,6 @@ class Flag:
     typical_s: float
     z: float
     ranks: tuple
-
-
-@dataclass(frozen=True)
-class HangVerdict:
-    """The operation most ranks are blocked in, the ranks they wait for (culprits) and the
-    blocked ranks (victims)."""
-
-    group: str
-    seq: int
-    phase: str
-    waiting: tuple
-    culprits: tuple
-    culprit_hosts: tuple
-    culprit_state: tuple   # per culprit: what its own watchdog recorded, or "no record"
-    instances: tuple = ()  # per operation ranks are blocked in, lowest sequence number first per group:
-                           # (phase, group, members, seq, entered, missing)
 
 
 @dataclass(frozen=True)
@@ -152,7 +136,8 @@ def robust_z(values: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict | None = None, z: float = 5.0,
-             min_ratio: float = 1.5, min_excess_s: float = 0.05, warmup_steps: int = 1) -> Diagnosis:
+             min_ratio: float = 1.5, min_excess_s: float = 0.05, min_step_fraction: float = 0.2,
+             warmup_steps: int = 1) -> Diagnosis:
     """Merge per-rank records and flag stragglers, slow links and hangs.
 
     Parameters
@@ -165,6 +150,9 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
         ranks of one role. Default: all ranks alike.
     z, min_ratio, min_excess_s : float
         Flag thresholds (see the module docstring).
+    min_step_fraction : float
+        A late arrival is named only when it costs its peers this fraction of the median
+        step time, or more (:mod:`rankmap.diagnose.lateness`).
     warmup_steps : int
         Leading steps left out (first steps pay for compilation and allocation).
     """
@@ -189,22 +177,32 @@ def diagnose(records: RunRecords, host_of: dict, tor_of: dict, *, role_of: dict 
     role_of = role_of or {}
     flags = []
     excess = np.zeros_like(matrix)
+    alone = []                                        # ranks with fewer than 3 doing the same work
     for role in sorted({role_of.get(r, 0) for r in ranks}):
         rows = [i for i, r in enumerate(ranks) if role_of.get(r, 0) == role]
+        if len(rows) < 3:
+            alone += [ranks[i] for i in rows]
         flags += _duration_flags(tuple(ranks[i] for i in rows), phases, matrix[rows], host_of, tor_of, z,
                                  min_ratio, min_excess_s)
         for j, phase in enumerate(phases):
             if phase in COMPUTE and not np.all(np.isnan(matrix[rows, j])):
                 excess[rows, j] = np.maximum(0.0, matrix[rows, j] - np.nanmedian(matrix[rows, j]))
-    late_flags, lateness = _lateness(records, warmup_steps, host_of, offsets, z, min_excess_s)
-    for (rank, phase), v in lateness.items():
-        if rank in index and phase in phases:
-            excess[index[rank], phases.index(phase)] = v
-    flags += late_flags
+    late, late_warnings = _late_flags(records, warmup_steps, host_of, offsets, role_of, z, min_excess_s,
+                                      min_step_fraction)
+    for x in late:
+        if x.rank in index and x.phase in phases:
+            excess[index[x.rank], phases.index(x.phase)] = max(0.0, x.excess_s)
+    flags += [Flag("rank", str(x.rank), x.phase, "late arrival", x.value_s, x.typical_s, x.z, (x.rank,))
+              for x in late if x.flagged]
     flags += _link_flags(records, warmup_steps, host_of, offsets, z, min_ratio, min_excess_s)
     flags.sort(key=lambda f: (-f.z, f.what, f.who, f.phase))
-    return Diagnosis(ranks, phases, matrix, tuple(flags), _hang(records, host_of), np.nan_to_num(excess), offsets,
-                     records.problems + tuple(record_gaps(records, host_of)))
+    compute = [p for p in phases if p in COMPUTE]
+    if alone and compute:
+        late_warnings.insert(0, f"{', '.join(compute)} of ranks {_ranges(sorted(alone))} not compared: fewer than "
+                                f"3 ranks do the same work (pipeline stage); only late arrivals to collectives "
+                                f"can name them")
+    return Diagnosis(ranks, phases, matrix, tuple(flags), hang_verdict(records, host_of), np.nan_to_num(excess), offsets,
+                     records.problems + tuple(record_gaps(records, host_of)) + tuple(late_warnings))
 
 
 def _flag_rows(keys: list, values: np.ndarray, z: float, min_ratio: float, min_excess_s: float):
@@ -222,7 +220,7 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     flags: list[Flag] = []
     for j, phase in enumerate(phases):
         if phase not in COMPUTE:
-            continue  # operations: waiting time names the victims; see _lateness and _link_flags
+            continue  # operations: waiting time names the victims; see _late_flags and _link_flags
         col = matrix[:, j]
         ok = ~np.isnan(col)
         rows = [r for r, k in zip(ranks, ok) if k]
@@ -240,37 +238,17 @@ def _duration_flags(ranks, phases, matrix, host_of, tor_of, z, min_ratio, min_ex
     return flags
 
 
-def _lateness(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float,
-              min_excess_s: float) -> tuple[list[Flag], dict]:
-    """Ranks that keep arriving last to their collectives (clock offsets removed), and
-    ``{(rank, phase): median lateness above the median rank}`` per step."""
-    late: dict = defaultdict(list)          # (rank, phase) -> lateness per instance
-    for evs in collective_instances(e for e in records.events if e.step >= warmup_steps).values():
-        if len(evs) < 2:
-            continue
-        starts = [corrected_start(e, host_of, offsets) for e in evs]
-        first = min(starts)
-        for e, s in zip(evs, starts):
-            late[e.rank, e.phase].append(s - first)
-    flags: list[Flag] = []
-    excess: dict = {}
-    by_phase: dict = defaultdict(dict)
-    for (rank, phase), vals in late.items():
-        by_phase[phase][rank] = float(np.median(vals))
-    for phase, per_rank in sorted(by_phase.items()):
-        keys = sorted(per_rank)
-        vals = np.array([per_rank[k] for k in keys])
-        med = float(np.median(vals))  # lateness uses its own floor: most ranks arrive within noise of 0
-        for rank, v in zip(keys, vals):
-            excess[rank, phase] = max(0.0, float(v) - med)
-        if len(vals) < 3:
-            continue
-        scale = max(float(np.median(np.abs(vals - med))) * 1.4826, min_excess_s / z)
-        for rank, v in zip(keys, vals):
-            s = (v - med) / scale
-            if s > z and v - med > min_excess_s:
-                flags.append(Flag("rank", str(rank), phase, "late arrival", float(v), med, float(s), (rank,)))
-    return flags, excess
+def _late_flags(records, warmup_steps, host_of, offsets, role_of, z, min_excess_s, min_step_fraction):
+    """Each rank's late arrivals per operation (:func:`rankmap.diagnose.lateness.lateness`), and
+    a warning per operation whose ranks have no other of their pipeline stage to compare with."""
+    late = late_per_step(records, warmup_steps, host_of, offsets)
+    out, alone = lateness(late, role_of, step_time_s(records.events, warmup_steps), z=z, min_excess_s=min_excess_s,
+                          min_step_fraction=min_step_fraction)
+    by_phase: dict = defaultdict(list)
+    for phase, rank in alone:
+        by_phase[phase].append(rank)
+    return out, [f"late arrivals in {phase} of ranks {_ranges(sorted(ranks))} not compared: no other rank of "
+                 f"their pipeline stage takes part" for phase, ranks in sorted(by_phase.items())]
 
 
 def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: dict, z: float, min_ratio: float,
@@ -289,9 +267,10 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             continue
         if e.wait_s is not None and e.wait_s <= _BLOCKED_S:
             continue  # the data was there before the receiver waited
-        recv_start = corrected_start(e, host_of, offsets)
-        ready = max(recv_start, corrected_start(send, host_of, offsets))   # both ends in the operation
-        link[send.rank, send.phase].append(max(0.0, recv_start + e.dur_s - ready))
+        recv_start, send_start = corrected_start(e, host_of, offsets), corrected_start(send, host_of, offsets)
+        if recv_start > send_start + _BLOCKED_S:
+            continue  # posted after the send began: its wait is only the rest of the delivery
+        link[send.rank, send.phase].append(max(0.0, recv_start + e.dur_s - max(recv_start, send_start)))
     per_phase: dict = defaultdict(dict)
     for (rank, phase), vals in link.items():
         per_phase[phase][rank] = float(np.percentile(vals, 25))
@@ -308,89 +287,3 @@ def _link_flags(records: RunRecords, warmup_steps: int, host_of: dict, offsets: 
             if s > z and v - med > min_excess_s and v > med * min_ratio:
                 flags.append(Flag("rank", str(rank), phase, "slow link", float(v), med, float(s), (rank,)))
     return flags
-
-
-def _instance(h) -> tuple:
-    """The operation instance a hang record is blocked in (P2P: source, destination, number)."""
-    if h.phase.endswith(("-send", "-recv")) and len(h.peers) == 2:
-        return ("p2p", h.peers[0], h.peers[1], h.seq)
-    return (h.group, tuple(sorted(set(h.peers) | {h.rank})), h.seq)
-
-
-def _hang(records: RunRecords, host_of: dict) -> HangVerdict | None:
-    if not records.hangs:
-        return None
-    by_rank = {h.rank: h for h in records.hangs}
-    blocked = {h.rank: _instance(h) for h in records.hangs if h.group is not None and h.state == "collective"}
-    waits_on: dict = {}
-    for r, inst in blocked.items():
-        h = by_rank[r]
-        waits_on[r] = sorted(p for p in set(h.peers) - {r} if blocked.get(p) != inst)
-    # Follow the waits: the culprits are waited on and blocked in no operation themselves.
-    seen, todo, culprits = set(), sorted(blocked), set()
-    while todo:
-        r = todo.pop()
-        for p in waits_on.get(r, ()):
-            if p not in blocked:
-                culprits.add(p)
-            elif p not in seen:
-                seen.add(p)
-                todo.append(p)
-    counts: dict = defaultdict(list)
-    for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
-        counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
-    if counts:
-        (phase, group, seq), _ = max(counts.items(), key=lambda kv: (len(kv[1]), -kv[0][2], kv[0]))
-    else:  # nobody blocked in an operation: every recorded rank stopped in compute
-        group, seq, phase = None, 0, by_rank[min(by_rank)].phase
-        culprits = set(by_rank)
-    culprits = sorted(culprits)
-    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
-                  for c in culprits)
-    victims = tuple(sorted(set(blocked) - set(culprits)))
-    return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
-                       state, _blocked_instances(blocked, by_rank))
-
-
-def _blocked_instances(blocked: dict, by_rank: dict) -> tuple:
-    """The operations ranks are blocked in, matched across ranks: who entered, who never did."""
-    entered: dict = defaultdict(list)
-    for r, inst in blocked.items():
-        entered[inst].append(r)
-    out = []
-    for inst, ranks in entered.items():
-        h = by_rank[ranks[0]]
-        members = tuple(inst[1:3]) if inst[0] == "p2p" else inst[1]
-        out.append((h.phase if inst[0] != "p2p" else f"{h.group}-p2p", h.group, members, inst[-1],
-                    tuple(sorted(ranks)), tuple(m for m in members if m not in ranks)))
-    return tuple(sorted(out, key=lambda x: (x[1], x[2], x[3])))
-
-
-def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict) -> str:
-    """What a rank without a hang record last completed of an operation its peers are blocked in."""
-    for r in sorted(blocked):
-        inst = blocked[r]
-        if rank not in by_rank[r].peers:
-            continue
-        if inst[0] == "p2p":
-            done = [e.seq for e in records.events if e.rank == rank and len(e.peers) == 2
-                    and (e.peers[0], e.peers[1]) == (inst[1], inst[2]) and e.phase.endswith(("-send", "-recv"))]
-            what = f"P2P {inst[1]}->{inst[2]} ({by_rank[r].group})"
-        else:
-            done = [e.seq for e in records.events if e.rank == rank and e.group == inst[0]
-                    and tuple(sorted(set(e.peers) | {e.rank})) == inst[1]]
-            what = f"{by_rank[r].phase} ({inst[0]})"
-        last = f"#{max(done)}" if done else "none"
-        return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
-                f"stopped before it)")
-    return _state_text(None)
-
-
-def _state_text(h) -> str:
-    if h is None:
-        return "no record: never entered the operation (frozen, dead, or stopped before it)"
-    if h.state == "compute":
-        return f"stuck in compute ({h.phase}, step {h.step})"
-    if h.state == "idle":
-        return f"stopped between phases (step {h.step})"
-    return f"blocked in {h.phase} ({h.group} #{h.seq})"

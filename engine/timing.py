@@ -26,7 +26,8 @@
 - ``RANKMAP_CLOCK_SHIFT_S`` shifts this rank's wall clock (``SECONDS`` for every host, or
   ``HOST=SECONDS,...``), to test that diagnosis removes clock offsets between hosts.
 - Fault injection for drills: ``inject_delay_s`` of busy computation in one phase of one
-  rank (a slow GPU), or in each of its P2P sends (``inject_phase: send``, a slow link);
+  rank (a slow GPU), or in each of its P2P sends (``inject_phase: send``, a slow link: the rank
+  is blocked in the send meanwhile, as in a send on a slow wire);
   ``stall_rank`` stops at ``stall_step`` before its next collective (``stall_mode:
   collective``), spins forever in its forward pass (``compute``) or freezes with SIGSTOP
   before its next collective, writing nothing more (``freeze``: a rank that never joins).
@@ -235,8 +236,9 @@ class PhaseTimer:
         phase = f"{self.label}-{op}" if self.label else f"{kind}-{op}"
         self._progress()
         handle = _Op(phase, kind, tuple(peers), seq, self.step, self.wall(), time.perf_counter())
-        if op == "send":
-            self._inject("send")  # a slow link: the send takes longer, its issue is on time
+        if op == "send":  # a slow link: the send takes longer, its issue is on time, and the rank is
+            with self.comm_wait(handle):  # blocked in it meanwhile (as it waits for a send on a slow wire),
+                self._inject("send")      # so that time is not lateness of its own to later collectives
         return handle
 
     def block(self, op: _Op):

@@ -6,9 +6,9 @@ host of the rank map. Parse -> build -> run -> close:
 - build: read the map and config, join the process group, check every process's (host, local
   rank) against the map, build the mesh and check every TP/PP/DP group, load the text, build
   the model on every rank from one seed, split/shard/wrap it, optionally resume a checkpoint;
-- run: ``train.steps`` iterations, each logged by rank 0 as one JSON line (stdout and
-  ``OUT/train-log.jsonl``): step, loss (nats per byte), grad_norm, lr, tokens, step_time_s,
-  tokens_per_s;
+- run: ``train.steps`` iterations, each logged by rank 0 as one JSON line (stdout, and
+  appended to ``OUT/train-log.jsonl``, fsynced): step, loss (nats per byte), grad_norm, lr,
+  tokens, step_time_s, tokens_per_s;
 - close: final checkpoint if configured, destroy the process group.
 
 Rank 0 writes ``OUT/placement.json`` (every process's launcher rank, map rank, host and local
@@ -36,7 +36,8 @@ from rankmap.fileio import atomic_write_text
 from rankmap.job.rank_map import RankMap, read_rankmap
 from rankmap.launch.ranks import LaunchEnv
 
-__all__ = ["main", "build", "run", "close", "Trainer"]
+__all__ = ["main", "build", "run", "close", "Trainer",
+           "open_train_log", "append_train_log", "read_train_log"]
 
 
 @dataclass
@@ -170,8 +171,7 @@ def _maybe_resume(t: Trainer) -> None:
             t.start_step = int(meta["step"])
             log = t.out / "train-log.jsonl"
             if log.is_file():
-                t.log = [json.loads(line) for line in log.read_text().splitlines()
-                         if line.strip() and json.loads(line)["step"] <= t.start_step]
+                t.log = [r for r in read_train_log(log) if r["step"] <= t.start_step]
 
 
 def _save(t: Trainer, step: int) -> None:
@@ -182,16 +182,26 @@ def _save(t: Trainer, step: int) -> None:
 
 
 def run(t: Trainer) -> None:
-    """Train ``train.steps`` iterations from ``start_step``; rank 0 logs each as JSON."""
+    """Train ``train.steps`` iterations from ``start_step``; rank 0 logs each as JSON, appending
+    one line a step to ``train-log.jsonl`` (:func:`append_train_log`)."""
+    if t.cfg.train.steps == 0:
+        return
+    dp_rank = t.mesh["dp"].get_local_rank()
+    pp_group = t.mesh["pp"].get_group()
+    log_fd = open_train_log(t.out / "train-log.jsonl", t.log) if t.rank == 0 else None
+    try:
+        _steps(t, dp_rank, pp_group, log_fd)
+    finally:
+        if log_fd is not None:
+            os.close(log_fd)
+
+
+def _steps(t: Trainer, dp_rank: int, pp_group, log_fd: int | None) -> None:
     from rankmap.engine.data import global_batch
     from rankmap.engine.optim import lr_at
     from rankmap.engine.step import split_batch, train_step
 
     spec, tc = t.spec, t.cfg.train
-    if tc.steps == 0:
-        return
-    dp_rank = t.mesh["dp"].get_local_rank()
-    pp_group = t.mesh["pp"].get_group()
     for step in range(t.start_step + 1, tc.steps + 1):
         t0 = time.perf_counter()
         batch = global_batch(t.corpus, step, tc.seed, spec.rows, spec.seq_len)  # (rows, T+1)
@@ -203,13 +213,71 @@ def run(t: Trainer) -> None:
             t.timer.end_step(step)
         record = {"step": step, "loss": loss, "grad_norm": norm, "lr": lr, "tokens": spec.tokens_per_step,
                   "step_time_s": round(dt, 6), "tokens_per_s": round(spec.tokens_per_step / dt, 3)}
-        if t.rank == 0:
+        if log_fd is not None:
             t.log.append(record)
             print(json.dumps(record), flush=True)
-            atomic_write_text(t.out / "train-log.jsonl", "".join(json.dumps(r) + "\n" for r in t.log))
+            append_train_log(log_fd, record)
         ck = t.cfg.checkpoint
         if ck.dir and ck.every and step % ck.every == 0 and step != tc.steps:
             _save(t, step)
+
+
+def open_train_log(path: Path, kept: list) -> int:
+    """Start ``train-log.jsonl``: write the ``kept`` records (a resumed run's steps up to its
+    checkpoint; none on a fresh run, which so drops an earlier run's log) atomically, then open
+    it for :func:`append_train_log`; returns the file descriptor (the caller closes it).
+
+    Raises
+    ------
+    RankmapError
+        The file cannot be written.
+    """
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept))
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        raise RankmapError(f"{path}: cannot open the training log: {exc.strerror}") from None
+
+
+def append_train_log(fd: int, record: dict) -> None:
+    """Append one step's record as one JSON line, in one ``write`` on an ``O_APPEND`` descriptor
+    (a process killed around it leaves the line whole or absent, never half), then ``fsync``:
+    constant work per step, where rewriting the whole log each step grew with the steps.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = Path(tempfile.mkdtemp()) / "train-log.jsonl"
+    >>> fd = open_train_log(path, [{"step": 1, "loss": 5.5}])
+    >>> append_train_log(fd, {"step": 2, "loss": 5.25}); os.close(fd)
+    >>> print(path.read_text(), end="")
+    {"step": 1, "loss": 5.5}
+    {"step": 2, "loss": 5.25}
+    """
+    data = (json.dumps(record) + "\n").encode()
+    while data:
+        data = data[os.write(fd, data):]
+    os.fsync(fd)
+
+
+def read_train_log(path: Path) -> list[dict]:
+    """The records of ``train-log.jsonl``; a last line without its newline (cut short when the
+    machine stopped during a write) is left out.
+
+    Raises
+    ------
+    RankmapError
+        A whole line is not a JSON record.
+    """
+    lines = path.read_text(encoding="utf-8").split("\n")
+    out = []
+    for i, line in enumerate(lines[:-1], 1):
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except ValueError as exc:
+                raise RankmapError(f"{path}:{i}: not a training-log record: {exc}") from None
+    return out
 
 
 def close(t: Trainer | None) -> None:

@@ -409,7 +409,8 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
     console = console or console_for(130)
     console.print(f"{len(d.ranks)} ranks, phases: {', '.join(d.phases)}", markup=False)
     if d.flags:
-        table = Table(title=Text("flagged (robust z-score against all ranks)"), title_justify="left")
+        table = Table(title=Text("flagged (z: robust z-score against the ranks of the same pipeline stage; "
+                                       "a slow link against the other senders)"), title_justify="left")
         for col in ("what", "who", "host", "ToR group", "phase", "measure", "value", "typical", "z"):
             table.add_column(Text(col), justify="right" if col in ("value", "typical", "z") else "left")
         for f in d.flags:
@@ -424,9 +425,21 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
         h = d.hang
         who = ", ".join(f"rank {c} on {host} ({state})" for c, host, state in
                         zip(h.culprits, h.culprit_hosts, h.culprit_state)) or "none found"
-        console.print(Text.assemble(("hang", "bold red"), f": {len(h.waiting)} ranks wait in {h.phase} "
-                                    f"({h.group} #{h.seq}); they wait for: {who}"), markup=False)
+        console.print(Text.assemble(("hang", "bold red"), f": {hang_where(h)}; they wait for: {who}"), markup=False)
     console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
+
+
+def hang_where(h) -> str:
+    """Where a hang's victims wait, counted per operation: ``7 ranks wait: 4 in pp-recv (pp #25),
+    2 in tp-reduce-scatter (tp #450), 1 in dp-all-gather (dp #14)``; one operation: ``4 ranks wait
+    in pp-recv (pp #25)``."""
+    parts = [(len(ranks), f"{phase} ({group} {', '.join(f'#{s}' for s in seqs)})")
+             for phase, group, seqs, ranks in h.waiting_in]
+    if not parts:
+        return f"{len(h.waiting)} ranks wait in {h.phase}" + (f" ({h.group} #{h.seq})" if h.group else "")
+    if len(parts) == 1:
+        return f"{parts[0][0]} {'rank waits' if parts[0][0] == 1 else 'ranks wait'} in {parts[0][1]}"
+    return f"{len(h.waiting)} ranks wait: " + ", ".join(f"{n} in {where}" for n, where in parts)
 
 
 def print_import_summary(result, lines: list[str], stream=None) -> None:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import itertools
-import random
 
 import numpy as np
 from helpers import cluster_with_free, job
+from test_pod_profile_bound import _wide_ring_instances
 
 from rankmap.job.layout import ParallelLayout
 from rankmap.job.spec import ModelShape
@@ -45,20 +45,7 @@ def _brute_with_pairs(problem: GridProblem, pairs: tuple) -> list[float]:
 
 def _even_instances(n: int, seed: int):
     """Random two-level instances on grids of an even number of columns, rings wider than every pod."""
-    rng = random.Random(seed)
-    made = 0
-    while made < n:
-        K = rng.choice([3, 4, 5])
-        R, C = rng.choice([(2, 4), (3, 4), (2, 6), (4, 4)])
-        free = tuple(rng.randint(1, C - 1) for _ in range(K))
-        pods = tuple(sorted(rng.randint(0, K // 2) for _ in range(K)))
-        pods = tuple(np.unique(pods, return_inverse=True)[1].tolist())
-        caps = [sum(f for f, d in zip(free, pods) if d == e) for e in set(pods)]
-        if sum(free) < R * C or max(caps) >= C or K ** (R * C) > 400_000:
-            continue
-        made += 1
-        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,),
-                          (1.0, float(rng.choice([1, 2, 3]))))
+    return _wide_ring_instances(n, seed, shapes=((2, 4), (3, 4), (2, 6), (4, 4)))
 
 
 def test_never_exceeds_brute_force_with_split_spans():

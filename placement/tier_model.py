@@ -152,6 +152,20 @@ def group_order(problem: GridProblem) -> np.ndarray:
     return np.lexsort(keys)
 
 
+# The problem of the latest decode and its group order: a count search decodes thousands of
+# count matrices of one problem (a cache of one, by identity).
+_last_order: list = [None, None]
+
+
+def _order_of(problem: GridProblem) -> np.ndarray:
+    """:func:`group_order` of ``problem``, computed once while the same problem is decoded."""
+    if _last_order[0] is not problem:
+        order = group_order(problem)
+        order.flags.writeable = False
+        _last_order[:] = [problem, order]
+    return _last_order[1]
+
+
 def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     """Placements from ``counts[R, K]``: each row's hosts laid in the global group order
     (:func:`group_order`), and the same with every other row reversed (a snake), so that
@@ -163,10 +177,11 @@ def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     >>> decode_counts(p, np.array([[2, 1], [1, 2]]))[0].tolist()
     [[0, 0, 1], [0, 1, 1]]
     """
-    order = group_order(problem)
+    order = _order_of(problem)
     out = []
     R = counts.shape[0]
-    plain = np.repeat(np.tile(order, R), np.asarray(counts)[:, order].ravel()).reshape(R, -1).astype(np.int64)
+    plain = np.repeat(np.tile(order, R), np.asarray(counts)[:, order].ravel()).reshape(R, -1)
+    plain = plain.astype(np.int64, copy=False)
     snake = plain.copy()
     snake[1::2] = snake[1::2, ::-1]
     out.extend((plain, snake))

@@ -22,6 +22,7 @@ latest, and so on (the colexicographic least), which is what reading the item-by
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 
 import numpy as np
@@ -50,7 +51,7 @@ def _bounded_counts(classes: list[tuple[int, int]], target: int, inf: int) -> np
 
 def _classes(sizes: list[int], end: int, target: int) -> list[tuple[int, int]]:
     """``[(size, count)]`` of the items ``sizes[:end]`` of size 1..target, by size."""
-    return sorted(Counter(v for v in sizes[:end] if 0 < v <= target).items())
+    return sorted(Counter([v for v in sizes[:end] if 0 < v <= target]).items())
 
 
 def min_counts(sizes: list[tuple[object, int]], target: int) -> np.ndarray:
@@ -121,11 +122,18 @@ def _pick_by_sizes(sizes: list, values: list[int], classes: list[tuple[int, int]
     need = int(_bounded_counts(classes, s, inf)[s])
     if need >= inf:
         return None
+    # where[size]: positions of the items of each size not yet fixed, so that a prefix's classes
+    # are counted by bisection instead of a pass over the items (the same classes as _classes).
+    where: dict[int, list[int]] = {}
+    for j, v in enumerate(values):
+        if 0 < v <= s:
+            where.setdefault(v, []).append(j)
     picked: list[int] = []
     end = len(values)  # the items left to choose from are values[:end], sizes not yet fixed
     while s > 0:
         def reaches(m: int) -> bool:  # can values[:m + 1] (unfixed sizes) make s with `need` items?
-            return _bounded_counts(_classes(values, m + 1, s), s, inf)[s] <= need
+            prefix = ((v, bisect_right(where[v], m)) for v in sorted(where) if v <= s)
+            return _bounded_counts([(v, c) for v, c in prefix if c], s, inf)[s] <= need
 
         lo, hi = 0, end - 1  # reaches(end - 1) holds
         while lo < hi:
@@ -135,31 +143,50 @@ def _pick_by_sizes(sizes: list, values: list[int], classes: list[tuple[int, int]
             else:
                 lo = mid + 1
         size = values[lo]
-        same = [j for j in range(lo + 1) if values[j] == size]
+        same = where.pop(size)  # this size is settled: its items up to lo, no more of it
+        same = same[:bisect_right(same, lo)]
         picked.extend(same)
         s -= size * len(same)
         need -= len(same)
-        values = [0 if v == size else v for v in values]  # this size is settled: no more of it
         end = lo
     return [sizes[j][0] for j in sorted(picked)]
 
 
 def _pick_by_items(sizes: list, values: list[int], s: int) -> list | None:
     """:func:`pick_subset` by the item-by-item 0/1 table (``took[i, t]``: item i first
-    improves sum t), read back from the last item; the same subset, cheaper for few items."""
+    improves sum t), read back from the last item; the same subset, cheaper for few items.
+
+    The fewest items ``need`` comes first from the table of distinct sizes; then the table
+    stops at the first item that reaches ``s`` with ``need`` items (the chosen subset's latest
+    item: no later item improves ``s``), and leaves out the c-th item of a size when
+    ``c > min(need, s // size)`` (the chosen subset takes the earliest items of each size, at
+    most that many): the subset read back is the same, from fewer passes.
+    """
     inf = len(sizes) + 1
+    need = int(_bounded_counts(_classes(values, len(values), s), s, inf)[s])
+    if need >= inf:
+        return None
+    if s == 0:
+        return []
     best = np.full(s + 1, inf, dtype=np.int64)
     best[0] = 0
     took = np.zeros((len(values), s + 1), dtype=bool)
+    seen: Counter = Counter()
+    last = len(values) - 1
     for i, size in enumerate(values):
         if 0 < size <= s:
+            seen[size] += 1
+            if seen[size] > min(need, s // size):
+                continue
             cand = best[:s + 1 - size] + 1                  # from items 0..i-1
-            took[i, size:] = cand < best[size:]
-            best[size:] = np.minimum(best[size:], cand)
-    if best[s] >= inf:
-        return None
+            tail = best[size:]
+            np.less(cand, tail, out=took[i, size:])
+            np.minimum(tail, cand, out=tail)
+            if best[s] <= need:
+                last = i
+                break
     picked = []
-    for i in range(len(values) - 1, -1, -1):
+    for i in range(last, -1, -1):
         if s == 0:
             break
         if took[i, s]:

@@ -151,14 +151,14 @@ def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, G
     -------
     PlacementMetrics
     """
-    tor_index = {g.name: g.index for g in cluster.tor_groups}
-    node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])  # (N,)
+    K = len(cluster.tor_groups)
+    node_tor = np.array(cluster.group_indices(hosts), dtype=np.int64)                   # (N,)
     levels = np.array([cluster.domain_index(level) for level in range(cluster.depth)],
-                      dtype=np.int64).reshape(cluster.depth, len(tor_index))                # (L, K)
+                      dtype=np.int64).reshape(cluster.depth, K)                           # (L, K)
     rank_tor = np.repeat(node_tor, nprocs)                                               # (W,)
     if weights is None:
         weights = default_tier_weights(cluster)
-    return evaluate(layout, traffic, rank_tor, len(tor_index), levels[:, rank_tor], weights)
+    return evaluate(layout, traffic, rank_tor, K, levels[:, rank_tor], weights)
 
 
 def human_bytes(n: float) -> str:

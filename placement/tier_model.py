@@ -91,6 +91,9 @@ class TierModel:
                 m.Add(y[r][d] <= int(min(C, F[d])) * pres[r][d])
                 m.Add(y[r][d] >= pres[r][d])
         self._crossings = [self._ring(pres[r], C > F.max()) for r in range(R)]
+        if below is not None:  # subs[d]: the sub-domains inside domain d, once for every pair
+            sub_dom, sub_kept = below
+            subs = [sorted(set(sub_dom[dom == d].tolist())) for d in range(D)]
         kept = []
         for i, (r, q) in enumerate(self.pairs):
             row = [m.NewIntVar(0, int(min(C, F[d])), "") for d in range(D)]
@@ -98,9 +101,7 @@ class TierModel:
                 m.Add(row[d] <= y[r][d])
                 m.Add(row[d] <= y[q][d])
                 if below is not None:  # a hop kept inside a sub-domain is kept inside d
-                    sub_dom, sub_kept = below
-                    subs = np.unique(sub_dom[dom == d])
-                    m.Add(row[d] >= sum(sub_kept[i][e] for e in subs))
+                    m.Add(row[d] >= sum(sub_kept[i][e] for e in subs[d]))
             kept.append(row)
         self._cut(pres, y, kept, F)
         return kept

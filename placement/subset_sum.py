@@ -27,7 +27,7 @@ from collections import Counter
 
 import numpy as np
 
-__all__ = ["min_counts", "pick_subset", "min_count_subset", "distinct_sizes"]
+__all__ = ["min_counts", "pick_subset", "min_count_subset", "distinct_sizes", "exact_k_subset"]
 
 
 def _bounded_counts(classes: list[tuple[int, int]], target: int, inf: int) -> np.ndarray:
@@ -229,3 +229,42 @@ def distinct_sizes(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """
     seen: set[int] = set()
     return [(g, f) for g, f in items if not (f in seen or seen.add(f))]
+
+
+def exact_k_subset(items: list[tuple[object, int]], need: int, k: int) -> list | None:
+    """``k`` of ``items`` (``[(item, size)]``, sizes >= 0) whose sizes sum to ``need`` exactly,
+    the earliest items preferred (the colexicographic least subset); None when there are none.
+
+    Dynamic programming over (count, sum) (Cormen et al., *Introduction to Algorithms*, 3rd
+    ed., ch. 35.5, with the item count fixed), each count's reachable sums one Python integer
+    used as a bitset (bit t: some items so far sum to t): an item is k shifts and ors of
+    ``need + 1``-bit integers instead of passes over a ``(k + 1) x (need + 1)`` table, and the
+    rows kept for the walk back take a bit per sum, not a byte. The walk back from the last
+    item takes item i when its count and sum were not reachable before it.
+
+    Examples
+    --------
+    >>> exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3)], 9, 2) is None
+    True
+    >>> exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3), ("e", 1)], 6, 2)
+    ['b', 'd']
+    >>> exact_k_subset([("a", 4), ("b", 2), ("c", 2)], 6, 2)
+    ['a', 'b']
+    """
+    mask = (1 << (need + 1)) - 1
+    rows = [1] + [0] * k                       # rows[c]: sums reachable with c items so far
+    before = []                                # rows before each item (lists are replaced, not changed)
+    for _, size in items:
+        before.append(rows)
+        if size <= need:
+            rows = [rows[0]] + [rows[c] | ((rows[c - 1] << size) & mask) for c in range(1, k + 1)]
+    if not (rows[k] >> need) & 1:
+        return None
+    picked, c, t = [], k, need
+    for i in range(len(items) - 1, -1, -1):
+        if c == 0:
+            break
+        if not (before[i][c] >> t) & 1:         # item i is needed
+            picked.append(items[i][0])
+            c, t = c - 1, t - items[i][1]
+    return picked[::-1]

@@ -153,18 +153,23 @@ def group_order(problem: GridProblem) -> np.ndarray:
     return np.lexsort(keys)
 
 
-# The problem of the latest decode and its group order: a count search decodes thousands of
-# count matrices of one problem (a cache of one, by identity).
-_last_order: list = [None, None]
+# The problem of the latest decode, its group order and that order repeated per row count: a
+# count search decodes thousands of count matrices of one problem (a cache of one, by identity).
+_last_order: list = [None, None, {}]
 
 
-def _order_of(problem: GridProblem) -> np.ndarray:
-    """:func:`group_order` of ``problem``, computed once while the same problem is decoded."""
+def _order_of(problem: GridProblem, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_order` of ``problem``, and it repeated ``rows`` times (``[rows * K]``),
+    computed once while the same problem is decoded."""
     if _last_order[0] is not problem:
         order = group_order(problem)
         order.flags.writeable = False
-        _last_order[:] = [problem, order]
-    return _last_order[1]
+        _last_order[:] = [problem, order, {}]
+    order, tiled = _last_order[1], _last_order[2]
+    if rows not in tiled:
+        tiled[rows] = np.tile(order, rows)
+        tiled[rows].flags.writeable = False
+    return order, tiled[rows]
 
 
 def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
@@ -178,10 +183,10 @@ def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     >>> decode_counts(p, np.array([[2, 1], [1, 2]]))[0].tolist()
     [[0, 0, 1], [0, 1, 1]]
     """
-    order = _order_of(problem)
     out = []
     R = counts.shape[0]
-    plain = np.repeat(np.tile(order, R), np.asarray(counts)[:, order].ravel()).reshape(R, -1)
+    order, tiled = _order_of(problem, R)
+    plain = np.repeat(tiled, np.asarray(counts)[:, order].ravel()).reshape(R, -1)
     plain = plain.astype(np.int64, copy=False)
     snake = plain.copy()
     snake[1::2] = snake[1::2, ::-1]

@@ -117,8 +117,11 @@ def build_grid(layout: ParallelLayout, gpn: int, n_nodes: int) -> HostGrid:
 
 def cells_of_hosts(grid: HostGrid, hosts: list[str], cluster: Cluster, tor_index: dict) -> np.ndarray:
     """``cells[R, C]``: ToR group index of the host at each cell of a host order."""
+    lut = np.empty(len(cluster.tor_groups), dtype=np.int64)   # TorGroup.index -> tor_index's number
+    for g in cluster.tor_groups:
+        lut[g.index] = tor_index[g.name]
     cells = np.empty((grid.rows, grid.cols), dtype=np.int64)
-    cells[grid.row, grid.col] = [tor_index[cluster.host(h).tor_group] for h in hosts]
+    cells[grid.row, grid.col] = lut[np.array(cluster.group_indices(hosts), dtype=np.int64)]
     return cells
 
 

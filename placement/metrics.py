@@ -92,11 +92,13 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
     total = 0.0
     cross_edges: dict[str, int] = {}
     spread: dict[str, int] = {}
+    kinds = _groups_and_edges(layout, traffic)
     for kind, tr in traffic.items():
-        groups_tor = np.sort(rank_tor[layout.groups(kind)], axis=1)
+        groups, edges = kinds[kind]
+        groups_tor = np.sort(rank_tor[groups], axis=1)
         spread[kind] = int(((np.diff(groups_tor, axis=1) != 0).sum(axis=1) + 1).max())
         cross_edges[kind] = 0
-        for (src, dst), nbytes in weighted_edges(layout, tr):
+        for (src, dst), nbytes in edges:
             cross = rank_tor[src] != rank_tor[dst]
             cross_edges[kind] += int(cross.sum())
             if nbytes and cross.any():
@@ -104,22 +106,42 @@ def evaluate(layout: ParallelLayout, traffic: dict[str, GroupTraffic], rank_tor:
                 ends = np.concatenate([rank_tor[src[cross]], rank_tor[dst[cross]]])
                 uplink += np.bincount(ends, minlength=n_tor) * nbytes
     domains = rank_tor[None, :] if rank_domains is None else rank_domains
-    tier_bytes, tier_spread = _tier_figures(layout, traffic, domains)
+    tier_bytes, tier_spread = _tier_figures(kinds, traffic, domains)
     w = weights if weights is not None else (1.0,) * len(tier_bytes)
     weighted = float(sum(a * b for a, b in zip(w, tier_bytes)))
     return PlacementMetrics(total, cross_edges, spread, uplink, tier_bytes, tier_spread, weighted)
 
 
-def _tier_figures(layout: ParallelLayout, traffic: dict[str, GroupTraffic],
-                  domains: np.ndarray) -> tuple[tuple, dict]:
-    """Bytes crossing each level (``[L]``) and the DP/PP spread per level (``{kind: [L]}``)."""
+# The layout of the latest evaluation and, per kind, its traffic, groups and weighted edges: a
+# plan measures its candidates and every baseline on one layout (a cache of one, by identity).
+_last_layout: list = [None, {}]
+
+
+def _groups_and_edges(layout: ParallelLayout, traffic: dict[str, GroupTraffic]) -> dict:
+    """``{kind: (groups[n, size], weighted edges)}`` (:meth:`ParallelLayout.groups`,
+    :func:`rankmap.job.traffic.weighted_edges`), built once per layout and kind's traffic."""
+    if _last_layout[0] is not layout:
+        _last_layout[:] = [layout, {}]
+    table = _last_layout[1]
+    out = {}
+    for kind, tr in traffic.items():
+        if kind not in table or table[kind][0] is not tr:
+            table[kind] = (tr, layout.groups(kind), weighted_edges(layout, tr))
+        out[kind] = table[kind][1:]
+    return out
+
+
+def _tier_figures(kinds: dict, traffic: dict[str, GroupTraffic], domains: np.ndarray) -> tuple[tuple, dict]:
+    """Bytes crossing each level (``[L]``) and the DP/PP spread per level (``{kind: [L]}``);
+    ``kinds`` from :func:`_groups_and_edges`."""
     tier_bytes = np.zeros(domains.shape[0])
     spread = {}
-    for kind, tr in traffic.items():
+    for kind in traffic:
+        groups, edges = kinds[kind]
         if kind in ("dp", "pp"):
-            per = np.sort(domains[:, layout.groups(kind)], axis=2)          # (L, groups, n)
+            per = np.sort(domains[:, groups], axis=2)                      # (L, groups, n)
             spread[kind] = tuple(int(((np.diff(d, axis=1) != 0).sum(axis=1) + 1).max()) for d in per)
-        for (src, dst), nbytes in weighted_edges(layout, tr):
+        for (src, dst), nbytes in edges:
             if nbytes:
                 tier_bytes += nbytes * (domains[:, src] != domains[:, dst]).sum(axis=1)
     return tuple(float(b) for b in tier_bytes), spread
@@ -151,14 +173,14 @@ def measure_order(cluster: Cluster, layout: ParallelLayout, traffic: dict[str, G
     -------
     PlacementMetrics
     """
-    tor_index = {g.name: g.index for g in cluster.tor_groups}
-    node_tor = np.array([tor_index[cluster.host(h).tor_group] for h in hosts])  # (N,)
+    K = len(cluster.tor_groups)
+    node_tor = np.array(cluster.group_indices(hosts), dtype=np.int64)                   # (N,)
     levels = np.array([cluster.domain_index(level) for level in range(cluster.depth)],
-                      dtype=np.int64).reshape(cluster.depth, len(tor_index))                # (L, K)
+                      dtype=np.int64).reshape(cluster.depth, K)                           # (L, K)
     rank_tor = np.repeat(node_tor, nprocs)                                               # (W,)
     if weights is None:
         weights = default_tier_weights(cluster)
-    return evaluate(layout, traffic, rank_tor, len(tor_index), levels[:, rank_tor], weights)
+    return evaluate(layout, traffic, rank_tor, K, levels[:, rank_tor], weights)
 
 
 def human_bytes(n: float) -> str:

@@ -124,7 +124,7 @@ def canonical_cluster(cluster: Cluster) -> Cluster:
     hosts = tuple(sorted(cluster.hosts, key=lambda h: natural_key(h.name)))
     if groups == cluster.tor_groups and hosts == cluster.hosts:
         return cluster
-    return dataclasses.replace(cluster, tor_groups=groups, hosts=hosts)
+    return cluster.reordered(groups, hosts)
 
 
 def with_tiers(problem: GridProblem, cluster: Cluster, weights: tuple) -> GridProblem:
@@ -319,7 +319,7 @@ def _better(a: Candidate, b: Candidate) -> bool:
 
 def _within_caps(cluster: Cluster, problem: PlacementProblem, hosts: tuple) -> bool:
     """Whether a host order keeps every ToR group within its quota (``problem.caps``)."""
-    used = Counter(problem.tor_index[cluster.host(h).tor_group] for h in hosts)
+    used = Counter(cluster.group_indices(hosts))  # problem.tor_index numbers groups by TorGroup.index
     return all(n <= problem.caps[g] for g, n in used.items())
 
 

@@ -22,11 +22,12 @@ latest, and so on (the colexicographic least), which is what reading the item-by
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
 
 import numpy as np
 
-__all__ = ["min_counts", "pick_subset", "min_count_subset", "distinct_sizes"]
+__all__ = ["min_counts", "pick_subset", "min_count_subset", "distinct_sizes", "exact_k_subset"]
 
 
 def _bounded_counts(classes: list[tuple[int, int]], target: int, inf: int) -> np.ndarray:
@@ -50,7 +51,7 @@ def _bounded_counts(classes: list[tuple[int, int]], target: int, inf: int) -> np
 
 def _classes(sizes: list[int], end: int, target: int) -> list[tuple[int, int]]:
     """``[(size, count)]`` of the items ``sizes[:end]`` of size 1..target, by size."""
-    return sorted(Counter(v for v in sizes[:end] if 0 < v <= target).items())
+    return sorted(Counter([v for v in sizes[:end] if 0 < v <= target]).items())
 
 
 def min_counts(sizes: list[tuple[object, int]], target: int) -> np.ndarray:
@@ -121,11 +122,18 @@ def _pick_by_sizes(sizes: list, values: list[int], classes: list[tuple[int, int]
     need = int(_bounded_counts(classes, s, inf)[s])
     if need >= inf:
         return None
+    # where[size]: positions of the items of each size not yet fixed, so that a prefix's classes
+    # are counted by bisection instead of a pass over the items (the same classes as _classes).
+    where: dict[int, list[int]] = {}
+    for j, v in enumerate(values):
+        if 0 < v <= s:
+            where.setdefault(v, []).append(j)
     picked: list[int] = []
     end = len(values)  # the items left to choose from are values[:end], sizes not yet fixed
     while s > 0:
         def reaches(m: int) -> bool:  # can values[:m + 1] (unfixed sizes) make s with `need` items?
-            return _bounded_counts(_classes(values, m + 1, s), s, inf)[s] <= need
+            prefix = ((v, bisect_right(where[v], m)) for v in sorted(where) if v <= s)
+            return _bounded_counts([(v, c) for v, c in prefix if c], s, inf)[s] <= need
 
         lo, hi = 0, end - 1  # reaches(end - 1) holds
         while lo < hi:
@@ -135,31 +143,50 @@ def _pick_by_sizes(sizes: list, values: list[int], classes: list[tuple[int, int]
             else:
                 lo = mid + 1
         size = values[lo]
-        same = [j for j in range(lo + 1) if values[j] == size]
+        same = where.pop(size)  # this size is settled: its items up to lo, no more of it
+        same = same[:bisect_right(same, lo)]
         picked.extend(same)
         s -= size * len(same)
         need -= len(same)
-        values = [0 if v == size else v for v in values]  # this size is settled: no more of it
         end = lo
     return [sizes[j][0] for j in sorted(picked)]
 
 
 def _pick_by_items(sizes: list, values: list[int], s: int) -> list | None:
     """:func:`pick_subset` by the item-by-item 0/1 table (``took[i, t]``: item i first
-    improves sum t), read back from the last item; the same subset, cheaper for few items."""
+    improves sum t), read back from the last item; the same subset, cheaper for few items.
+
+    The fewest items ``need`` comes first from the table of distinct sizes; then the table
+    stops at the first item that reaches ``s`` with ``need`` items (the chosen subset's latest
+    item: no later item improves ``s``), and leaves out the c-th item of a size when
+    ``c > min(need, s // size)`` (the chosen subset takes the earliest items of each size, at
+    most that many): the subset read back is the same, from fewer passes.
+    """
     inf = len(sizes) + 1
+    need = int(_bounded_counts(_classes(values, len(values), s), s, inf)[s])
+    if need >= inf:
+        return None
+    if s == 0:
+        return []
     best = np.full(s + 1, inf, dtype=np.int64)
     best[0] = 0
     took = np.zeros((len(values), s + 1), dtype=bool)
+    seen: Counter = Counter()
+    last = len(values) - 1
     for i, size in enumerate(values):
         if 0 < size <= s:
+            seen[size] += 1
+            if seen[size] > min(need, s // size):
+                continue
             cand = best[:s + 1 - size] + 1                  # from items 0..i-1
-            took[i, size:] = cand < best[size:]
-            best[size:] = np.minimum(best[size:], cand)
-    if best[s] >= inf:
-        return None
+            tail = best[size:]
+            np.less(cand, tail, out=took[i, size:])
+            np.minimum(tail, cand, out=tail)
+            if best[s] <= need:
+                last = i
+                break
     picked = []
-    for i in range(len(values) - 1, -1, -1):
+    for i in range(last, -1, -1):
         if s == 0:
             break
         if took[i, s]:
@@ -202,3 +229,42 @@ def distinct_sizes(items: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """
     seen: set[int] = set()
     return [(g, f) for g, f in items if not (f in seen or seen.add(f))]
+
+
+def exact_k_subset(items: list[tuple[object, int]], need: int, k: int) -> list | None:
+    """``k`` of ``items`` (``[(item, size)]``, sizes >= 0) whose sizes sum to ``need`` exactly,
+    the earliest items preferred (the colexicographic least subset); None when there are none.
+
+    Dynamic programming over (count, sum) (Cormen et al., *Introduction to Algorithms*, 3rd
+    ed., ch. 35.5, with the item count fixed), each count's reachable sums one Python integer
+    used as a bitset (bit t: some items so far sum to t): an item is k shifts and ors of
+    ``need + 1``-bit integers instead of passes over a ``(k + 1) x (need + 1)`` table, and the
+    rows kept for the walk back take a bit per sum, not a byte. The walk back from the last
+    item takes item i when its count and sum were not reachable before it.
+
+    Examples
+    --------
+    >>> exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3)], 9, 2) is None
+    True
+    >>> exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3), ("e", 1)], 6, 2)
+    ['b', 'd']
+    >>> exact_k_subset([("a", 4), ("b", 2), ("c", 2)], 6, 2)
+    ['a', 'b']
+    """
+    mask = (1 << (need + 1)) - 1
+    rows = [1] + [0] * k                       # rows[c]: sums reachable with c items so far
+    before = []                                # rows before each item (lists are replaced, not changed)
+    for _, size in items:
+        before.append(rows)
+        if size <= need:
+            rows = [rows[0]] + [rows[c] | ((rows[c - 1] << size) & mask) for c in range(1, k + 1)]
+    if not (rows[k] >> need) & 1:
+        return None
+    picked, c, t = [], k, need
+    for i in range(len(items) - 1, -1, -1):
+        if c == 0:
+            break
+        if not (before[i][c] >> t) & 1:         # item i is needed
+            picked.append(items[i][0])
+            c, t = c - 1, t - items[i][1]
+    return picked[::-1]

@@ -91,6 +91,9 @@ class TierModel:
                 m.Add(y[r][d] <= int(min(C, F[d])) * pres[r][d])
                 m.Add(y[r][d] >= pres[r][d])
         self._crossings = [self._ring(pres[r], C > F.max()) for r in range(R)]
+        if below is not None:  # subs[d]: the sub-domains inside domain d, once for every pair
+            sub_dom, sub_kept = below
+            subs = [sorted(set(sub_dom[dom == d].tolist())) for d in range(D)]
         kept = []
         for i, (r, q) in enumerate(self.pairs):
             row = [m.NewIntVar(0, int(min(C, F[d])), "") for d in range(D)]
@@ -98,9 +101,7 @@ class TierModel:
                 m.Add(row[d] <= y[r][d])
                 m.Add(row[d] <= y[q][d])
                 if below is not None:  # a hop kept inside a sub-domain is kept inside d
-                    sub_dom, sub_kept = below
-                    subs = np.unique(sub_dom[dom == d])
-                    m.Add(row[d] >= sum(sub_kept[i][e] for e in subs))
+                    m.Add(row[d] >= sum(sub_kept[i][e] for e in subs[d]))
             kept.append(row)
         self._cut(pres, y, kept, F)
         return kept
@@ -152,6 +153,25 @@ def group_order(problem: GridProblem) -> np.ndarray:
     return np.lexsort(keys)
 
 
+# The problem of the latest decode, its group order and that order repeated per row count: a
+# count search decodes thousands of count matrices of one problem (a cache of one, by identity).
+_last_order: list = [None, None, {}]
+
+
+def _order_of(problem: GridProblem, rows: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`group_order` of ``problem``, and it repeated ``rows`` times (``[rows * K]``),
+    computed once while the same problem is decoded."""
+    if _last_order[0] is not problem:
+        order = group_order(problem)
+        order.flags.writeable = False
+        _last_order[:] = [problem, order, {}]
+    order, tiled = _last_order[1], _last_order[2]
+    if rows not in tiled:
+        tiled[rows] = np.tile(order, rows)
+        tiled[rows].flags.writeable = False
+    return order, tiled[rows]
+
+
 def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     """Placements from ``counts[R, K]``: each row's hosts laid in the global group order
     (:func:`group_order`), and the same with every other row reversed (a snake), so that
@@ -163,10 +183,11 @@ def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     >>> decode_counts(p, np.array([[2, 1], [1, 2]]))[0].tolist()
     [[0, 0, 1], [0, 1, 1]]
     """
-    order = group_order(problem)
     out = []
     R = counts.shape[0]
-    plain = np.repeat(np.tile(order, R), np.asarray(counts)[:, order].ravel()).reshape(R, -1).astype(np.int64)
+    order, tiled = _order_of(problem, R)
+    plain = np.repeat(tiled, np.asarray(counts)[:, order].ravel()).reshape(R, -1)
+    plain = plain.astype(np.int64, copy=False)
     snake = plain.copy()
     snake[1::2] = snake[1::2, ::-1]
     out.extend((plain, snake))

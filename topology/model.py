@@ -277,6 +277,27 @@ class Cluster:
         KeyError if there is none. Its ``name`` is the spec's spelling."""
         return self._by_name[host_identity(name)]
 
+    @cached_property
+    def _group_index_by_host(self) -> dict[str, int]:
+        index = {g.name: g.index for g in self.tor_groups}
+        return {h.name: index[h.tor_group] for h in self.hosts}
+
+    def group_indices(self, names) -> list[int]:
+        """``index[N]``: the :attr:`TorGroup.index` of each named host's ToR group, names in any
+        letter case; KeyError for a name no host has. One dictionary lookup per host spelled as
+        the spec spells it (a plan measures every candidate's 100,000 hosts this way).
+
+        Examples
+        --------
+        >>> hosts = (Host(name="x1", gpus=8, nics=8, tor_group="a"),
+        ...          Host(name="y1", gpus=8, nics=8, tor_group="b"))
+        >>> groups = (TorGroup(name="a", index=0, hosts=("x1",)), TorGroup(name="b", index=1, hosts=("y1",)))
+        >>> Cluster(name="c", tor_groups=groups, hosts=hosts).group_indices(["y1", "X1"])
+        [1, 0]
+        """
+        exact = self._group_index_by_host
+        return [exact[n] if n in exact else exact[self.host(n).name] for n in names]
+
     def has_host(self, name: str) -> bool:
         """Whether a host is called ``name``, in any letter case."""
         return host_identity(name) in self._by_name
@@ -408,6 +429,11 @@ class Cluster:
         >>> a.spec_hash() == b.spec_hash()
         True
         """
+        return self._spec_hash
+
+    @cached_property
+    def _spec_hash(self) -> str:
+        """:meth:`spec_hash`, computed once per cluster object (a plan of 100,000 hosts asks twice)."""
         groups = self.tor_groups if self.block_sizes is not None else sorted(self.tor_groups,
                                                                              key=lambda g: name_key(g.name))
         doc = {
@@ -430,6 +456,16 @@ class Cluster:
                             for t in self.tiers]
         blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
         return hashlib.sha256(blob).hexdigest()
+
+    def reordered(self, tor_groups: tuple[TorGroup, ...], hosts: tuple[Host, ...]) -> "Cluster":
+        """A copy listing the same ToR groups and hosts in another order (group indices as given).
+
+        Without ``block_sizes`` the copy has the same :meth:`spec_hash`, which sorts groups and
+        hosts by name; it is carried over rather than computed again."""
+        copy = dataclasses.replace(self, tor_groups=tor_groups, hosts=hosts)
+        if self.block_sizes is None and "_spec_hash" in self.__dict__:
+            copy.__dict__["_spec_hash"] = self._spec_hash
+        return copy
 
     def with_states(self, states: dict[str, str]) -> "Cluster":
         """A copy with the given ``{host: state}`` changes applied."""

@@ -10,6 +10,7 @@ from rankmap.placement.subset_sum import (
     _pick_by_items,
     _pick_by_sizes,
     distinct_sizes,
+    exact_k_subset,
     min_count_subset,
     min_counts,
     pick_subset,
@@ -110,3 +111,43 @@ def test_large_cluster_rows():
     assert pick_subset(sizes, 12_512) == list(range(195)) + [1562]
     # largest-first order puts the 32 first: it is then the earliest choice for the 32
     assert pick_subset(sizes[::-1], 12_512) == [1562] + list(range(1561, 1366, -1))
+
+
+def reference_exact_count(items: list[tuple[object, int]], need: int, k: int) -> list | None:
+    """A (count, sum) boolean table copied before each item, read back from the last item
+    (the table :func:`exact_k_subset` keeps as bitsets)."""
+    reach = np.zeros((k + 1, need + 1), dtype=bool)
+    reach[0, 0] = True
+    before = []
+    for _, size in items:
+        before.append(reach.copy())
+        if size <= need:
+            reach[1:, size:] |= before[-1][:-1, :need + 1 - size]
+    if not reach[k, need]:
+        return None
+    picked, c, t = [], k, need
+    for i in range(len(items) - 1, -1, -1):
+        if c == 0:
+            break
+        if not before[i][c, t]:
+            picked.append(items[i][0])
+            c, t = c - 1, t - items[i][1]
+    return picked[::-1]
+
+
+def test_exact_k_hand_computed():
+    # 5 + 1 and 3 + 3 both make 6 with two items: the pair whose latest item is earlier wins
+    assert exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3), ("e", 1)], 6, 2) == ["b", "d"]
+    assert exact_k_subset([("a", 5), ("b", 3), ("c", 2), ("d", 3)], 9, 2) is None
+    assert exact_k_subset([("a", 0), ("b", 4)], 4, 2) == ["a", "b"]
+    assert exact_k_subset([], 0, 0) == [] and exact_k_subset([("a", 1)], 0, 1) is None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_exact_k_same_as_the_table(seed):
+    rng = np.random.default_rng(100 + seed)
+    for _ in range(40):
+        n = int(rng.integers(0, 14))
+        items = [(i, int(v)) for i, v in enumerate(rng.integers(0, 20, size=n))]
+        need, k = int(rng.integers(0, 60)), int(rng.integers(0, 7))
+        assert exact_k_subset(items, need, k) == reference_exact_count(items, need, k), (items, need, k)

@@ -18,7 +18,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.subset_sum import min_counts, pick_subset
+from rankmap.placement.subset_sum import exact_k_subset, min_counts, pick_subset
 
 __all__ = ["band_pods", "part_pod", "exact_count", "group_subsets", "without_smallest_pods"]
 
@@ -126,26 +126,10 @@ def part_pod(dom: np.ndarray, free: np.ndarray, items: list[tuple[int, int]], ne
 
 def exact_count(items: list[tuple[int, int]], need: int, k: int) -> list[int] | None:
     """``k`` of ``items`` (``[(pod, hosts)]``) whose hosts sum to ``need`` exactly, the earliest
-    items preferred (the colexicographic least subset); None when there are none. Dynamic
-    programming over (count, sum) (Cormen et al., *Introduction to Algorithms*, 3rd ed.,
-    ch. 35.5, with the item count fixed)."""
-    reach = np.zeros((k + 1, need + 1), dtype=bool)              # reach[count, sum]
-    reach[0, 0] = True
-    before = []                                                  # reach before each item
-    for _, size in items:
-        before.append(reach.copy())
-        if size <= need:
-            reach[1:, size:] |= before[-1][:-1, :need + 1 - size]
-    if not reach[k, need]:
-        return None
-    picked, c, t = [], k, need
-    for i in range(len(items) - 1, -1, -1):
-        if c == 0:
-            break
-        if not before[i][c, t]:                                  # item i is needed
-            picked.append(items[i][0])
-            c, t = c - 1, t - items[i][1]
-    return picked[::-1]
+    items preferred (the colexicographic least subset); None when there are none
+    (:func:`rankmap.placement.subset_sum.exact_k_subset`, bitsets over (count, sum): at
+    100,000 hosts a table per item took ~1 GB)."""
+    return exact_k_subset(items, need, k)
 
 
 def group_subsets(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:

@@ -250,32 +250,51 @@ def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragg
     columns by which the pod's share misses its fraction, plus ``ragged`` per share, here and
     in the last sub-band of ``rows[1]`` rows, that fills no whole columns); with no exact
     whole-group split, one group of the last pod that can is cut to make up the rest."""
+    opts = [group_subsets(p) for p in pods]
+    sizes = [[sum(pod[i][1] for i in o) for o in options] for pod, options in zip(pods, opts)]
+    return _shares_from(pods, opts, sizes, _share_table(pods, sizes, target, frac, rows, ragged), target)
+
+
+def _share_table(pods, sizes, target, frac, rows, ragged) -> list:
+    """The dynamic programme of :func:`_pick_share`: per pod the option index chosen at each
+    running total, then the total reached (``target``, else the largest below it: most bands
+    have no exact whole-group split); only totals up to the most the pods so far can give
+    are computed."""
     inf = np.inf
     best = np.full(target + 1, inf)
     best[0] = 0.0
+    reach = 0                                            # best[t] is inf for every t > reach
     choice = []                                          # choice[pod][total] = option index
-    opts = [group_subsets(p) for p in pods]
-    for pod, options in zip(pods, opts):
-        sizes = [sum(pod[i][1] for i in o) for o in options]
+    for pod, pod_sizes in zip(pods, sizes):
         total = sum(n for _, n in pod)
         want = frac * total
         new, arg = np.full(target + 1, inf), np.full(target + 1, -1, dtype=np.int64)
-        for k, size in enumerate(sizes):
+        top = 0
+        for k, size in enumerate(pod_sizes):
             if size > target:
                 continue
-            cand = np.full(target + 1, inf)
+            end = min(target, reach + size)              # totals above end stay inf: never better
+            start = size
             steps = (size % rows[0] != 0) + (rows[1] > 0 and (total - size) % rows[1] != 0)
-            cand[size:] = best[:target + 1 - size] + abs(size - want) / rows[0] + ragged * steps
-            better = cand < new
-            new[better], arg[better] = cand[better], k
-        best = new
+            cand = best[start - size:end + 1 - size] + abs(size - want) / rows[0] + ragged * steps
+            better = cand < new[start:end + 1]
+            np.copyto(new[start:end + 1], cand, where=better)
+            np.copyto(arg[start:end + 1], k, where=better)
+            top = max(top, end)
+        best, reach = new, top
         choice.append(arg)
-    total = target if np.isfinite(best[target]) else int(np.nonzero(np.isfinite(best))[0].max())
+    return choice + [target if np.isfinite(best[target]) else int(np.nonzero(np.isfinite(best))[0].max())]
+
+
+def _shares_from(pods, opts, sizes, choice, target) -> list | None:
+    """Walks :func:`_share_table`'s choices back from its reached total (its last entry); one
+    group of the last pod that can is cut to make up what the total misses of ``target``."""
+    *choice, total = choice
     picks, t = [], total
-    for pod, options, arg in zip(reversed(pods), reversed(opts), reversed(choice)):
-        o = options[int(arg[t])]
-        picks.append([pod[i] for i in o])
-        t -= sum(pod[i][1] for i in o)
+    for pod, options, pod_sizes, arg in zip(reversed(pods), reversed(opts), reversed(sizes), reversed(choice)):
+        k = int(arg[t])
+        picks.append([pod[i] for i in options[k]])
+        t -= pod_sizes[k]
     picks.reverse()
     short = target - total
     for i in range(len(pods) - 1, -1, -1):              # cut one group not yet in the share

@@ -32,6 +32,7 @@ from rankmap.placement.host_shapes import fit_hosts
 from rankmap.placement.metrics import human_bytes, measure_order
 from rankmap.placement.mixed_gpu_counts import pack_plan, packable_gpus, tp_shortage
 from rankmap.placement.objectives import OBJECTIVES
+from rankmap.placement.pair_split_bound import pair_split_bound
 from rankmap.placement.pins import describe_pins
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
@@ -301,6 +302,9 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     notes += _tradeoffs(ours, baselines, problem.traffic)
     n_moved = moved(sol.cells) if prev_hosts else None
     bound_bytes = bound * problem.unit_bytes
+    split_bound = pair_split_bound(problem) * problem.unit_bytes if problem.cp_ep_span > 1 else 0.0
+    if split_bound > bound_bytes:  # the grid leaves CP/EP traffic out; this bound counts split spans
+        bound_bytes, method = split_bound, "analytic; pod patterns, CP/EP spans whole or split"
     if ours.metrics.cost < bound_bytes <= ours.metrics.cost * (1 + 1e-9):
         bound_bytes = ours.metrics.cost  # units x bytes per unit in floating point: 1677721600.0000002 for 1677721600
     result = PlanResult(problem.job, rm, ours, baselines, bound_bytes, method, status,

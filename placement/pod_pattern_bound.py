@@ -298,7 +298,9 @@ def _rounder(w0: float, w1: float):
 def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     """``H[A]``: a lower bound on ``Phi_d`` (module docstring) of a pod of these groups holding
     ``A`` hosts, ``A = 0 .. sum(groups)``; at least
-    :func:`rankmap.placement.pod_box_bound.pod_box_costs`.
+    :func:`rankmap.placement.pod_box_bound.pod_box_costs`. Remembered per pod and problem (the
+    plan's bounds ask for the same pods again, :mod:`rankmap.placement.pair_split_bound`); a
+    fresh array each call.
 
     Examples
     --------
@@ -308,7 +310,12 @@ def pod_pattern_costs(groups: list, problem: GridProblem) -> np.ndarray:
     >>> float(pod_pattern_costs([48] * 4, p)[192])
     384.0
     """
-    free = tuple(int(f) for f in groups)
+    return _pattern_costs(tuple(int(f) for f in groups), problem).copy()
+
+
+@functools.lru_cache(maxsize=256)
+def _pattern_costs(free: tuple, problem: GridProblem) -> np.ndarray:
+    """:func:`pod_pattern_costs` of a pod of groups of ``free`` hosts."""
     cap, k = sum(free), len(free)
     if k > MAX_GROUPS or problem.rows < 2:
         return pod_box_costs(list(free), problem)

@@ -14,7 +14,8 @@ stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strip
 pods in bands of stages with their groups in sub-bands inside them
 (:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
-starts; the bound adds the perimeter bound per tier
+starts, and single-cell moves and swaps (:mod:`rankmap.placement.local_search`) smooth
+the best result's ragged edges; the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
 (:mod:`rankmap.placement.pod_profile_bound`, the nested blocks of
 :mod:`rankmap.placement.perimeter_bound`, :mod:`rankmap.placement.shared_columns_bound`)
@@ -32,6 +33,7 @@ from rankmap.placement.band_layout import band_cells
 from rankmap.placement.count_search import count_search
 from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
+from rankmap.placement.local_search import improve
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.nested_bands_layout import nested_bands_starts
 from rankmap.placement.objectives import ranking
@@ -269,6 +271,7 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     options = ([min(candidates, key=key)] if candidates else []) + sorted(pods_first, key=key)[:POD_STARTS_SEARCHED]
     options += pairs
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
+    best = min([best, improve(problem, best)], key=key)  # single-cell moves and swaps (local_search)
     bound, how = tier_bound_method(problem, 0)
     method = "analytic" + _method_tail(how)
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)

@@ -55,8 +55,9 @@ BALANCED = (False, True)
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
-    band, the rows that do not fill a band laid four ways (:func:`_heights`,
-    :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`), each with the pod shares of every
+    band, the rows that do not fill a band laid five ways (:func:`_heights`,
+    :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`, :func:`_mixed_heights`), each with the
+    pod shares of every
     :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
     groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
     a one-tier fabric."""
@@ -64,8 +65,8 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         return []
     out, seen = [], set()
     for s, m, split, ragged, trim, balanced in itertools.product(
-            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights, _first_heights), RAGGED, (0, 1, 2),
-            BALANCED):
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights, _first_heights, _mixed_heights), RAGGED,
+            (0, 1, 2), BALANCED):
         if s * m > problem.rows:
             continue
         heights = split(problem.rows, s, m)
@@ -127,6 +128,26 @@ def _first_heights(rows: int, s: int, m: int) -> list[list[int]]:
     4 + 4 rows, then four of 3 + 3): the pods left after the earlier bands differ, so the
     band that takes the leftover rows gets other pods."""
     return _last_heights(rows, s, m)[::-1]
+
+
+def _mixed_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """Sub-band heights per band: bands of ``m`` sub-bands of ``s - 1`` rows first, then as
+    many bands of ``m`` sub-bands of ``s`` rows as leave a whole number of the shorter bands
+    (e.g. 32 rows, s=3, m=2: two bands of 2 + 2 rows, then four of 3 + 3); :func:`_heights`
+    when no such mix of both exists. Where ToR groups are best about ``s - 1/2`` rows tall
+    (and pods ``m`` times that) and ``s * m`` does not divide the rows, most of the grid then
+    takes the taller blocks and the rest the shorter, every band still of whole pods.
+
+    >>> _mixed_heights(32, 3, 2)
+    [[2, 2], [2, 2], [3, 3], [3, 3], [3, 3], [3, 3]]
+    >>> _mixed_heights(12, 3, 2) == _heights(12, 3, 2)
+    True
+    """
+    tall, short = s * m, (s - 1) * m
+    for a in range(rows // tall, 0, -1) if short else ():
+        if (rows - a * tall) % short == 0 and rows > a * tall:
+            return [[s - 1] * m] * ((rows - a * tall) // short) + [[s] * m] * a
+    return _heights(rows, s, m)
 
 
 def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:

@@ -148,3 +148,29 @@ def test_pods_with_odd_counts_side_by_side_step_once():
     cells = nested_band_cells(p, 2, 1, [[2]])
     assert cells.tolist() == [[2, 2, 3, 3, 1, 1, 1, 0], [2, 2, 3, 3, 1, 1, 0, 0]]
     assert tier_costs(p, cells) == (9, 9)
+
+
+def test_short_bands_then_tall_ones_where_neither_height_alone_fits():
+    from rankmap.placement.nested_bands_layout import (
+        _even_heights,
+        _first_heights,
+        _heights,
+        _last_heights,
+        _mixed_heights,
+    )
+
+    assert _mixed_heights(32, 3, 2) == [[2, 2]] * 2 + [[3, 3]] * 4
+    assert _mixed_heights(16, 3, 2) == [[2, 2], [3, 3], [3, 3]] and _mixed_heights(12, 3, 2) == [[3, 3]] * 2
+    # 16 stages of 12 hosts, eight pods of four groups of 6; a ring crossing costs 2, a hop 3.
+    # One band of 2 + 2 rows (two pods, each 4 x 6, its groups 2 x 3) and two of 3 + 3 (three
+    # pods each, 6 x 4, groups 3 x 2): ToR tier (4 rows x 4 + 12 rows x 6 pieces) x 2 + 5
+    # sub-band edges x 12 hops x 3 = 356; pod tier (4 x 2 + 12 x 3) x 2 + 2 x 12 x 3 = 160.
+    p = GridProblem(16, 12, (6,) * 32, 2, 3, 0, (tuple(g // 4 for g in range(32)),), (1.0, 1.0))
+    cells = nested_band_cells(p, 3, 2, _mixed_heights(16, 3, 2))
+    assert tier_costs(p, cells) == (356, 160)
+    assert len(set(cells[:4].ravel().tolist())) == 8 and len(set(cells[4:10].ravel().tolist())) == 12
+    assert min(sum(tier_costs(p, c)) for c in nested_bands_starts(p)) == 516
+    # every other way to cut the rows costs more (the best, bands of 3 + 3 and a last of 3 + 1: 524)
+    others = [nested_band_cells(p, s, m, split(16, s, m)) for s in range(1, 5) for m in range(2, 5)
+              for split in (_heights, _even_heights, _last_heights, _first_heights)]
+    assert min(sum(tier_costs(p, c)) for c in others if c is not None) == 524

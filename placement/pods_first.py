@@ -89,7 +89,7 @@ def _fill_pod(problem: GridProblem, pods: np.ndarray, cells: np.ndarray, pod: in
     if fill.startswith("stack"):
         height = int(fill[5:] or len(shared) or 1)                 # "stack2": sub-bands of 2 shared rows
         chunks = [shared[i:i + height] for i in range(0, len(shared), height)]
-        order = [(r, c) for chunk in chunks for c in range(problem.cols) for r in chunk if mask[r, c]]
+        order = [rc for chunk in chunks for rc in _column_major(mask, chunk)]
     else:
         order = [(r, c) for r in shared for c in np.nonzero(mask[r])[0]]
     prev, rest = -1, len(order)
@@ -143,11 +143,20 @@ def _fill_pairs(cells: np.ndarray, mask: np.ndarray, groups: np.ndarray, left: n
 def _row_bands(mask: np.ndarray, shared: list, height: int, snake: bool = True) -> list:
     """Cell orders of the "bands2" fills: sub-bands of ``height`` shared rows, each column by
     column, every other one right to left (``snake``) or all left to right."""
-    orders = []
-    for k, start in enumerate(range(0, len(shared), height)):
-        cols = range(mask.shape[1]) if k % 2 == 0 or not snake else range(mask.shape[1] - 1, -1, -1)
-        orders.append([(r, c) for c in cols for r in shared[start:start + height] if mask[r, c]])
-    return orders
+    return [_column_major(mask, shared[start:start + height], reverse=snake and k % 2 == 1)
+            for k, start in enumerate(range(0, len(shared), height))]
+
+
+def _column_major(mask: np.ndarray, rows: list, reverse: bool = False) -> list[tuple[int, int]]:
+    """The cells ``(r, c)`` of ``mask`` in ``rows``, column by column (right to left when
+    ``reverse``), each column's in the order of ``rows``."""
+    sub = mask[rows]                                     # (len(rows), C)
+    if reverse:
+        sub = sub[:, ::-1]
+    c, i = np.nonzero(sub.T)                             # column-major: by column, then row
+    if reverse:
+        c = mask.shape[1] - 1 - c
+    return list(zip(np.asarray(rows, dtype=np.int64)[i].tolist(), c.tolist()))
 
 
 def _count_bands(mask: np.ndarray, parts: int) -> list:

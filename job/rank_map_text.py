@@ -30,12 +30,16 @@ _INT = r"(0|[1-9][0-9]{0,17})"                         # JSON integers that fit 
 _NAME = r'"([ !#-\[\]-~]*)"'                           # printable ASCII but " and \: no escapes
 #: The keys of a rank line, in the order the writer prints them, and each one's pattern.
 LINE_KEYS = ("rank", "host", "node_rank", "local_rank", "tor_group", "rail") + DIMS
-_LINE = re.compile(r"^    \{" + ", ".join(f'"{k}": ' + (_NAME if k in ("host", "tor_group") else _INT)
-                                          for k in LINE_KEYS) + r"\}(,?)$", re.MULTILINE)
+_LINE = r"^    \{" + ", ".join(f'"{k}": ' + (_NAME if k in ("host", "tor_group") else _INT)
+                               for k in LINE_KEYS) + r"\}(,?)$"
+#: per type of text (str, or the file's bytes: the rank lines are ASCII): the line, "\n", "," and the ends
+_SHAPES = {str: (re.compile(_LINE, re.MULTILINE), "\n", ",", _OPEN, _CLOSE, '\n  "ranks": []\n}\n'),
+           bytes: (re.compile(_LINE.encode(), re.MULTILINE), b"\n", b",", _OPEN.encode(), _CLOSE.encode(),
+                   b'\n  "ranks": []\n}\n')}
 _PIECE_CHARS = 4 << 20
 
 
-def split_written(text: str) -> tuple[str, int, int] | None:
+def split_written(text: str | bytes) -> tuple[str | bytes, int, int] | None:
     """``(head, start, stop)`` when ``text`` ends in a ``ranks`` array as the writer prints it:
     ``head`` is the document with that array empty (``"ranks": []``), and ``text[start:stop]``
     the rank lines (one entry a line, ``,`` between lines); None otherwise.
@@ -45,15 +49,17 @@ def split_written(text: str) -> tuple[str, int, int] | None:
     >>> head, text[start:stop]
     ('{\\n  "a": 1,\\n  "ranks": []\\n}\\n', '    {"x": 0},\\n    {"x": 1}')
     """
-    at = text.find(_OPEN)                              # a JSON string holds no raw newline: this is no string
-    if at < 0 or not text.endswith(_CLOSE) or at + len(_OPEN) >= len(text) - len(_CLOSE):
+    _, _, _, opening, closing, empty = _SHAPES[type(text)]
+    at = text.find(opening)                            # a JSON string holds no raw newline: this is no string
+    if at < 0 or not text.endswith(closing) or at + len(opening) >= len(text) - len(closing):
         return None
-    return text[:at] + '\n  "ranks": []\n}\n', at + len(_OPEN), len(text) - len(_CLOSE)
+    return text[:at] + empty, at + len(opening), len(text) - len(closing)
 
 
-def rank_columns(text: str, start: int, stop: int) -> dict | None:
+def rank_columns(text: str | bytes, start: int, stop: int) -> dict | None:
     """The columns of the rank lines ``text[start:stop]``, or None when any line is not of the
-    writer's shape (then the caller parses the whole document).
+    writer's shape (then the caller parses the whole document). ``text``: str, or the file's
+    bytes (the lines are ASCII, so no decoded copy of the whole text is needed).
 
     Returns ``{key: int64 array [W]}`` for the integer keys of :data:`LINE_KEYS` and
     ``{"host" | "tor_group": (distinct names, code[W])}`` (see
@@ -65,23 +71,24 @@ def rank_columns(text: str, start: int, stop: int) -> dict | None:
     >>> cols["rank"], cols["host"]
     (array([1]), (['a'], array([0])))
     """
-    pieces: list[list] = [[] for _ in LINE_KEYS]
+    line, newline, comma = _SHAPES[type(text)][:3]
+    world = text.count(newline, start, stop) + 1
+    cols = {key: np.empty(world, dtype=np.int64) for key in LINE_KEYS}     # [W] each, filled piece by piece
     known: dict = {"host": {}, "tor_group": {}}
-    pos = start
+    pos, done = start, 0
     while pos < stop:
-        end = text.find("\n", min(pos + _PIECE_CHARS, stop), stop)
+        end = text.find(newline, min(pos + _PIECE_CHARS, stop), stop)
         end = stop if end < 0 else end                 # pieces end at a line's end
-        lines = _LINE.findall(text, pos, end)          # (11 fields, comma) per line; a line matches once at most
-        if len(lines) != text.count("\n", pos, end) + 1:
+        lines = line.findall(text, pos, end)           # (11 fields, comma) per line; a line matches once at most
+        if len(lines) != text.count(newline, pos, end) + 1:
             return None                                # some line is not of the writer's shape
         fields = list(zip(*lines))
-        if fields[-1].count(",") != len(lines) - (end == stop):
+        if fields[-1].count(comma) != len(lines) - (end == stop):
             return None                                # a "," missing between lines, or one after the last
         for i, key in enumerate(LINE_KEYS):
-            pieces[i].append(name_codes(fields[i], known[key])[1] if key in known
-                             else np.array(fields[i], dtype=np.int64))
-        pos = end + 1
-    cols = {key: np.concatenate(piece) for key, piece in zip(LINE_KEYS, pieces)}
+            cols[key][done:done + len(lines)] = (name_codes(fields[i], known[key])[1] if key in known
+                                                 else np.array(fields[i], dtype=np.int64))
+        pos, done = end + 1, done + len(lines)
     for key, code in known.items():
-        cols[key] = (list(code), cols[key])
+        cols[key] = ([name.decode() if isinstance(name, bytes) else name for name in code], cols[key])
     return cols

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rankmap.errors import RankMapFileError
-from rankmap.job.rank_map import RankMap, parse_rankmap, rankmap_to_json
+from rankmap.job.rank_map import RankMap, parse_rankmap, rankmap_to_json, read_rankmap
 from rankmap.job.rank_map_text import rank_columns, split_written
 from rankmap.job.spec import JobSpec, ModelShape
 from rankmap.topology import parse_cluster
@@ -106,3 +106,16 @@ def test_a_written_map_is_never_parsed_whole(written, monkeypatch):
     parsed.clear()
     parse_rankmap(whole(text))                       # another layout: parsed whole
     assert len(parsed) == 1 and parsed[0].count('"rank"') == 48
+
+
+def test_a_file_read_from_bytes_gives_the_map_and_the_decoding_error(written, tmp_path):
+    rm, text = written
+    path = tmp_path / "rankmap.json"
+    path.write_text(text)
+    assert read_rankmap(path) == rm
+    data = text.encode()
+    at = data.index(b'"rank": 20, "host": "') + len(b'"rank": 20, "host": "')
+    path.write_bytes(data[:at] + b"\xff" + data[at:])            # not UTF-8, inside the rank lines
+    with pytest.raises(RankMapFileError) as exc:
+        read_rankmap(path)
+    assert exc.value.line == data[:at].count(b"\n") + 1 and "not UTF-8 text" in str(exc.value)

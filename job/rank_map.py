@@ -33,11 +33,12 @@ import numpy as np
 
 from rankmap import names
 from rankmap.errors import RankMapFileError, SpecError
-from rankmap.fileio import atomic_write_files, parse_json, read_text
+from rankmap.fileio import atomic_write_files, decode_text, parse_json, read_bytes
 from rankmap.fileio.reading import MAX_INPUT_BYTES
 from rankmap.job.layout import COORD, ParallelLayout
-from rankmap.job.rank_map_columns import columns_of_entries
+from rankmap.job.rank_map_columns import checked_columns, columns_of_entries
 from rankmap.job.rank_map_schema import SCHEMA, as_int, check_document, job_ints
+from rankmap.job.rank_map_text import rank_columns, split_written
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data, job_to_dict
 from rankmap.names import host_identity, name_problem
@@ -255,10 +256,15 @@ def read_rankmap(path: str | Path) -> RankMap:
     """
     source = str(path)
     try:
-        text = read_text(path, limit=rank_map_limit())
+        data = read_bytes(path, limit=rank_map_limit())
+        rm = _parse_written(data, source)   # no decoded copy of the whole file (130 MB at 800k ranks)
+        if rm is not None:
+            return rm
+        text = decode_text(data, source)
     except SpecError as exc:
         raise RankMapFileError(exc.message, source=exc.source, line=exc.line) from None
-    return parse_rankmap(text, source)
+    del data
+    return _parse_whole(text, source)
 
 
 #: Bytes a rank map may take per host the cluster may hold (a rank's entry is ~165 bytes; 16
@@ -277,11 +283,47 @@ def rank_map_limit() -> int:
 
 
 def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
-    """Parse and validate rank map JSON text; see :func:`read_rankmap`."""
+    """Parse and validate rank map JSON text; see :func:`read_rankmap`.
+
+    A map as :func:`rankmap_json_chunks` writes it is read rank lines to columns
+    (:mod:`rankmap.job.rank_map_text`: no dict per rank, ~1/3 of the memory at 10^6 ranks);
+    any other text, and any map that breaks a rule, is parsed whole, so that the error
+    names the first faulty entry as before."""
+    return _parse_written(text, source) or _parse_whole(text, source)
+
+
+def _parse_written(text: str | bytes, source: str) -> RankMap | None:
+    """The map of a text (or the file's bytes) as :func:`rankmap_json_chunks` writes it, read
+    rank lines to columns; None when the text is otherwise or breaks any rule."""
+    written = split_written(text)
+    if written is None:
+        return None
+    head, start, stop = written
+    try:
+        doc = parse_json(head if isinstance(head, str) else decode_text(head, source), source)
+        columns = rank_columns(text, start, stop) if isinstance(doc, dict) and doc.get("ranks") == [] else None
+    except SpecError:
+        return None
+    if columns is None:
+        return None
+    doc["ranks"] = [columns]            # for the schema's rule: a non-empty list
+    try:
+        return _from_document(doc, source, columns)
+    except RankMapFileError:
+        return None                     # said again by the full parse, naming the entry
+
+
+def _parse_whole(text: str, source: str) -> RankMap:
     try:
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
     except SpecError as exc:
         raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
+    return _from_document(doc, source)
+
+
+def _from_document(doc, source: str, columns: dict | None = None) -> RankMap:
+    """The rank map of a parsed document: of its ``ranks`` entries, or (when given) of the
+    ``columns`` of :func:`~rankmap.job.rank_map_text.rank_columns`, checked as a whole."""
     check_document(doc, source)  # the rules of docs/rankmap.schema.json
     for key in ("world_size", "nproc_per_node", "num_nodes"):  # 64.0 is 64, as for the schema
         doc[key] = as_int(doc[key])
@@ -317,8 +359,26 @@ def parse_rankmap(text: str, source: str = "<string>") -> RankMap:
     context = doc.get("context") or {}
     if not isinstance(context, dict) or not all(isinstance(v, str) for v in context.values()):
         raise RankMapFileError("context must map names to hostlists", source=source, key="context")
-    rm = _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
+    if columns is not None:
+        rm = _from_columns(job, name, digest, nprocs, columns, doc.get("summary") or {}, source)
+    else:
+        rm = _from_entries(job, name, digest, nprocs, ranks, doc.get("summary") or {}, source)
     return dataclasses.replace(rm, context=context) if context else rm
+
+
+def _from_columns(job: JobSpec, name: str, digest: str, nprocs: list, columns: dict, summary: dict,
+                  source: str) -> RankMap:
+    """:func:`_from_entries` of a map read as columns; RankMapFileError (unworded) when any rule fails."""
+    fast = None
+    if len(columns["rank"]) == job.world_size:
+        fast = checked_columns(columns, nprocs, ParallelLayout.of(job))
+    if fast is None:
+        raise RankMapFileError("breaks a rule", source=source)      # the full parse says which
+    hosts, tors, rails = fast
+    rm = RankMap(job=job, cluster_name=name, cluster_hash=digest, hosts=hosts, tor_groups=tors, rails=rails,
+                 nproc_per_node=max(nprocs), summary=summary, source=source)
+    _check_groups(rm, source)
+    return rm
 
 
 def _from_entries(job: JobSpec, name: str, digest: str, nprocs: list, ranks: list, summary: dict,

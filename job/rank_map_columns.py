@@ -17,7 +17,7 @@ from rankmap.job.spec import DIMS
 from rankmap.names import host_identity, name_problem
 from rankmap.topology.hostnames import check_hostname
 
-__all__ = ["columns_of_entries"]
+__all__ = ["columns_of_entries", "checked_columns", "name_codes"]
 
 
 def columns_of_entries(ranks: list, nprocs: list[int], layout: ParallelLayout,
@@ -42,7 +42,6 @@ def columns_of_entries(ranks: list, nprocs: list[int], layout: ParallelLayout,
     >>> columns_of_entries([entry(r) for r in (3, 0, 2, 2)], [2, 2], lay, keys) is None    # rank 2 twice
     True
     """
-    world, n_nodes = len(ranks), len(nprocs)
     wanted = set(keys)
     if not all(type(rec) is dict and rec.keys() == wanted for rec in ranks):
         return None
@@ -57,8 +56,35 @@ def columns_of_entries(ranks: list, nprocs: list[int], layout: ParallelLayout,
             cols[key] = np.array(col, dtype=np.int64)                 # [W]
         except OverflowError:
             return None
-        if cols[key].min() < 0:
+    for key in ("host", "tor_group"):
+        names = [rec[key] for rec in ranks]
+        if set(map(type, names)) != {str}:
             return None
+        cols[key] = name_codes(names)
+    return checked_columns(cols, nprocs, layout)
+
+
+def name_codes(names, known: dict | None = None) -> tuple[list[str], np.ndarray]:
+    """``(distinct[K], code[len(names)])``: each name's place in ``distinct`` (first seen first).
+
+    ``known``: a ``{name: code}`` to extend (for names met piece by piece); ``distinct`` then
+    lists all of its names.
+
+    >>> name_codes(["b", "a", "b"])
+    (['b', 'a'], array([0, 1, 0]))
+    """
+    code = {} if known is None else known
+    got = np.fromiter((code.setdefault(name, len(code)) for name in names), dtype=np.int64, count=len(names))
+    return list(code), got
+
+
+def checked_columns(cols: dict, nprocs: list[int], layout: ParallelLayout) -> tuple[tuple, tuple, tuple] | None:
+    """:func:`columns_of_entries` on columns already made: ``cols[key]`` an int64 array ``[W]`` of
+    that key of every entry (list order) for the integer keys, and ``(distinct, code[W])`` of
+    :func:`name_codes` for ``host`` and ``tor_group``. Same result, or None when a rule fails."""
+    world, n_nodes = len(cols["rank"]), len(nprocs)
+    if any(col.size and col.min() < 0 for key, col in cols.items() if key not in ("host", "tor_group")):
+        return None
     rank, node, local = cols["rank"], cols["node_rank"], cols["local_rank"]
     counts = np.asarray(nprocs, dtype=np.int64)                       # [N]
     offsets = np.concatenate([[0], np.cumsum(counts)])                # [N+1]
@@ -68,11 +94,14 @@ def columns_of_entries(ranks: list, nprocs: list[int], layout: ParallelLayout,
         return None
     entry_of = np.empty(world, dtype=np.int64)
     entry_of[rank] = np.arange(world)                                 # entry_of[rank]: its place in the list
-    first = entry_of[offsets[:-1]].tolist()                           # each node's first rank's entry
-    hosts = [ranks[i]["host"] for i in first]
-    tors = [ranks[i]["tor_group"] for i in first]
-    if not (_same_names(ranks, "host", hosts, node) and _same_names(ranks, "tor_group", tors, node)):
-        return None
+    first = entry_of[offsets[:-1]]                                    # [N]: each node's first rank's entry
+    per_node = {}
+    for key in ("host", "tor_group"):
+        distinct, code = cols[key]
+        if (code != code[first][node]).any():                         # a node's entries name two hosts/groups
+            return None
+        per_node[key] = [distinct[c] for c in code[first].tolist()]
+    hosts, tors = per_node["host"], per_node["tor_group"]
     if any(check_hostname(h) for h in hosts) or len({host_identity(h) for h in hosts}) != n_nodes:
         return None
     if any(name_problem(t, "ToR group name") for t in set(tors)):
@@ -86,13 +115,3 @@ def columns_of_entries(ranks: list, nprocs: list[int], layout: ParallelLayout,
     shared: dict = {}                                                 # one tuple per distinct rails row
     rails = tuple(shared.setdefault(row, row) for row in (tuple(by_rank[a:b]) for a, b in zip(bounds, bounds[1:])))
     return tuple(hosts), tuple(tors), rails
-
-
-def _same_names(ranks: list, key: str, per_node: list, node: np.ndarray) -> bool:
-    """Whether every entry's ``key`` is the name ``per_node[its node rank]`` (all names str)."""
-    names = [rec[key] for rec in ranks]
-    if set(map(type, names)) != {str}:
-        return False
-    code = {name: i for i, name in enumerate(dict.fromkeys(per_node))}     # distinct names, numbered
-    got = np.fromiter((code.get(name, -1) for name in names), dtype=np.int64, count=len(names))
-    return bool((got == np.array([code[name] for name in per_node], dtype=np.int64)[node]).all())

@@ -60,7 +60,8 @@ def read_bytes(path: str | Path, *, limit: int | None = None) -> bytes:
                             source=source)
         chunks, size = [], 0
         while True:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            # the whole file in one read where it can (one buffer: a 130 MB rank map is not held twice by join)
+            chunk = os.read(fd, min(max(1 << 20, info.st_size + 1 - size), limit + 1 - size))
             if not chunk:
                 break
             chunks.append(chunk)

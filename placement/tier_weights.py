@@ -21,12 +21,10 @@ set weights by tier name, e.g. ``spine=1,core=3``.
 
 from __future__ import annotations
 
-import math
-
-from rankmap.errors import SpecError, UsageError
+from rankmap.errors import SpecError
 from rankmap.topology.model import Cluster
 
-__all__ = ["crossed_tiers", "default_tier_weights", "tier_weights", "parse_tier_weights"]
+__all__ = ["crossed_tiers", "default_tier_weights", "tier_weights"]
 
 
 def crossed_tiers(cluster: Cluster) -> tuple[str, ...]:
@@ -73,28 +71,3 @@ def tier_weights(cluster: Cluster, given: dict | None = None) -> tuple[float, ..
         weights[names.index(name)] = float(w)
     return tuple(weights)
 
-
-def parse_tier_weights(text: str) -> dict:
-    """``"spine=1,core=3"`` -> ``{"spine": 1.0, "core": 3.0}``.
-
-    Raises
-    ------
-    UsageError
-        An item without ``=`` or a weight that is not a finite number >= 0 (exit 2).
-
-    Examples
-    --------
-    >>> parse_tier_weights("spine=1, core=3")
-    {'spine': 1.0, 'core': 3.0}
-    """
-    out = {}
-    for item in (t.strip() for t in text.split(",") if t.strip()):
-        name, eq, value = item.partition("=")
-        try:
-            out[name.strip()] = float(value) if eq else float("nan")
-            if not (math.isfinite(out[name.strip()]) and out[name.strip()] >= 0):
-                raise ValueError
-        except ValueError:
-            raise UsageError(f"--tier-weights: bad tier weight {item!r} (want NAME=WEIGHT with a finite weight >= 0, "
-                             "e.g. core=3)") from None
-    return out

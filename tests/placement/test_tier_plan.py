@@ -16,7 +16,7 @@ from rankmap.placement.grid_search import search
 from rankmap.placement.lower_bounds import band_lower_bound
 from rankmap.placement.plan import plan
 from rankmap.placement.tier_search import level_problem, tier_bound, tier_cost
-from rankmap.placement.tier_weights import crossed_tiers, default_tier_weights, parse_tier_weights, tier_weights
+from rankmap.placement.tier_weights import crossed_tiers, default_tier_weights, tier_weights
 from rankmap.topology import parse_cluster
 from rankmap.topology.slurm import parse_slurm_tree
 
@@ -92,7 +92,6 @@ def test_tier_weights_rule_and_overrides():
     names = crossed_tiers(cluster)
     assert len(names) == 2 and default_tier_weights(cluster)[0] == 1.0
     assert tier_weights(cluster, {names[1]: 3.0}) == (1.0, 3.0)
-    assert parse_tier_weights("spine=1,core=3") == {"spine": 1.0, "core": 3.0}
 
 
 def test_oversubscribed_core_weighs_three():

@@ -48,8 +48,7 @@ import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.metrics import evaluate
-from rankmap.placement.perimeter_bound import _min_plus
-from rankmap.placement.pod_box_bound import MAX_WORK, pod_box_costs
+from rankmap.placement.pod_box_bound import pod_box_costs, pods_bound
 from rankmap.placement.pod_pattern_bound import MAX_PODS, pod_pattern_costs
 from rankmap.placement.problem import PlacementProblem
 
@@ -115,32 +114,23 @@ def whole_spans_bound(problem: GridProblem, pair: float) -> float:
     # the problem in whole spans (as span_problem, also when its groups cannot hold the grid)
     spans = dataclasses.replace(problem, cols=C // 2, free=tuple(f // 2 for f in problem.free),
                                 w_col=2 * problem.w_col, w_wrap=2 * problem.w_wrap)
-    dom, free = np.asarray(problem.domains[0]), np.asarray(problem.free)
-    pods = [tuple(sorted(int(f) for f in free[dom == d] if f > 0)) for d in range(int(dom.max()) + 1)]
-    pods = [p for p in pods if p]
-    caps, n = [sum(p) for p in pods], R * C
-    work = sum(min(R, c) * 6 * c * (c + len(p) * max(p)) for p, c in zip(pods, caps))
-    if sum(caps) < n or max(caps) >= C or 2 * (work + len(pods) * n * max(caps)) > MAX_WORK:
-        return 0.0
     w0, w1 = problem.weights[0], problem.weights[1]
-    tables = {}
-    for i, pod in enumerate(sorted(set(pods))):
+
+    def table(i: int, pod: tuple) -> np.ndarray:
         cost = pod_pattern_costs if i < MAX_PODS else pod_box_costs
         host = cost(list(pod), problem) + w0 * pair / 2                      # a group's piece ends inside a span
         host[1::2] += w1 * pair / 2                                          # and, hosts odd, the pod's
         halves = [f // 2 for f in pod if f // 2 > 0]
         whole = cost(halves, spans) if halves else np.zeros(1)               # [cap // 2 + 1] in spans
-        table = host.copy()
-        table[0:2 * whole.size:2] = np.minimum(table[0:2 * whole.size:2], whole)
-        table[0] = 0.0
-        tables[pod] = table
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    for pod, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = _min_plus(best, tables[pod], cap, n)
-    if not np.isfinite(best[n]):
-        return 0.0
-    return max(0.0, float(best[n]) - (w0 + w1) * problem.w_col * C)
+        out = host.copy()
+        out[0:2 * whole.size:2] = np.minimum(out[0:2 * whole.size:2], whole)
+        out[0] = 0.0
+        return out
+
+    bound = pods_bound(problem, table, work_factor=2)                       # both problems' pod costs
+    # pods_bound takes off the columns' first domains only where there are pipeline hops (R > 1);
+    # this bound has always taken them off on one stage too
+    return max(0.0, bound - (w0 + w1) * problem.w_col * C) if R == 1 else bound
 
 
 def pair_split_bound(problem: PlacementProblem) -> float:

@@ -199,11 +199,12 @@ def pod_box_bound(problem: GridProblem) -> float:
     return pods_bound(problem, lambda i, pod: pod_box_costs(list(pod), problem))
 
 
-def pods_bound(problem: GridProblem, pod_costs) -> float:
+def pods_bound(problem: GridProblem, pod_costs, work_factor: int = 1) -> float:
     """Add per-pod lower bounds up over pods: ``pod_costs(i, pod)`` gives pod shape ``i``'s
     (sorted free hosts per group) least cost at each host count ``[cap + 1]``; a min-plus
     programme over pods takes the cheapest split of the grid's hosts, less the columns' first
-    domains at both tiers (counted in every pod's cost). 0 where :func:`pod_box_bound` says."""
+    domains at both tiers (counted in every pod's cost). 0 where :func:`pod_box_bound` says,
+    the work estimate taken ``work_factor`` times (pod costs computed more than once)."""
     R, C = problem.rows, problem.cols
     if not problem.domains or R * C == 0:
         return 0.0
@@ -211,7 +212,7 @@ def pods_bound(problem: GridProblem, pod_costs) -> float:
     caps = [sum(p) for p in pods]
     n = R * C
     work = sum(min(R, c) * len(MULTIPLIERS) * c * (c + len(p) * max(p)) for p, c in zip(pods, caps))
-    if sum(caps) < n or max(caps) >= C or work + len(pods) * n * max(caps) > MAX_WORK:
+    if sum(caps) < n or max(caps) >= C or work_factor * (work + len(pods) * n * max(caps)) > MAX_WORK:
         return 0.0
     costs = {p: pod_costs(i, p) for i, p in enumerate(sorted(set(pods)))}
     best = np.full(n + 1, np.inf)

@@ -5,8 +5,8 @@ share a sub-band: the subset sums of the nested band layout
 A band of ``h`` stages of ``C`` hosts takes whole pods whose free hosts sum to exactly
 ``h * C`` where it can (every pod then sits in one band, so no pipeline hop crosses the pod
 tier inside the band): the fewest pods (:func:`~rankmap.placement.subset_sum.pick_subset`)
-or, ``balanced``, the band's share of the pods left (:func:`exact_count`, a fixed item
-count); else whole pods and whole groups of one more pod (:func:`part_pod`); else whole
+or, ``balanced``, the band's share of the pods left
+(:func:`~rankmap.placement.subset_sum.exact_k_subset`, a fixed item count); else whole pods and whole groups of one more pod (:func:`part_pod`); else whole
 pods and part of one. Dynamic programming over sums as in Cormen et al., *Introduction to
 Algorithms*, 3rd ed., ch. 35.5.
 """
@@ -20,7 +20,7 @@ import numpy as np
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.subset_sum import exact_k_subset, min_counts, pick_subset
 
-__all__ = ["band_pods", "part_pod", "exact_count", "group_subsets", "without_smallest_pods"]
+__all__ = ["band_pods", "part_pod", "group_subsets", "without_smallest_pods"]
 
 # Pods with more usable groups than this split their groups among sub-bands by prefixes
 # of the group list (largest first) instead of every subset.
@@ -54,7 +54,7 @@ def band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = Fal
                part: bool = False) -> list | None:
     """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
     fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's
-    share of the pods left, those nearest the mean size first, :func:`exact_count`), else
+    share of the pods left, those nearest the mean size first, :func:`~rankmap.placement.subset_sum.exact_k_subset`), else
     (``part``) whole pods and whole groups of one more (:func:`part_pod`), else whole pods
     and part of one (its largest groups first, the last cut); taken hosts leave ``free``."""
     room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
@@ -64,7 +64,7 @@ def band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = Fal
     exact = None
     if balanced:
         k = max(1, round(need / float(np.mean([f for _, f in items]))))
-        exact = exact_count(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
+        exact = exact_k_subset(sorted(items, key=lambda pf: (abs(pf[1] - need / k), pf[0])), need, k)
     if exact is None:
         exact = pick_subset(items, need)
     if exact is None and part:
@@ -122,14 +122,6 @@ def part_pod(dom: np.ndarray, free: np.ndarray, items: list[tuple[int, int]], ne
         for g, n in pod:
             free[g] -= n
     return out
-
-
-def exact_count(items: list[tuple[int, int]], need: int, k: int) -> list[int] | None:
-    """``k`` of ``items`` (``[(pod, hosts)]``) whose hosts sum to ``need`` exactly, the earliest
-    items preferred (the colexicographic least subset); None when there are none
-    (:func:`rankmap.placement.subset_sum.exact_k_subset`, bitsets over (count, sum): at
-    100,000 hosts a table per item took ~1 GB)."""
-    return exact_k_subset(items, need, k)
 
 
 def group_subsets(groups: list[tuple[int, int]]) -> list[tuple[int, ...]]:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankmap.placement.band_pods import band_pods, exact_count
+from rankmap.placement.band_pods import band_pods
+from rankmap.placement.subset_sum import exact_k_subset
 
 
-def test_exact_count_prefers_the_earliest_items():
+def test_a_fixed_count_of_pods_prefers_the_earliest_items():
     items = [(0, 5), (1, 4), (2, 3), (3, 2)]
-    assert exact_count(items, 7, 2) == [1, 2]        # {4, 3} before {5, 2}: its latest item comes first
-    assert exact_count(items, 9, 3) == [1, 2, 3]
-    assert exact_count(items, 6, 1) is None
+    assert exact_k_subset(items, 7, 2) == [1, 2]        # {4, 3} before {5, 2}: its latest item comes first
+    assert exact_k_subset(items, 9, 3) == [1, 2, 3]
+    assert exact_k_subset(items, 6, 1) is None
 
 
 def test_a_band_takes_whole_groups_of_one_more_pod_before_cutting():

@@ -80,7 +80,7 @@ def _names_from_json(text: str, path: str) -> list[str]:
                             key="--hosts")
     except SpecError as exc:
         raise SpecError(exc.message, source=path, line=exc.line, key="--hosts") from None
-    from rankmap.topology.k8s import json_item_lines
+    from rankmap.topology.kubectl_json import json_item_lines
 
     def line_of(i: int) -> int:  # the item's own line (where its metadata.name is written)
         return json_item_lines(text, doc)[i]

@@ -15,11 +15,13 @@ from rankmap.errors import SpecError
 from rankmap.fileio import check_numbers, read_text
 from rankmap.names import host_budget
 from rankmap.topology.hostfile import parse_hostfile
-from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.k8s import parse_k8s_nodes
+from rankmap.topology.k8s_export import export_k8s_labels
 from rankmap.topology.model import Cluster
 from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
 from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
-from rankmap.topology.slurm_yaml import export_slurm_yaml, looks_like_topology_yaml, parse_slurm_yaml
+from rankmap.topology.slurm_yaml import looks_like_topology_yaml, parse_slurm_yaml
+from rankmap.topology.slurm_yaml_export import export_slurm_yaml
 from rankmap.topology.sources import ImportOptions, ImportResult
 from rankmap.topology.spec import parse_cluster
 from rankmap.topology.volcano import parse_hypernodes

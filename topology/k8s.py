@@ -1,4 +1,5 @@
-"""Kubernetes node topology labels (``kubectl get nodes -o json``) <-> Cluster.
+"""Kubernetes node topology labels (``kubectl get nodes -o json``) -> Cluster (the writer back is
+:mod:`rankmap.topology.k8s_export`).
 
 Clouds and schedulers label each node with the network domains above it, top level
 first:
@@ -34,14 +35,11 @@ Kueue Topology Aware Scheduling, https://kueue.sigs.k8s.io/docs/concepts/topolog
 
 from __future__ import annotations
 
-import json
-import re
-from bisect import bisect_left
-
 from rankmap.errors import SpecError
 from rankmap.fileio import parse_json
 from rankmap.topology.hostnames import check_hostname
-from rankmap.topology.model import Cluster, Switch
+from rankmap.topology.kubectl_json import JsonLines
+from rankmap.topology.model import Switch
 from rankmap.topology.sources import (
     Diagnostics,
     ImportOptions,
@@ -55,11 +53,10 @@ from rankmap.topology.sources import (
     warn_odd_names,
 )
 from rankmap.topology.tiers import structure
-from rankmap.topology.tree import name_key, path_to
+from rankmap.topology.tree import name_key
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "json_item_lines", "LevelKey", "AWS_LAYER",
-           "GKE_LEVELS"]
+__all__ = ["parse_k8s_nodes", "parse_kueue_levels", "LevelKey", "AWS_LAYER", "GKE_LEVELS"]
 
 AWS_LAYER = "topology.k8s.aws/network-node-layer-"
 GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
@@ -67,7 +64,6 @@ GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topol
 HOST_LEVELS = ("kubernetes.io/hostname", "cloud.google.com/gce-topology-host")
 GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
 GPU_LABEL = "nvidia.com/gpu.count"
-_LABEL_VALUE = re.compile(r"^(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)$")
 
 
 class LevelKey(str):
@@ -95,6 +91,7 @@ def parse_k8s_nodes(text: str, source: str, options: ImportOptions | None = None
 
     Examples
     --------
+    >>> import json
     >>> doc = {"items": [{"metadata": {"name": n, "labels": {AWS_LAYER + "1": "t", AWS_LAYER + "2": m}}}
     ...                  for n, m in [("a", "x"), ("b", "x"), ("c", "y")]]}
     >>> r = parse_k8s_nodes(json.dumps(doc), "nodes.json", ImportOptions(gpus=4))
@@ -189,7 +186,7 @@ def _load(text: str, source: str):
         raise SpecError("empty file: expected kubectl get nodes output", source=source, line=1)
     if text.lstrip()[:1] in "{[":
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
-        lines = _JsonLines(text, doc).item_line
+        lines = JsonLines(text, doc).item_line
     else:
         doc = parse_yaml(text, source)
         lines = None
@@ -206,67 +203,6 @@ def _load(text: str, source: str):
         item_lines = getattr(items, "item_lines", None) or [getattr(items, "line", 1)] * len(items)
         lines = item_lines.__getitem__
     return items, lines
-
-
-def json_item_lines(text: str, doc) -> list[int]:
-    """The line of each item of a kubectl List (``kubectl get nodes/pods -o json``), parsed from
-    ``text`` as ``doc``: where its ``metadata.name`` is written, so that of two items with one
-    name the second is cited at its own line, not at the first's.
-
-    >>> text = '{"items": [\\n {"metadata": {"name": "n1"}},\\n {"metadata": {"name": "n1"}}]}'
-    >>> json_item_lines(text, json.loads(text))
-    [2, 3]
-    """
-    items = doc.get("items") if isinstance(doc, dict) and "items" in doc else doc
-    lines = _JsonLines(text, doc)
-    return [lines.item_line(i) for i in range(len(items) if isinstance(items, list) else 1)]
-
-
-class _JsonLines:
-    """Line of each node item. Fast path: the line of the item's ``"name": "..."`` found by
-    searching forward in item order. Items without a usable name fall back (only for the
-    message) to a slower parse that keeps the position of every object."""
-
-    def __init__(self, text: str, doc):
-        self.text = text
-        self.doc = doc
-        self.newlines = [m.start() for m in re.finditer("\n", text)]
-        self.pos = 0
-        self.cache: dict[int, int] = {}
-        self.slow: list[int] | None = None
-
-    def item_line(self, index: int) -> int:
-        if index not in self.cache:
-            items = self.doc.get("items") if isinstance(self.doc, dict) and "items" in self.doc else self.doc
-            item = items[index] if isinstance(items, list) else self.doc
-            name = item.get("metadata", {}).get("name") if isinstance(item, dict) and \
-                isinstance(item.get("metadata"), dict) else None
-            found = re.compile(r'"name"\s*:\s*' + re.escape(json.dumps(name))).search(self.text, self.pos) \
-                if isinstance(name, str) else None
-            if found:
-                self.pos = found.end()
-                self.cache[index] = bisect_left(self.newlines, found.start()) + 1
-            else:
-                self.cache[index] = self._slow_lines()[index] if index < len(self._slow_lines()) else 1
-        return self.cache[index]
-
-    def _slow_lines(self) -> list[int]:
-        if self.slow is None:
-            line_of: dict[int, int] = {}
-            decoder = json.JSONDecoder()
-
-            def parse_object(s_and_end, *args):
-                obj, end = json.decoder.JSONObject(s_and_end, *args)
-                line_of[id(obj)] = bisect_left(self.newlines, s_and_end[1]) + 1
-                return obj, end
-
-            decoder.parse_object = parse_object
-            decoder.scan_once = json.scanner.py_make_scanner(decoder)
-            doc = decoder.decode(self.text)  # kept alive so that the ids above stay valid
-            items = doc.get("items", []) if isinstance(doc, dict) and "items" in doc else doc
-            items = items if isinstance(items, list) else [doc]
-            self.slow = [line_of.get(id(item), 1) for item in items]
-        return self.slow
 
 
 def _node(item, index: int, lines, source: str):
@@ -413,54 +349,3 @@ def parse_kueue_levels(text: str, source: str) -> tuple[str, ...]:
     if not out:
         raise spec.error("levels", "needs at least one level")
     return tuple(out)
-
-
-def export_k8s_labels(cluster: Cluster, levels: tuple[str, ...] | None = None) -> str:
-    """Nodes with topology labels as a ``kubectl``-style JSON List; reads back with
-    :func:`parse_k8s_nodes`.
-
-    Each host gets one label per domain above it, top first (AWS layer labels unless
-    ``levels`` names the keys), and ``nvidia.com/gpu.count``. A domain named by a path
-    (``a/b``) writes its last part. Without a switch tree, one ``spine`` domain joins
-    all ToR groups; islands stay separate top-level domains, and so do the children of an
-    implied root (``root``, joined again on import).
-
-    Raises
-    ------
-    SpecError
-        If a domain has several parents, the tree is deeper than ``levels``, or a name is
-        not a valid label value.
-    """
-    records = []
-    for group in cluster.tor_groups:
-        try:
-            path = path_to(cluster, group.name) if cluster.switches is not None else ("spine", group.name)
-        except ValueError as exc:
-            raise SpecError(f"cannot write labels for ToR group {group.name!r}: {exc}; labels describe "
-                            "a single-parent tree") from None
-        if len(path) > 1 and _implied_root(path[0]) and not path[1].startswith(path[0] + "/"):
-            path = path[1:]  # the root an import implied: no label names it, a re-import implies it again
-        values = [_label_value(path[i], path[i - 1] if i else None) for i in range(len(path))]
-        keys = levels or tuple(f"{AWS_LAYER}{i + 1}" for i in range(len(values)))
-        if len(keys) < len(values):
-            raise SpecError(f"ToR group {group.name!r} is {len(values)} levels deep, more than the "
-                            f"{len(keys)} label keys given")
-        for host in group.hosts:
-            labels = dict(zip(keys, values)) | {GPU_LABEL: str(cluster.host(host).gpus)}
-            records.append({"apiVersion": "v1", "kind": "Node", "metadata": {"name": host, "labels": labels}})
-    if not records:
-        raise SpecError(f"cluster {cluster.name!r} has no hosts: refusing to write an empty node list")
-    return json.dumps({"apiVersion": "v1", "kind": "List", "items": records}, indent=1) + "\n"
-
-
-def _implied_root(name: str) -> bool:
-    """Whether ``name`` is one :func:`~rankmap.topology.sources.join_top_domains` gives."""
-    return name.rstrip("'") == "root"
-
-
-def _label_value(name: str, parent: str | None) -> str:
-    value = name[len(parent) + 1:] if parent and name.startswith(parent + "/") else name
-    if not _LABEL_VALUE.match(value):
-        raise SpecError(f"{value!r} is not a valid Kubernetes label value (63 characters at most: letters, "
-                        "digits, '-', '_', '.', starting and ending with a letter or digit)")
-    return value

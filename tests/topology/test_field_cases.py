@@ -12,7 +12,8 @@ from rankmap.errors import SpecError
 from rankmap.topology.hostfile import parse_hostfile
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.importers import import_file
-from rankmap.topology.k8s import export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.k8s import parse_k8s_nodes
+from rankmap.topology.k8s_export import export_k8s_labels
 from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
 from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block
 from rankmap.topology.slurmconf import slurm_hostlist

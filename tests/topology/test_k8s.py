@@ -7,7 +7,8 @@ import json
 import pytest
 
 from rankmap.errors import SpecError
-from rankmap.topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes, parse_kueue_levels
+from rankmap.topology.k8s import AWS_LAYER, parse_k8s_nodes, parse_kueue_levels
+from rankmap.topology.k8s_export import export_k8s_labels
 from rankmap.topology.sources import ImportOptions
 from rankmap.topology.tree import parents
 

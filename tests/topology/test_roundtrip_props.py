@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from rankmap.errors import SpecError
 from rankmap.topology import cluster_to_yaml, parse_cluster
 from rankmap.topology.hostnames import compress_hostlist
-from rankmap.topology.k8s import AWS_LAYER, export_k8s_labels, parse_k8s_nodes
+from rankmap.topology.k8s import AWS_LAYER, parse_k8s_nodes
+from rankmap.topology.k8s_export import export_k8s_labels
 from rankmap.topology.model import Switch
 from rankmap.topology.slurm import export_slurm_tree, parse_slurm_tree
 from rankmap.topology.slurm_block import export_slurm_block, parse_slurm_block

@@ -16,7 +16,8 @@ from rankmap.errors import SpecError
 from rankmap.topology import parse_cluster
 from rankmap.topology.importers import detect_format, import_file, import_text
 from rankmap.topology.slurm import parse_slurm_tree
-from rankmap.topology.slurm_yaml import export_slurm_yaml, parse_slurm_yaml
+from rankmap.topology.slurm_yaml import parse_slurm_yaml
+from rankmap.topology.slurm_yaml_export import export_slurm_yaml
 from rankmap.topology.sources import ImportOptions
 from rankmap.topology.spec import cluster_to_yaml
 from rankmap.yamlio import parse_yaml

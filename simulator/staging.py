@@ -61,7 +61,8 @@ from rankmap.simulator.ecmp import EcmpConfig
 from rankmap.simulator.flows import FlowSet, RankPlacement
 from rankmap.simulator.iteration import phase_flows, simulate_phase
 from rankmap.simulator.network import Network
-from rankmap.simulator.schedule import OverlapConfig, ScheduleResult, backward_pass_s, buckets, run_schedule
+from rankmap.simulator.pipeline_costs import OverlapConfig
+from rankmap.simulator.schedule import ScheduleResult, backward_pass_s, buckets, run_schedule
 from rankmap.simulator.timing import CommTimes, configs_of, pipeline_costs
 
 __all__ = ["chunk_release_s", "reduce_release_s", "stage_reduce_s", "staged_comm_times"]

@@ -40,7 +40,8 @@ import numpy as np
 from rankmap.errors import SpecError
 from rankmap.job.spec import JobSpec
 from rankmap.simulator.compute import ComputeConfig, StageTimes, model_flops, stage_times
-from rankmap.simulator.schedule import OverlapConfig, PipelineCosts, ScheduleResult, run_schedule
+from rankmap.simulator.pipeline_costs import OverlapConfig, PipelineCosts
+from rankmap.simulator.schedule import ScheduleResult, run_schedule
 from rankmap.simulator.stats import summarize
 
 __all__ = ["CommTimes", "IterationTiming", "comm_times", "configs_of", "pipeline_costs", "reduce_buckets",

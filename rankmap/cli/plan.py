@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -126,6 +125,7 @@ def add_verify_parser(sub) -> None:
 def run_plan(args: argparse.Namespace) -> int:
     from rankmap import api
     from rankmap.cli.report import print_plan
+    from rankmap.launch.stale_files import stale_launch_files, stale_launch_folders
 
     cluster_path, job_path = example_inputs(args)
     check_objective_flags(args.objective, args.tier_weights, args.previous)
@@ -196,6 +196,7 @@ def check_objective_flags(goals: tuple, tier_weights: dict | None, previous) -> 
 def run_replan(args: argparse.Namespace) -> int:
     from rankmap import api
     from rankmap.cli.report import print_replan
+    from rankmap.launch.stale_files import stale_launch_files, stale_launch_folders
     from rankmap.topology.hostnames import expand_hostlist
 
     previous = api.read_rankmap(args.rankmap)
@@ -250,70 +251,6 @@ def check_reserved_maps(paths, rankmap_path: Path, previous, cluster, failed: li
                            f"map is stale, or name the hosts in --failed to move this job's ranks off them")
 
 
-def stale_launch_folders(out: Path) -> list[Path]:
-    """The folders ``rankmap launch`` writes beside a rank map by default (``launch-FORMAT``)
-    that ``out`` holds: launch files made for the map a new one in ``out`` replaces.
-
-    Raises RankmapError (exit 3) for such a folder holding anything but the files launch writes
-    there (:data:`rankmap.launch.formats.FILES`): a subfolder (``launch --plan-in-allocation``
-    keeps each allocation's plan in one), or a file of the user's (notes, an edited script).
-    Those are not deleted, so the new map is refused until the folder is moved away. So is a
-    symbolic link named ``launch-FORMAT``: launch writes through it, and rankmap does not delete
-    files in the folder it points to (shared by other maps, perhaps), which would then go stale.
-    """
-    from rankmap.errors import RankmapError
-    from rankmap.launch.formats import FILES, FORMATS, MANIFEST
-
-    for link in (out / f"launch-{f}" for f in FORMATS):
-        if link.is_symlink():
-            raise RankmapError(f"{link}: a symbolic link (to {os.readlink(link)}): the launch files behind it, "
-                               f"made for the map in {out}, would be stale beside a new map, and rankmap does not "
-                               f"delete files through a link: remove {link} or give another --out")
-    stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()]
-    for folder in stale:
-        own = FILES[folder.name.removeprefix("launch-")] + (MANIFEST,)
-        other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)
-        if other:
-            raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "
-                               f"beside {', '.join(other[:3])}{' ...' if len(other) > 3 else ''}, which launch "
-                               f"does not write: move {folder} away or give another --out")
-    return stale
-
-
-def stale_launch_files(out: Path, keep: tuple = ()) -> list[Path]:
-    """Launch files that ``rankmap launch --out OUT`` wrote straight into ``out`` (its record,
-    :data:`rankmap.launch.formats.MANIFEST`, names them), the record last: a new map in ``out``
-    makes them stale (they start the old host order). ``keep``: names the new map writes itself.
-
-    Raises RankmapError (exit 3), deleting nothing, for a recorded file the user changed since
-    launch wrote it (an edited script), or one that is now a link or not a file, as
-    :func:`stale_launch_folders` does for a ``launch-FORMAT`` folder holding the user's files.
-    """
-    import hashlib
-
-    from rankmap.errors import RankmapError
-    from rankmap.fileio import read_bytes, read_text
-    from rankmap.launch.formats import MANIFEST, recorded_files
-
-    record = out / MANIFEST
-    if not record.is_file() or record.is_symlink():
-        return []
-    stale, changed = [], []
-    for name, digest in sorted(recorded_files(read_text(record), str(record)).items()):
-        path = out / name
-        if name in keep or not (path.exists() or path.is_symlink()):
-            continue  # the new map rewrites it (a DeepSpeed hostfile), or the user removed it
-        if path.is_symlink() or not path.is_file() or hashlib.sha256(read_bytes(path)).hexdigest() != digest:
-            changed.append(name)
-        stale.append(path)
-    if changed:
-        raise RankmapError(f"{out}: launch files of an earlier map ({', '.join(changed[:3])}"
-                           f"{' ...' if len(changed) > 3 else ''}) changed since rankmap launch wrote them; a new map "
-                           f"there makes them stale, and rankmap does not delete your edits: move them away or give "
-                           f"another --out")
-    return stale + [record]
-
-
 def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
     """Commit ``rm`` (rankmap.json, hostfile, ``extra``) into ``out`` after printing ``report``.
 
@@ -324,7 +261,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
     Launch files that ``rankmap launch`` wrote into ``out`` for the earlier map (``launch-slurm/``
     with that map's ``--nodes``, a torchrun line per old host) would start the old job beside the
     new map: they go in the same commit, as an old ``plan.png`` does, and stderr names them; so do
-    the files ``rankmap launch --out OUT`` wrote straight into ``out`` (:func:`stale_launch_files`). Each
+    the files ``rankmap launch --out OUT`` wrote straight into ``out`` (:func:`~rankmap.launch.stale_files.stale_launch_files`). Each
     is renamed aside once the new files are staged, put back if the commit fails, and deleted
     after it. ``run/`` (logs and records of a training run) is data and stays.
     """
@@ -334,6 +271,7 @@ def write_map(rm, out: Path, extra: dict | None = None, *, report) -> None:
 
     from rankmap import api
     from rankmap.launch.formats import MANIFEST
+    from rankmap.launch.stale_files import stale_launch_files, stale_launch_folders
 
     folders = stale_launch_folders(out)
     files = stale_launch_files(out, keep=("rankmap.json", "hostfile", *(extra or {})))

@@ -198,6 +198,21 @@ def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
                                   "1 in pp-send (pp #9)")
 
 
+def test_hang_inside_an_operation_every_member_entered_names_its_members():
+    def hang(rank, phase, group, peers, seq):
+        return Hang(rank=rank, host=HOSTS[rank], local_rank=rank % 4, step=3, phase=phase, group=group, peers=peers,
+                    seq=seq, since_s=10.0, timeout_s=5.0, state="collective")
+    # 4 and 5 both entered TP all-gather #40 and neither completed; 0 and 1 wait for them in PP
+    # and DP: nobody is outside an operation, so the operation itself hangs
+    hangs = (hang(0, "pp-send", "pp", (0, 4), 9), hang(1, "dp-all-gather", "dp", (1, 5), 6),
+             hang(4, "tp-all-gather", "tp", (4, 5), 40), hang(5, "tp-all-gather", "tp", (4, 5), 40))
+    d = diagnose(RunRecords(run().events, hangs, (0, 1, 4, 5)), HOSTS, TORS)
+    assert d.hang.culprits == (4, 5) and d.hang.culprit_hosts == ("h1", "h1") and d.hang.waiting == (0, 1)
+    assert d.hang.culprit_state == ("blocked in tp-all-gather (tp #40) with every member: the operation itself hangs "
+                                    "(a link, a NIC or a member's communicator)",) * 2
+    assert hang_where(d.hang) == "2 ranks wait: 1 in dp-all-gather (dp #6), 1 in pp-send (pp #9)"
+
+
 def test_ranks_without_records_are_named_and_get_no_clock_offset():
     records = run()
     part = RunRecords(tuple(e for e in records.events if e.rank < 3), (), (0, 1, 2))

@@ -90,9 +90,27 @@ def write_records(folder, records, cut_last=False):
                         ('{"rank": 6, "ho' if cut_last else ""))
 
 
-def diagnose_cli(run_dir, rankmap):
-    return subprocess.run([sys.executable, "-m", "rankmap", "diagnose", run_dir, "--rankmap", rankmap],
+def diagnose_cli(run_dir, rankmap, *flags):
+    return subprocess.run([sys.executable, "-m", "rankmap", "diagnose", run_dir, "--rankmap", rankmap, *flags],
                           capture_output=True, text=True, timeout=120)
+
+
+def test_min_step_fraction_flag_sets_how_late_a_rank_is_named_and_bad_values_exit_2(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    write_records(events_dir(tmp_path, "r1"), run(late_rank=2, hosts=hosts))
+    # rank 2 arrives 0.395 s late every step of 1.057 s (median): 37% of the step
+    named = diagnose_cli(tmp_path, rankmap, "--min-step-fraction", "0.3", "--out", tmp_path / "d1")
+    assert named.returncode == 5, named.stdout + named.stderr
+    flags = json.loads((tmp_path / "d1" / "diagnosis.json").read_text())["flags"]
+    assert [(f["who"], f["measure"]) for f in flags] == [("2", "late arrival")]
+    quiet = diagnose_cli(tmp_path, rankmap, "--min-step-fraction", "0.5", "--out", tmp_path / "d2")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert json.loads((tmp_path / "d2" / "diagnosis.json").read_text())["flags"] == []
+    for bad in ("-0.1", "1.5", "abc", "nan"):
+        out = diagnose_cli(tmp_path, rankmap, f"--min-step-fraction={bad}", "--out", tmp_path / "d3")
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert f"argument --min-step-fraction: expected a number in [0, 1], got '{bad}'" in out.stderr
+        assert not (tmp_path / "d3").exists()
 
 
 def test_records_round_trip_and_cli(tmp_path):

@@ -113,7 +113,8 @@ def _block_forever(members: tuple, rank: int) -> None:
     member of the operation on the default group, with a tag no rank sends (gloo's ``recv``
     blocks until a matching send; ``torch.distributed.ProcessGroup.recv``). The receive ends
     only at the process group's timeout, which leaves the watchdog its time first (the
-    config's ``init_timeout_s`` check); after it, or with no other member, the rank sleeps."""
+    config's ``init_timeout_s`` check); after it, with no other member, or on a backend that
+    refuses a CPU tensor (NCCL), the rank sleeps, still blocked in the operation."""
     import torch
     import torch.distributed as dist
 
@@ -121,7 +122,7 @@ def _block_forever(members: tuple, rank: int) -> None:
     if peers and dist.is_initialized():
         try:
             dist.group.WORLD.recv([torch.zeros(1)], peers[0], STALL_TAG).wait()
-        except RuntimeError:  # the process group's timeout: keep blocking
+        except RuntimeError:  # the process group's timeout, or a backend that refuses it: keep blocking
             pass
     while True:
         time.sleep(1.0)

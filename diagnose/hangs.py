@@ -6,6 +6,13 @@ waits on are the members of its operation not blocked in that same instance; fol
 those waits ends at ranks that are not blocked in any operation -- stuck in compute, or
 with no record at all (never entered the operation: frozen, dead, or stopped before it)
 -- the culprits. The blocked ranks are the victims.
+
+When the waits end at no such rank, the hang is inside an operation: every member of it
+entered it and none completed (an NCCL collective that hangs on a link, a NIC or one
+member's communicator; the engine's ``stall_mode: collective`` drill). Host-side records
+cannot tell its members apart, so all of them are the culprits, the operation named.
+Only then: a complete operation is otherwise a victim too (on GPUs, a collective queued on
+a stream behind an operation that waits for a culprit does not complete either).
 """
 
 from __future__ import annotations
@@ -63,6 +70,10 @@ def hang_verdict(records: RunRecords, host_of: dict) -> HangVerdict | None:
             elif p not in seen:
                 seen.add(p)
                 todo.append(p)
+    stuck_inside = set()
+    if not culprits:  # no rank outside the operations: the operations every member entered are stuck
+        stuck_inside = {r for r in blocked if not waits_on[r]}
+        culprits = set(stuck_inside)
     counts: dict = defaultdict(list)
     for r in blocked:  # the headline: the operation most victims are blocked in (P2P pairs together)
         counts[by_rank[r].phase, by_rank[r].group, by_rank[r].seq].append(r)
@@ -72,8 +83,8 @@ def hang_verdict(records: RunRecords, host_of: dict) -> HangVerdict | None:
         group, seq, phase = None, 0, by_rank[min(by_rank)].phase
         culprits = set(by_rank)
     culprits = sorted(culprits)
-    state = tuple(_state_text(by_rank.get(c)) if c in by_rank else _never_entered(c, records, by_rank, blocked)
-                  for c in culprits)
+    state = tuple(_inside_text(by_rank[c]) if c in stuck_inside else _state_text(by_rank.get(c)) if c in by_rank
+                  else _never_entered(c, records, by_rank, blocked) for c in culprits)
     victims = tuple(sorted(set(blocked) - set(culprits)))
     return HangVerdict(group or "", seq, phase, victims, tuple(culprits), tuple(host_of.get(c, "?") for c in culprits),
                        state, _blocked_instances(blocked, by_rank), _waiting_in(victims, by_rank))
@@ -122,6 +133,12 @@ def _never_entered(rank: int, records: RunRecords, by_rank: dict, blocked: dict)
         return (f"no record: never entered {what} #{inst[-1]} (its last completed: {last}; frozen, dead, or "
                 f"stopped before it)")
     return _state_text(None)
+
+
+def _inside_text(h) -> str:
+    """What a culprit blocked in an operation that every member entered was in."""
+    return (f"blocked in {h.phase} ({h.group} #{h.seq}) with every member: the operation itself hangs (a link, "
+            f"a NIC or a member's communicator)")
 
 
 def _state_text(h) -> str:

@@ -21,7 +21,9 @@ key is optional; the defaults train a tiny model that runs on CPUs in seconds::
     diagnostics: {timing: true, hang_timeout_s: 240,       # per-rank records; progress watchdog (0: off)
                   inject_rank: null, inject_phase: null, inject_delay_s: 0,   # fault drills: a slow phase
                                                            # (forward, backward, optimizer) or link (send),
-                  stall_rank: null, stall_step: null, stall_mode: collective} # or a stalled rank
+                  stall_rank: null, stall_step: null, stall_mode: collective} # or a stalled rank:
+                                                           # blocked in its next collective, stuck
+                                                           # in compute (compute), frozen (freeze)
     init_timeout_s: 300         # the process group's timeout: at least hang_timeout_s + 30
 
 ``train.steps: 0`` runs the start-up checks only (placement report, no training).
@@ -165,8 +167,9 @@ class DiagnosticsConfig:
     """Timing and the progress watchdog (:mod:`rankmap.engine.timing`), plus fault drills: spin
     ``inject_delay_s`` inside ``inject_phase`` of ``inject_rank`` (a compute phase, or ``send``:
     each P2P send), or have ``stall_rank`` stall at ``stall_step`` (``stall_mode``: ``collective``
-    stops before its next collective, ``compute`` spins in its forward pass, ``freeze`` stops
-    the process with SIGSTOP before its next collective)."""
+    enters its next collective -- not a P2P send or receive -- and never completes it, so the
+    group's other members block in it too; ``compute`` spins in its forward pass; ``freeze``
+    stops the process with SIGSTOP before its next collective or P2P operation)."""
 
     timing: bool = True
     hang_timeout_s: float = 240.0

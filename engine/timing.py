@@ -28,9 +28,12 @@
 - Fault injection for drills: ``inject_delay_s`` of busy computation in one phase of one
   rank (a slow GPU), or in each of its P2P sends (``inject_phase: send``, a slow link: the rank
   is blocked in the send meanwhile, as in a send on a slow wire);
-  ``stall_rank`` stops at ``stall_step`` before its next collective (``stall_mode:
-  collective``), spins forever in its forward pass (``compute``) or freezes with SIGSTOP
-  before its next collective, writing nothing more (``freeze``: a rank that never joins).
+  ``stall_rank`` at ``stall_step`` enters its next collective and never completes it
+  (``stall_mode: collective``, as an NCCL collective that hangs: the rank is blocked in it,
+  waiting in a gloo receive that no peer answers, while the group's other members block in
+  the same operation for its part), spins forever in its forward pass (``compute``) or
+  freezes with SIGSTOP before its next collective or P2P operation, writing nothing more
+  (``freeze``: a rank that never joins).
 """
 
 from __future__ import annotations
@@ -100,6 +103,29 @@ class _Op:
     def __init__(self, phase, group, peers, seq, step, wall, start):
         self.phase, self.group, self.peers, self.seq, self.step = phase, group, peers, seq, step
         self.wall, self.start, self.wait_s = wall, start, 0.0
+
+
+STALL_TAG = 0x57A11  # the tag of the receive a ``collective`` stall waits in: no rank ever sends with it
+
+
+def _block_forever(members: tuple, rank: int) -> None:
+    """Wait, inside a collective, for a part that never arrives: a gloo receive from another
+    member of the operation on the default group, with a tag no rank sends (gloo's ``recv``
+    blocks until a matching send; ``torch.distributed.ProcessGroup.recv``). The receive ends
+    only at the process group's timeout, which leaves the watchdog its time first (the
+    config's ``init_timeout_s`` check); after it, with no other member, or on a backend that
+    refuses a CPU tensor (NCCL), the rank sleeps, still blocked in the operation."""
+    import torch
+    import torch.distributed as dist
+
+    peers = [m for m in members if m != rank]
+    if peers and dist.is_initialized():
+        try:
+            dist.group.WORLD.recv([torch.zeros(1)], peers[0], STALL_TAG).wait()
+        except RuntimeError:  # the process group's timeout, or a backend that refuses it: keep blocking
+            pass
+    while True:
+        time.sleep(1.0)
 
 
 class PhaseTimer:
@@ -232,10 +258,13 @@ class PhaseTimer:
     # -- operations (called by CommHooks) ------------------------------------------------------
     def open_comm(self, op: str, kind: str, peers: tuple, seq: int) -> _Op:
         """An operation is issued: ``op`` (all-reduce, send, ...) on a ``kind`` group."""
-        self._stall()
+        self._freeze()
         phase = f"{self.label}-{op}" if self.label else f"{kind}-{op}"
         self._progress()
         handle = _Op(phase, kind, tuple(peers), seq, self.step, self.wall(), time.perf_counter())
+        if op not in ("send", "recv") and self._stalls(("collective",)):
+            with self.comm_wait(handle):
+                _block_forever(handle.peers, self.rank)
         if op == "send":  # a slow link: the send takes longer, its issue is on time, and the rank is
             with self.comm_wait(handle):  # blocked in it meanwhile (as it waits for a send on a slow wire),
                 self._inject("send")      # so that time is not lateness of its own to later collectives
@@ -298,19 +327,19 @@ class PhaseTimer:
             end = time.perf_counter() + c.inject_delay_s
             while time.perf_counter() < end:  # busy, like a slow device: it uses the CPU
                 pass
-        if c.stall_rank == self.rank and c.stall_step == self.step and c.stall_mode == "compute" \
-                and phase == "forward":
+        if phase == "forward" and self._stalls(("compute",)):
             while True:  # stuck in compute: no progress, the CPU busy
                 time.sleep(0)
 
-    def _stall(self) -> None:
+    def _stalls(self, modes: tuple) -> bool:
         c = self.cfg
-        if c.stall_rank != self.rank or c.stall_step != self.step or c.stall_mode == "compute":
-            return
-        if c.stall_mode == "freeze":
+        return c.stall_rank == self.rank and c.stall_step == self.step and c.stall_mode in modes
+
+    def _freeze(self) -> None:
+        if self._stalls(("freeze",)):
             os.kill(os.getpid(), signal.SIGSTOP)  # the whole process stops: it writes nothing more
-        while True:  # this rank stops entering collectives
-            time.sleep(1.0)
+            while True:  # (should SIGCONT wake it, it still never joins)
+                time.sleep(1.0)
 
     # -- watchdog ------------------------------------------------------------------------------
     def _state(self):

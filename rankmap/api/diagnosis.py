@@ -39,7 +39,7 @@ class DiagnosisRun:
 
 
 def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio: float = 1.5,
-             min_excess_s: float = 0.05, run_id: str | None = None) -> DiagnosisRun:
+             min_excess_s: float = 0.05, min_step_fraction: float = 0.2, run_id: str | None = None) -> DiagnosisRun:
     """Stragglers and hangs from a run's timing records (``RUN_DIR/events``), with what to exclude next.
 
     Parameters
@@ -51,6 +51,9 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
     z, min_ratio, min_excess_s : float
         Flag a duration at this robust z-score, and only at ``min_ratio`` times the median and
         ``min_excess_s`` seconds above it.
+    min_step_fraction : float
+        Name a rank late to collectives only when its steady lateness is at least this share of
+        the median step time (0..1; :mod:`rankmap.diagnose.lateness`).
     run_id : str, optional
         Which run of ``RUN_DIR/events/`` (default: the newest).
 
@@ -78,7 +81,8 @@ def diagnose(run_dir: str | Path, rankmap: RankMap, *, z: float = 5.0, min_ratio
     tor_of = dict(zip(rankmap.hosts, rankmap.tor_groups))
     stage = rankmap.layout.column("pp")
     role_of = {r: int(stage[r]) for r in range(rankmap.world_size)}
-    d = _diagnose(records, host_of, tor_of, role_of=role_of, z=z, min_ratio=min_ratio, min_excess_s=min_excess_s)
+    d = _diagnose(records, host_of, tor_of, role_of=role_of, z=z, min_ratio=min_ratio, min_excess_s=min_excess_s,
+                  min_step_fraction=min_step_fraction)
     bad_hosts = sorted({host_of[int(f.who)] for f in d.flags if f.what == "rank"} |
                        {f.who for f in d.flags if f.what == "host"} | set(d.hang.culprit_hosts if d.hang else ()))
     bad_groups = sorted({f.who for f in d.flags if f.what == "tor_group"})

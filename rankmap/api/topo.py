@@ -8,7 +8,7 @@ from rankmap.errors import RankmapError
 from rankmap.topology.model import Cluster
 from rankmap.topology.spec import parse_cluster
 
-__all__ = ["topo_import", "topo_show", "topo_export"]
+__all__ = ["topo_import", "topo_show", "topo_export", "topo_export_warnings"]
 
 
 def topo_import(path: str | Path, fmt: str, options=None) -> tuple:
@@ -85,3 +85,24 @@ def topo_export(cluster: Cluster, fmt: str, levels: tuple | None = None, slurm_v
 
     kwargs = {"levels": levels} if levels else {"slurm_version": slurm_version} if slurm_version else {}
     return stamp(fmt, cluster, export_cluster(fmt, cluster, **kwargs))
+
+
+def topo_export_warnings(cluster: Cluster, fmt: str, slurm_version: str | None = None) -> list[str]:
+    """What an export of ``cluster`` to ``fmt`` would get wrong, one line each (empty: nothing):
+    kept Slurm topologies the format leaves out
+    (:func:`rankmap.topology.slurm_yaml.dropped_topologies`) and, for ``slurm-block``, block
+    levels that join parts of different pods (:func:`rankmap.topology.slurm_block.mixed_blocks`;
+    slurmctld packs a job into a block as if it were local, topology.conf(5)).
+
+    ``rankmap topo export`` prints them as warnings, or with ``--strict`` refuses the export.
+    """
+    from rankmap.topology.slurm_block import mixed_blocks
+    from rankmap.topology.slurm_yaml import dropped_topologies
+    from rankmap.topology.sources import SLURM_VERSION
+
+    dropped = dropped_topologies(cluster, fmt)
+    out = [dropped] if dropped else []
+    if fmt == "slurm-block":
+        out += [f"{line}: Slurm would pack a job there as if it were local"
+                for line in mixed_blocks(cluster, slurm_version or SLURM_VERSION)]
+    return out

@@ -15,6 +15,7 @@ not match them); 2 a bad flag.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from rankmap.cli.common import (
@@ -27,7 +28,7 @@ from rankmap.cli.common import (
 )
 from rankmap.errors import EXIT_HANG, EXIT_OK, EXIT_STRAGGLERS
 
-__all__ = ["add_parser", "run_diagnose", "EXIT_STRAGGLERS", "EXIT_HANG"]
+__all__ = ["add_parser", "run_diagnose", "step_fraction", "EXIT_STRAGGLERS", "EXIT_HANG"]
 
 
 def add_parser(sub) -> None:
@@ -43,8 +44,22 @@ def add_parser(sub) -> None:
     p.add_argument("--min-ratio", type=positive_float, default=1.5,
                    help="flag only at this many times the median (1.5)")
     p.add_argument("--min-excess", type=non_negative_float, default=0.05, help="and this many seconds above it (0.05)")
+    p.add_argument("--min-step-fraction", type=step_fraction, default=0.2,
+                   help="name a rank late to collectives only when it is late by this share of the median step "
+                        "time or more, in three steps of four (0..1, default 0.2)")
     add_json_arg(p)
     p.set_defaults(func=run_diagnose)
+
+
+def step_fraction(text: str) -> float:
+    """``--min-step-fraction``: a number in [0, 1] (argparse names the flag in its one-line error)."""
+    try:
+        value = float(text) if len(text) <= 64 else math.nan
+    except ValueError:
+        value = math.nan
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text[:64]!r}")
+    return value
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
@@ -53,7 +68,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
     rm = api.read_rankmap(args.rankmap)
     run = api.diagnose(args.run_dir, rm, z=args.z, min_ratio=args.min_ratio, min_excess_s=args.min_excess,
-                       run_id=args.run_id)
+                       min_step_fraction=args.min_step_fraction, run_id=args.run_id)
     s = run.summary
     code = EXIT_HANG if s["hang"] is not None else EXIT_STRAGGLERS if s["flags"] else EXIT_OK
     atomic_write_files(args.out or args.run_dir / "diagnosis", run.files,

@@ -5,6 +5,7 @@
     rankmap topo import --from slurm topology.conf --rails 8 --out cluster.yaml
     rankmap topo show topology.conf            # or a cluster.yaml; --from when unsure
     rankmap topo export --to slurm cluster.yaml --out topology.conf
+    rankmap topo export --to slurm-block cluster.yaml --out topology.conf --strict   # warnings refuse
 
 ``add_parser`` adds the subcommand to the main parser and ``run_topo`` runs it;
 errors are raised as :class:`~rankmap.errors.RankmapError` for the caller to print.
@@ -17,7 +18,7 @@ import sys
 from pathlib import Path
 
 from rankmap.cli.common import add_json_arg, hostlist_arg, labels, out_file, path_arg, positive_float, positive_int
-from rankmap.errors import UsageError
+from rankmap.errors import SpecError, UsageError
 
 __all__ = ["add_parser", "run_topo"]
 
@@ -64,6 +65,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                                                    "(default: AWS network-node-layer-N)")
     exp.add_argument("--slurm-version", metavar="YY.MM[.N]", help="slurm-block, slurm-yaml: the Slurm release "
                                                                   "to write for (default 25.05)")
+    exp.add_argument("--strict", action="store_true",
+                     help="treat warnings as errors (exit 3, nothing written): slurm-block levels that join parts "
+                          "of different pods, kept Slurm topologies the format leaves out")
     return topo
 
 
@@ -167,19 +171,17 @@ def _show(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace) -> int:
     from rankmap.api import load_cluster, topo_export
-    from rankmap.topology.slurm_yaml import dropped_topologies
+    from rankmap.api.topo import topo_export_warnings
 
     cluster = load_cluster(args.cluster)
     text = topo_export(cluster, args.target_format, args.levels, args.slurm_version)
-    dropped = dropped_topologies(cluster, args.target_format)
-    if dropped:
-        print(f"rankmap: warning: {dropped}", file=sys.stderr)
-    if args.target_format == "slurm-block":
-        from rankmap.topology.slurm_block import mixed_blocks
-        from rankmap.topology.sources import SLURM_VERSION
-
-        for line in mixed_blocks(cluster, args.slurm_version or SLURM_VERSION):
-            print(f"rankmap: warning: {line}: Slurm would pack a job there as if it were local", file=sys.stderr)
+    warnings = topo_export_warnings(cluster, args.target_format, args.slurm_version)
+    if warnings and args.strict:
+        more = f"; {len(warnings) - 1} more warning{'s' * (len(warnings) > 2)}" if len(warnings) > 1 else ""
+        raise SpecError(f"{warnings[0]} (an error with --strict{more})",
+                        source=str(args.cluster))
+    for line in warnings:
+        print(f"rankmap: warning: {line}", file=sys.stderr)
 
     def report():
         if args.json:  # with --out -, the file is stdout: the document goes to stderr

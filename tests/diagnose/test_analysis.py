@@ -90,9 +90,27 @@ def write_records(folder, records, cut_last=False):
                         ('{"rank": 6, "ho' if cut_last else ""))
 
 
-def diagnose_cli(run_dir, rankmap):
-    return subprocess.run([sys.executable, "-m", "rankmap", "diagnose", run_dir, "--rankmap", rankmap],
+def diagnose_cli(run_dir, rankmap, *flags):
+    return subprocess.run([sys.executable, "-m", "rankmap", "diagnose", run_dir, "--rankmap", rankmap, *flags],
                           capture_output=True, text=True, timeout=120)
+
+
+def test_min_step_fraction_flag_sets_how_late_a_rank_is_named_and_bad_values_exit_2(tmp_path):
+    rankmap, hosts = plan_racks(tmp_path / "plan")
+    write_records(events_dir(tmp_path, "r1"), run(late_rank=2, hosts=hosts))
+    # rank 2 arrives 0.395 s late every step of 1.057 s (median): 37% of the step
+    named = diagnose_cli(tmp_path, rankmap, "--min-step-fraction", "0.3", "--out", tmp_path / "d1")
+    assert named.returncode == 5, named.stdout + named.stderr
+    flags = json.loads((tmp_path / "d1" / "diagnosis.json").read_text())["flags"]
+    assert [(f["who"], f["measure"]) for f in flags] == [("2", "late arrival")]
+    quiet = diagnose_cli(tmp_path, rankmap, "--min-step-fraction", "0.5", "--out", tmp_path / "d2")
+    assert quiet.returncode == 0, quiet.stdout + quiet.stderr
+    assert json.loads((tmp_path / "d2" / "diagnosis.json").read_text())["flags"] == []
+    for bad in ("-0.1", "1.5", "abc", "nan"):
+        out = diagnose_cli(tmp_path, rankmap, f"--min-step-fraction={bad}", "--out", tmp_path / "d3")
+        assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+        assert f"argument --min-step-fraction: expected a number in [0, 1], got '{bad}'" in out.stderr
+        assert not (tmp_path / "d3").exists()
 
 
 def test_records_round_trip_and_cli(tmp_path):
@@ -196,6 +214,21 @@ def test_hang_follows_waits_through_victims_to_the_rank_stuck_in_compute():
                                  ("pp-send", "pp", (9,), (0,)))
     assert hang_where(d.hang) == ("5 ranks wait: 3 in tp-all-gather (tp #40), 1 in dp-all-gather (dp #6), "
                                   "1 in pp-send (pp #9)")
+
+
+def test_hang_inside_an_operation_every_member_entered_names_its_members():
+    def hang(rank, phase, group, peers, seq):
+        return Hang(rank=rank, host=HOSTS[rank], local_rank=rank % 4, step=3, phase=phase, group=group, peers=peers,
+                    seq=seq, since_s=10.0, timeout_s=5.0, state="collective")
+    # 4 and 5 both entered TP all-gather #40 and neither completed; 0 and 1 wait for them in PP
+    # and DP: nobody is outside an operation, so the operation itself hangs
+    hangs = (hang(0, "pp-send", "pp", (0, 4), 9), hang(1, "dp-all-gather", "dp", (1, 5), 6),
+             hang(4, "tp-all-gather", "tp", (4, 5), 40), hang(5, "tp-all-gather", "tp", (4, 5), 40))
+    d = diagnose(RunRecords(run().events, hangs, (0, 1, 4, 5)), HOSTS, TORS)
+    assert d.hang.culprits == (4, 5) and d.hang.culprit_hosts == ("h1", "h1") and d.hang.waiting == (0, 1)
+    assert d.hang.culprit_state == ("blocked in tp-all-gather (tp #40) with every member: the operation itself hangs "
+                                    "(a link, a NIC or a member's communicator)",) * 2
+    assert hang_where(d.hang) == "2 ranks wait: 1 in dp-all-gather (dp #6), 1 in pp-send (pp #9)"
 
 
 def test_ranks_without_records_are_named_and_get_no_clock_offset():

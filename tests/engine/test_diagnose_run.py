@@ -1,7 +1,8 @@
 """Diagnostics drills on real 8-process gloo runs (tp=2, pp=2, dp=2 on two emulated hosts): a slowed
 rank, a quiet run whose second host's clock is 0.3 s ahead, a rank stuck in compute while its TP, PP
 and DP peers wait in their collectives, a rank that never joins, and a slow link; and on 4-process
-runs (tp=2, pp=2, dp=1 planned on 4 hosts of 2 GPUs): a slowed rank, and a quiet run."""
+runs (tp=2, pp=2, dp=1 planned on 4 hosts of 2 GPUs): a slowed rank, and a quiet run; (on two
+hosts) a rank stalled inside a TP collective."""
 
 from __future__ import annotations
 
@@ -152,6 +153,30 @@ def test_rank_that_never_joins_is_named(tmp_path, engine_yaml):
     assert summary["hang"]["culprits"] == [6] and summary["hang"]["culprit_hosts"] == ["node-b"]
     assert summary["hang"]["culprit_state"][0].startswith("no record: never entered")
     assert 6 not in summary["hang"]["waiting"] and len(summary["hang"]["waiting"]) == 7
+
+
+def test_rank_stalled_inside_a_collective_is_blocked_there_with_its_group(tmp_path, engine_yaml):
+    # tp=2 pp=2 dp=1 on two hosts (ranks 2-3, stage 1, on node-b): rank 3 enters its first TP
+    # collective of step 1 and never completes it; its TP partner 2 blocks in the same one
+    rankmap = make_rankmap(tmp_path / "plan", tp=2, pp=2, dp=1, hosts=HOSTS)
+    cfg = engine_yaml("train: {steps: 3}\ndiagnostics: {hang_timeout_s: 5, stall_rank: 3, stall_step: 1, "
+                      "stall_mode: collective}\n")
+    done = subprocess.run([sys.executable, *LAUNCH, "--rankmap", str(rankmap), "--local", "--config", str(cfg),
+                           "--out", str(tmp_path / "run")], capture_output=True, text=True, env=ENV, cwd=REPO,
+                          timeout=170)
+    assert done.returncode != 0
+    summary, text = diagnose(tmp_path / "run", rankmap, 6)
+    hang = summary["hang"]
+    folder = tmp_path / "run" / "events" / summary["run_id"]
+    stalled = json.loads((folder / "hang-rank-00003.json").read_text())
+    assert (stalled["state"], stalled["group"], stalled["step"]) == ("collective", "tp", 1)
+    assert stalled["phase"].startswith("tp-")               # in the collective, not "stuck in compute"
+    assert "_block_forever" in (folder / "stacks-rank-00003.txt").read_text()   # waiting in a gloo receive
+    # the operation hangs with both members in it: host-side records name both, on node-b
+    assert hang["culprits"] == [2, 3] and hang["culprit_hosts"] == ["node-b", "node-b"] and hang["waiting"] == [0, 1]
+    assert all(s.startswith(f"blocked in {stalled['phase']} (tp #{stalled['seq']}) with every member")
+               for s in hang["culprit_state"])
+    assert "culprit: rank 3 on node-b" in text and "the operation itself hangs" in text
 
 
 def test_slow_link_is_attributed_to_the_senders_rail_and_host(tmp_path, engine_yaml):

@@ -103,9 +103,9 @@ def test_framework_and_expert_tp_survive_the_rank_map_file(tmp_path):
 
 def _entries_one_by_one(rm) -> str:
     """rankmap.json as the schema spells it: the head, then ``json.dumps`` of each rank's entry dict."""
-    from rankmap.job.rank_map import _ENTRY_KEYS, rankmap_json_chunks
+    from rankmap.job.rank_map import ENTRY_KEYS, rankmap_json_chunks
     head = next(rankmap_json_chunks(rm))
-    entries = [json.dumps({k: e[k] for k in _ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
+    entries = [json.dumps({k: e[k] for k in ENTRY_KEYS}) for e in map(rm.entry, range(rm.world_size))]
     return head + ",\n".join("    " + e for e in entries) + "\n  ]\n}\n"
 
 
@@ -137,7 +137,7 @@ def test_columns_read_the_map_the_entry_by_entry_check_reads(planned, monkeypatc
     # read the same map; the float sends even the first read down the entry-by-entry path.
     import random
 
-    import rankmap.job.rank_map as rank_map_module
+    import rankmap.job.rank_map_read as rank_map_module
     from rankmap.job.rank_map import parse_rankmap
     _, result, out = planned
     doc = json.loads((out / "rankmap.json").read_text())
@@ -168,13 +168,13 @@ def _upper_host_of_node_1(doc):
 def test_what_the_columns_refuse_the_entries_name(planned, mutate, message):
     # Faults the column check must not let through; the entry-by-entry check names each (and is
     # what reports it either way).
-    import rankmap.job.rank_map as rank_map_module
+    import rankmap.job.rank_map_read as rank_map_module
     from rankmap.job.rank_map_columns import columns_of_entries
     _, result, out = planned
     doc = json.loads((out / "rankmap.json").read_text())
     mutate(doc)
     nprocs = [8] * (result.rankmap.world_size // 8)
-    assert columns_of_entries(doc["ranks"], nprocs, result.rankmap.layout, rank_map_module._ENTRY_KEYS) is None
+    assert columns_of_entries(doc["ranks"], nprocs, result.rankmap.layout, rank_map_module.ENTRY_KEYS) is None
     with pytest.raises(RankMapFileError) as err:
         rank_map_module.parse_rankmap(json.dumps(doc), "m.json")
     assert message in str(err.value)
@@ -186,7 +186,7 @@ def test_a_map_plan_wrote_is_read_back_past_the_input_limit(planned, monkeypatch
     # allowance (24 KiB) hold this 48-rank map; 1 host's (4 KiB) does not; the environment
     # variable, when set, is the limit.
     from rankmap import names
-    from rankmap.job import rank_map
+    from rankmap.job import rank_map_read as rank_map
 
     _, result, out = planned
     size = (out / "rankmap.json").stat().st_size

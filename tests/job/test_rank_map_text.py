@@ -96,7 +96,7 @@ def test_other_spellings_of_valid_lines_are_read_whole(written, old, new):
 
 def test_a_written_map_is_never_parsed_whole(written, monkeypatch):
     rm, text = written
-    import rankmap.job.rank_map as rank_map
+    import rankmap.job.rank_map_read as rank_map
 
     parsed = []
     real = rank_map.parse_json

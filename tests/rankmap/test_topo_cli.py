@@ -107,6 +107,40 @@ def test_usage_errors_are_one_line(capsys, argv, message):
     assert code == 3 and stderr == message + "\n"
 
 
+def test_strict_export_refuses_a_block_topology_that_joins_parts_of_pods(tmp_path, capsys):
+    # 4 pods of 6 ToR groups: block levels of 4, 8 and 16 groups cut pods (3 warnings)
+    spec, conf = "examples/oversubscribed-core/cluster.yaml", tmp_path / "topology.conf"
+    code, stdout, stderr = run(capsys, "export", "--to", "slurm-block", spec, "--out", str(conf), "--strict")
+    assert code == 3 and stdout == "" and stderr.count("\n") == 1 and not conf.exists()
+    assert stderr.startswith(f"rankmap: error: {spec}: BlockSizes level 256 hosts: 2 of 6 blocks join "
+                             "parts of different pod1, pod2, pod3, pod4 domains across tier 'core'")
+    assert stderr.endswith("Slurm would pack a job there as if it were local (an error with --strict; 2 more "
+                           "warnings)\n")
+    code, stdout, stderr = run(capsys, "export", "--to", "slurm-block", spec, "--out", "-", "--strict")
+    assert code == 3 and stdout == ""                       # nothing on stdout either
+    code, _, stderr = run(capsys, "export", "--to", "slurm-block", spec, "--out", str(conf))
+    assert code == 0 and conf.exists() and stderr.count("rankmap: warning: BlockSizes level ") == 3
+    # pods of 4 ToR groups are whole blocks: nothing to refuse
+    code, _, stderr = run(capsys, "export", "--to", "slurm-block", "examples/megascale-3tier/cluster.yaml", "--out",
+                          str(tmp_path / "ok.conf"), "--strict")
+    assert code == 0 and stderr == "" and (tmp_path / "ok.conf").exists()
+
+
+def test_strict_export_refuses_to_drop_kept_slurm_topologies(tmp_path, capsys):
+    spec = tmp_path / "c.yaml"
+    assert main(["import", "--from", "slurm", str(CASES / "turn2" / "slurm-topology-yaml" / "topology.yaml"),
+                 "--topology", "nvl", "--out", str(spec)]) == 0
+    capsys.readouterr()
+    code, _, stderr = run(capsys, "export", "--to", "slurm-block", str(spec), "--out", str(tmp_path / "b.conf"),
+                          "--strict")
+    assert code == 3 and not (tmp_path / "b.conf").exists()
+    assert stderr == (f"rankmap: error: {spec}: --to slurm-block writes one topology: fabric (tree) "
+                      "of the imported topology.yaml is left out (--to slurm-yaml keeps it) (an error with --strict)\n")
+    code, _, stderr = run(capsys, "export", "--to", "slurm-yaml", str(spec), "--out", str(tmp_path / "t.yaml"),
+                          "--strict")
+    assert code == 0 and stderr == ""                       # slurm-yaml keeps every topology
+
+
 def test_import_refuses_to_overwrite_its_input(tmp_path, capsys):
     conf = tmp_path / "t.conf"
     conf.write_text("SwitchName=l1 Nodes=n1\n")

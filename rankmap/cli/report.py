@@ -425,7 +425,9 @@ def print_diagnosis(d, host_of: dict, tor_of: dict, written: list[Path], console
         h = d.hang
         who = ", ".join(f"rank {c} on {host} ({state})" for c, host, state in
                         zip(h.culprits, h.culprit_hosts, h.culprit_state)) or "none found"
-        console.print(Text.assemble(("hang", "bold red"), f": {hang_where(h)}; they wait for: {who}"), markup=False)
+        text = f": {hang_where(h)}; they wait for: {who}" if h.waiting else \
+            f": no rank waits for another; stuck: {who}"  # every rank is a culprit (one hung collective, or compute)
+        console.print(Text.assemble(("hang", "bold red"), text), markup=False)
     console.print("wrote " + ", ".join(str(p) for p in written), markup=False)
 
 

@@ -231,6 +231,23 @@ def test_hang_inside_an_operation_every_member_entered_names_its_members():
     assert hang_where(d.hang) == "2 ranks wait: 1 in dp-all-gather (dp #6), 1 in pp-send (pp #9)"
 
 
+
+def test_hang_with_no_victim_prints_no_waiters(capsys):
+    from rankmap.cli.report import print_diagnosis
+
+    def hang(rank):
+        return Hang(rank=rank, host=HOSTS[rank], local_rank=rank % 4, step=3, phase="tp-all-gather", group="tp",
+                    peers=(4, 5), seq=40, since_s=10.0, timeout_s=5.0, state="collective")
+    # the only ranks reporting are the two members of one hung TP all-gather: nobody waits on them
+    d = diagnose(RunRecords(run().events, (hang(4), hang(5)), (4, 5)), HOSTS, TORS)
+    assert d.hang.culprits == (4, 5) and d.hang.waiting == ()
+    print_diagnosis(d, HOSTS, TORS, [])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("hang"))
+    assert line == ("hang: no rank waits for another; stuck: rank 4 on h1 (blocked in tp-all-gather (tp #40) with "
+                    "every member: the operation itself hangs (a link, a NIC or a member's communicator)), rank 5 on "
+                    "h1 (blocked in tp-all-gather (tp #40) with every member: the operation itself hangs (a link, a "
+                    "NIC or a member's communicator))")
+
 def test_ranks_without_records_are_named_and_get_no_clock_offset():
     records = run()
     part = RunRecords(tuple(e for e in records.events if e.rank < 3), (), (0, 1, 2))

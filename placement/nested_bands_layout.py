@@ -39,6 +39,7 @@ import numpy as np
 
 from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.pod_fit import band_fits
 from rankmap.placement.pod_order import pod_order
 
 __all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
@@ -80,6 +81,30 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         if trim:
             sub = dataclasses.replace(sub, free=trimmed(sub, s))
         cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=trim == 2)
+        if cells is not None:
+            out.append(cells)
+    return out + _fitted_starts(problem)
+
+
+def _fitted_starts(problem: GridProblem) -> list[np.ndarray]:
+    """The layouts of :func:`nested_bands_starts` whose bands differ in shape, two sub-bands
+    each, the smallest pods left out and the groups :func:`trimmed`, the pods of each band
+    chosen by how well their groups fit its rows (:func:`~rankmap.placement.pod_fit.band_fits`,
+    ``fit``); other pods per band and sub-band heights (more than twice the layouts) seldom
+    gain from it. On the deep-pipeline benchmark at 100,000 hosts, 25% busy, the best nested
+    start drops from 8,537.7 to 8,526.7 units (the band of 4 + 4 rows takes the pods that
+    round best in it)."""
+    out, seen = [], set()
+    for s, split, ragged in itertools.product(range(1, 5), (_heights, _even_heights, _last_heights, _first_heights,
+                                                             _mixed_heights, _spread_heights), RAGGED):
+        heights = split(problem.rows, s, 2)
+        key = (tuple(map(tuple, heights)), ragged)
+        if 2 * s > problem.rows or key in seen or len(set(key[0])) < 2:
+            continue
+        seen.add(key)
+        sub = dataclasses.replace(problem, free=without_smallest_pods(problem))
+        sub = dataclasses.replace(sub, free=trimmed(sub, s))
+        cells = nested_band_cells(sub, s, 2, heights, ragged, part=True, fit=True)
         if cells is not None:
             out.append(cells)
     return out
@@ -184,7 +209,8 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
-                      ragged: float = 0.0, balanced: bool = False, part: bool = False) -> np.ndarray | None:
+                      ragged: float = 0.0, balanced: bool = False, part: bool = False,
+                      fit: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -229,8 +255,10 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     dom = np.asarray(problem.domains[0])
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
-    for band in heights or _heights(R, s, m):
-        pieces = band_pods(dom, free, sum(band) * C, balanced, part)
+    heights = heights or _heights(R, s, m)
+    fits = band_fits(problem, heights) if fit else {}
+    for band in heights:
+        pieces = band_pods(dom, free, sum(band) * C, balanced, part, fits.get(tuple(band)))
         if pieces is None:
             return None
         split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]))

@@ -60,8 +60,8 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`, :func:`_mixed_heights`,
     :func:`_spread_heights`), each with the pod shares of every
     :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
-    groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
-    a one-tier fabric."""
+    groups as they are and :func:`trimmed` (those that fit the grid and succeed), then
+    :func:`_fitted_starts`; empty on a one-tier fabric."""
     if not problem.domains or problem.rows < 2:
         return []
     out, seen = [], set()
@@ -87,14 +87,11 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
 
 
 def _fitted_starts(problem: GridProblem) -> list[np.ndarray]:
-    """The layouts of :func:`nested_bands_starts` whose bands differ in shape, two sub-bands
-    each, the smallest pods left out and the groups :func:`trimmed`, the pods of each band
-    chosen by how well their groups fit its rows (:func:`~rankmap.placement.pod_fit.band_fits`,
-    ``fit``); other pods per band and sub-band heights (more than twice the layouts) seldom
-    gain from it. On the deep-pipeline benchmark at 100,000 hosts, 25% busy, the best nested
-    start drops from 8,537.7 to 8,526.7 units (the band of 4 + 4 rows takes the pods that
-    round best in it)."""
+    """Layouts of two sub-bands per band whose bands differ in shape, the smallest pods left
+    out and the groups :func:`trimmed`, each band's pods chosen by ``fit`` (deep pipeline,
+    100,000 hosts, 25% busy: best nested start 8,537.7 -> 8,526.7 units)."""
     out, seen = [], set()
+    sub = dataclasses.replace(problem, free=without_smallest_pods(problem))
     for s, split, ragged in itertools.product(range(1, 5), (_heights, _even_heights, _last_heights, _first_heights,
                                                              _mixed_heights, _spread_heights), RAGGED):
         heights = split(problem.rows, s, 2)
@@ -102,9 +99,8 @@ def _fitted_starts(problem: GridProblem) -> list[np.ndarray]:
         if 2 * s > problem.rows or key in seen or len(set(key[0])) < 2:
             continue
         seen.add(key)
-        sub = dataclasses.replace(problem, free=without_smallest_pods(problem))
-        sub = dataclasses.replace(sub, free=trimmed(sub, s))
-        cells = nested_band_cells(sub, s, 2, heights, ragged, part=True, fit=True)
+        cells = nested_band_cells(dataclasses.replace(sub, free=trimmed(sub, s)), s, 2, heights, ragged, part=True,
+                                  fit=True)
         if cells is not None:
             out.append(cells)
     return out
@@ -232,6 +228,9 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     part : bool
         A band that whole pods cannot fill takes whole groups of one more pod where they fill
         it (:func:`~rankmap.placement.band_pods.part_pod`) before cutting a group.
+    fit : bool
+        Bands of several shapes: each takes, among its fills, the pods that round best in it
+        (:func:`~rankmap.placement.pod_fit.band_fits`) rather than the largest first.
 
     Returns
     -------

@@ -51,16 +51,18 @@ def without_smallest_pods(problem: GridProblem) -> tuple[int, ...]:
 
 
 def band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False,
-               part: bool = False) -> list | None:
+               part: bool = False, prefer: np.ndarray | None = None) -> list | None:
     """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
     fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's
     share of the pods left, those nearest the mean size first, :func:`~rankmap.placement.subset_sum.exact_k_subset`), else
     (``part``) whole pods and whole groups of one more (:func:`part_pod`), else whole pods
-    and part of one (its largest groups first, the last cut); taken hosts leave ``free``."""
+    and part of one (its largest groups first, the last cut); taken hosts leave ``free``.
+    ``prefer[D]`` (lowest first, then the largest pod) orders the pods where fills tie."""
     room = np.bincount(dom, weights=free, minlength=int(dom.max()) + 1).astype(np.int64)
     if room.sum() < need:
         return None
-    items = [(int(p), int(room[p])) for p in np.argsort(-room, kind="stable") if room[p] > 0]
+    rank = np.lexsort((-room, prefer)) if prefer is not None else np.argsort(-room, kind="stable")
+    items = [(int(p), int(room[p])) for p in rank if room[p] > 0]
     exact = None
     if balanced:
         k = max(1, round(need / float(np.mean([f for _, f in items]))))

@@ -39,6 +39,7 @@ import numpy as np
 
 from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.pod_fit import band_fits
 from rankmap.placement.pod_order import pod_order
 
 __all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
@@ -59,8 +60,8 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
     :func:`_even_heights`, :func:`_last_heights`, :func:`_first_heights`, :func:`_mixed_heights`,
     :func:`_spread_heights`), each with the pod shares of every
     :data:`RAGGED` weight, the pods per band of both :data:`BALANCED` ways, and with the
-    groups as they are and :func:`trimmed` (those that fit the grid and succeed); empty on
-    a one-tier fabric."""
+    groups as they are and :func:`trimmed` (those that fit the grid and succeed), then
+    :func:`_fitted_starts`; empty on a one-tier fabric."""
     if not problem.domains or problem.rows < 2:
         return []
     out, seen = [], set()
@@ -80,6 +81,26 @@ def nested_bands_starts(problem: GridProblem) -> list[np.ndarray]:
         if trim:
             sub = dataclasses.replace(sub, free=trimmed(sub, s))
         cells = nested_band_cells(sub, s, m, heights, ragged, balanced, part=trim == 2)
+        if cells is not None:
+            out.append(cells)
+    return out + _fitted_starts(problem)
+
+
+def _fitted_starts(problem: GridProblem) -> list[np.ndarray]:
+    """Layouts of two sub-bands per band whose bands differ in shape, the smallest pods left
+    out and the groups :func:`trimmed`, each band's pods chosen by ``fit`` (deep pipeline,
+    100,000 hosts, 25% busy: best nested start 8,537.7 -> 8,526.7 units)."""
+    out, seen = [], set()
+    sub = dataclasses.replace(problem, free=without_smallest_pods(problem))
+    for s, split, ragged in itertools.product(range(1, 5), (_heights, _even_heights, _last_heights, _first_heights,
+                                                             _mixed_heights, _spread_heights), RAGGED):
+        heights = split(problem.rows, s, 2)
+        key = (tuple(map(tuple, heights)), ragged)
+        if 2 * s > problem.rows or key in seen or len(set(key[0])) < 2:
+            continue
+        seen.add(key)
+        cells = nested_band_cells(dataclasses.replace(sub, free=trimmed(sub, s)), s, 2, heights, ragged, part=True,
+                                  fit=True)
         if cells is not None:
             out.append(cells)
     return out
@@ -184,7 +205,8 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
-                      ragged: float = 0.0, balanced: bool = False, part: bool = False) -> np.ndarray | None:
+                      ragged: float = 0.0, balanced: bool = False, part: bool = False,
+                      fit: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -206,6 +228,9 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     part : bool
         A band that whole pods cannot fill takes whole groups of one more pod where they fill
         it (:func:`~rankmap.placement.band_pods.part_pod`) before cutting a group.
+    fit : bool
+        Bands of several shapes: each takes, among its fills, the pods that round best in it
+        (:func:`~rankmap.placement.pod_fit.band_fits`) rather than the largest first.
 
     Returns
     -------
@@ -229,8 +254,10 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     dom = np.asarray(problem.domains[0])
     cells = np.empty((R, C), dtype=np.int64)
     r = 0
-    for band in heights or _heights(R, s, m):
-        pieces = band_pods(dom, free, sum(band) * C, balanced, part)
+    heights = heights or _heights(R, s, m)
+    fits = band_fits(problem, heights) if fit else {}
+    for band in heights:
+        pieces = band_pods(dom, free, sum(band) * C, balanced, part, fits.get(tuple(band)))
         if pieces is None:
             return None
         split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]))

@@ -27,3 +27,14 @@ def test_a_band_takes_whole_groups_of_one_more_pod_before_cutting():
     assert band_pods(dom, free, 12, part=True) == [[(0, 5), (1, 5)], [(3, 2)]]
     free = np.array([5, 5, 4, 2])
     assert band_pods(dom, free, 12, part=False) == [[(0, 5), (1, 5)], [(2, 2)]]
+
+
+def test_a_preference_breaks_ties_among_the_fewest_pods():
+    # three pods of 5 hosts, a band of 10: largest first keeps the index order; a lower
+    # preference for pod 0 moves it last
+    dom = np.array([0, 1, 2])
+    assert band_pods(dom, np.array([5, 5, 5]), 10) == [[(0, 5)], [(1, 5)]]
+    assert band_pods(dom, np.array([5, 5, 5]), 10, prefer=np.array([1.0, 0.0, 0.0])) == [[(1, 5)], [(2, 5)]]
+    # the fewest pods still come first: 6 + 4 over 3 + 3 + 4 (listed in preference order)
+    dom, free = np.array([0, 1, 2, 3]), np.array([6, 3, 3, 4])
+    assert band_pods(dom, free, 10, prefer=np.array([5.0, 0.0, 0.0, 0.0])) == [[(3, 4)], [(0, 6)]]

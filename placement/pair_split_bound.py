@@ -127,10 +127,9 @@ def whole_spans_bound(problem: GridProblem, pair: float) -> float:
         out[0] = 0.0
         return out
 
-    bound = pods_bound(problem, table, work_factor=2)                       # both problems' pod costs
-    # pods_bound takes off the columns' first domains only where there are pipeline hops (R > 1);
-    # this bound has always taken them off on one stage too
-    return max(0.0, bound - (w0 + w1) * problem.w_col * C) if R == 1 else bound
+    # both problems' pod costs; on one stage (no pipeline hops) the pod costs count no column
+    # part, so pods_bound takes nothing off for the columns' first domains there
+    return pods_bound(problem, table, work_factor=2)
 
 
 def pair_split_bound(problem: PlacementProblem) -> float:

@@ -203,7 +203,8 @@ def pods_bound(problem: GridProblem, pod_costs, work_factor: int = 1) -> float:
     """Add per-pod lower bounds up over pods: ``pod_costs(i, pod)`` gives pod shape ``i``'s
     (sorted free hosts per group) least cost at each host count ``[cap + 1]``; a min-plus
     programme over pods takes the cheapest split of the grid's hosts, less the columns' first
-    domains at both tiers (counted in every pod's cost). 0 where :func:`pod_box_bound` says,
+    domains at both tiers (counted in every pod's cost; on one stage, no pipeline hops, the pod
+    costs count no column part and nothing is taken off). 0 where :func:`pod_box_bound` says,
     the work estimate taken ``work_factor`` times (pod costs computed more than once)."""
     R, C = problem.rows, problem.cols
     if not problem.domains or R * C == 0:

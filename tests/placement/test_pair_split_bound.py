@@ -63,6 +63,27 @@ def test_never_exceeds_brute_force_with_split_spans():
     assert lifted >= 4, lifted
 
 
+def test_one_stage_takes_nothing_off_for_the_columns_first_domains():
+    # One stage (no pipeline hops): the pod costs count no column part, so neither bound takes
+    # the columns' first domains off (the same rule as pod_box_bound.pods_bound). Against every
+    # labelling: never above the least total, at price 0 equal to the pod patterns bound, and
+    # exact on most instances (taking (w0 + w1) w_col C off as before fell short on 111 of 120).
+    tight = 0
+    for problem in _wide_ring_instances(12, seed=11, shapes=((1, 6), (1, 8))):
+        assert problem.rows == 1
+        for pair, best in zip((0.0, 3.0, 40.0), _brute_with_pairs(problem, (0.0, 3.0, 40.0))):
+            bound = whole_spans_bound(problem, pair)
+            assert bound <= best + 1e-6, (problem, pair, bound, best)
+            assert pair > 0 or bound == pod_pattern_bound(problem), problem
+            tight += abs(bound - best) < 1e-9
+    assert tight >= 30, tight
+    # a ring of 6 over pods of 3 hosts (groups 1 + 2 and 3; w_row 4, w_col 5): each pod is one
+    # piece of the ring (2 pod crossings, w1 = 2) and the first holds two group pieces (3 ToR
+    # crossings): 3 * 4 + 2 * 2 * 4 = 28, whatever w_col
+    problem = GridProblem(1, 6, (1, 2, 3), 4, 5, 0, ((0, 0, 1),), (1.0, 2.0))
+    assert whole_spans_bound(problem, 0.0) == _brute_with_pairs(problem, (0.0,))[0] == 28.0
+
+
 def test_pods_in_whole_spans_or_paying_for_a_split_one():
     # Pods of two groups of 3 hosts (w_row 10, w_col 1) on two rings of 8. A full pod at its
     # best is a row of 6 (10 + 6) with two groups of 1 x 3 (13 each), 42, but then a group's

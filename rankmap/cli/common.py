@@ -238,17 +238,16 @@ def _term_name(item: str) -> str:
 
 
 def _weighted(item: str, what: str) -> tuple[str, float]:
-    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless WEIGHT is a finite number >= 0."""
+    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless 0 <= WEIGHT <= :data:`MAX_WEIGHT`."""
     name, _, weight = item.partition("=")
     try:
         value = float(weight) if len(weight) <= 64 else math.nan
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value >= 0) or not name.strip():
-        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0)")
-    if value > MAX_WEIGHT:  # weights are relative; 1e308 x bytes overflows to inf
-        raise argparse.ArgumentTypeError(f"{what} {item!r} is above {MAX_WEIGHT:g} (weights are relative; a larger "
-                                         f"one can overflow the weighted sum)")
+    # weights are relative, and 1e308 x bytes overflows to inf: at most MAX_WEIGHT
+    if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT) or not name.strip():
+        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0 and "
+                                         f"<= {MAX_WEIGHT:g})")
     return name.strip(), value
 
 

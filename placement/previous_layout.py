@@ -22,6 +22,10 @@ from rankmap.placement.tier_search import tier_cost
 
 __all__ = ["previous_cells"]
 
+# Lost node ranks refilled by pricing every group (a full cost per group each); past this many
+# (a previous plan of another job shape), each goes to the group with most usable hosts left.
+PRICED_REFILLS = 64
+
 
 def previous_cells(problem: GridProblem, grid: HostGrid, usable: list, tor_index: dict, group_of: dict,
                    previous: list[str]) -> np.ndarray | None:
@@ -50,7 +54,7 @@ def previous_cells(problem: GridProblem, grid: HostGrid, usable: list, tor_index
     Examples
     --------
     >>> from rankmap.topology.model import Host
-    >>> hosts = [Host(f"a{i}", 8, 8, "A") for i in range(3)] + [Host(f"b{i}", 8, 8, "B") for i in range(3)]
+    >>> hosts = [Host(name=f"{g.lower()}{i}", gpus=8, nics=8, tor_group=g) for g in "AB" for i in range(3)]
     >>> grid = HostGrid(np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]), 2, 2)
     >>> usable = [h for h in hosts if h.name != "a1"]          # a1 excluded: a2 is A's spare
     >>> previous_cells(GridProblem(2, 2, (2, 3), 1, 1), grid, usable, {"A": 0, "B": 1},
@@ -71,10 +75,16 @@ def previous_cells(problem: GridProblem, grid: HostGrid, usable: list, tor_index
             continue
         cells[grid.row[node], grid.col[node]] = g
         left[g] -= 1
+    priced = 0
     for node in lost:
         host = previous[node] if node < len(previous) else None
         old = tor_index.get(group_of.get(host), -1)
-        g = old if 0 <= old < K and left[old] > 0 else _cheapest_group(problem, cells, grid, node, left)
+        if 0 <= old < K and left[old] > 0:
+            g = old
+        elif priced < PRICED_REFILLS:
+            g, priced = _cheapest_group(problem, cells, grid, node, left), priced + 1
+        else:  # a previous plan of another shape: the rest go to the groups with most room
+            g = int(np.argmax(left)) if left.max() > 0 else None
         if g is None:
             return None
         cells[grid.row[node], grid.col[node]] = g

@@ -47,8 +47,7 @@ from rankmap.placement.split_rows_layout import split_rows_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import (exhaustive, level_problem, nested_starts, refine, tier_bound_method, tier_cost,
-                                           tier_costs)
+from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound_method, tier_cost
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -306,12 +305,12 @@ def _refine_picks(problem: GridProblem, candidates: list, key: Callable) -> list
     tier once refined (oversubscribed-core, core=100: 760/48 units chosen over 336/96, which
     refines to 336/48), so the best start of each weighting gets its refinement too."""
     picks = [min(candidates, key=key)]
-    if len(problem.weights) > 1:
-        unit = dataclasses.replace(problem, weights=(1.0,) * len(problem.weights))
-        costs = [tier_costs(problem, c) for c in candidates]                   # costs[S][L], unweighted
-        picks.append(min(candidates, key=lambda c: tier_cost(unit, c)))
-        for level in range(len(problem.weights)):
-            order = [level] + [t for t in range(len(problem.weights)) if t != level]
-            i = min(range(len(candidates)), key=lambda i: tuple(costs[i][t] for t in order))
-            picks.append(candidates[i])
+    L = len(problem.weights)
+    if L > 1:
+        levels = [dataclasses.replace(problem, weights=tuple(float(t == lv) for t in range(L))) for lv in range(L)]
+        costs = [[tier_cost(p, c) for p in levels] for c in candidates]        # costs[S][L], unweighted
+        picks.append(candidates[min(range(len(candidates)), key=lambda i: sum(costs[i]))])
+        for level in range(L):
+            order = [level] + [t for t in range(L) if t != level]
+            picks.append(candidates[min(range(len(candidates)), key=lambda i: tuple(costs[i][t] for t in order))])
     return list({c.tobytes(): c for c in picks}.values())

@@ -31,12 +31,14 @@ from rankmap.placement.host_grid import cells_of_hosts, hosts_of_cells
 from rankmap.placement.host_shapes import fit_hosts
 from rankmap.placement.metrics import human_bytes, measure_order
 from rankmap.placement.mixed_gpu_counts import pack_plan, packable_gpus, tp_shortage
-from rankmap.placement.objectives import OBJECTIVES
+from rankmap.placement.objectives import OBJECTIVES, weighting_problem
 from rankmap.placement.pair_split_bound import pair_split_bound
 from rankmap.placement.pins import describe_pins
+from rankmap.placement.previous_layout import previous_cells
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
 from rankmap.placement.status import SolverStatus, final_status
+from rankmap.placement.tier_weights import default_tier_weights
 from rankmap.placement.tier_weights import tier_weights as resolve_weights
 from rankmap.topology.hostnames import natural_key
 from rankmap.topology.model import Cluster
@@ -67,8 +69,9 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         Objectives from ``OBJECTIVES``, most important first (lexicographic), or
         ``(name, weight)`` pairs summed into one weighted objective.
     previous : RankMap, optional
-        An earlier plan of this job: hosts are kept where the new plan allows
-        (and "moved" can be an objective).
+        An earlier plan of this job: its layout (lost hosts refilled) is a start, and its hosts
+        are kept at their node ranks among plans equal on the objectives ("moved", the node
+        ranks whose host changes, is the last objective unless given earlier).
     tier_weights : dict, optional
         ``{tier name: weight}`` overriding the default tier weights
         (:mod:`rankmap.placement.tier_weights`), e.g. ``{"core": 3.0}``.
@@ -81,7 +84,8 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     ------
     SpecError
         Bad batch sizes, unknown hosts or groups in constraints, an unknown objective, "moved"
-        without ``previous``.
+        without ``previous``, weighted terms that do not add up
+        (:func:`rankmap.placement.objectives.weighting_problem`).
     PlacementError
         TP group larger than a host, order string not rail-aligned, CP/EP groups across hosts.
     InfeasibleError
@@ -95,6 +99,8 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
     for name, weight in (o for o in objectives if isinstance(o, tuple)):  # a negative weight maximises its cost
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight >= 0):
             raise SpecError(f"objective {name!r} needs a finite weight >= 0, got {weight!r}", key="--objective")
+    if weighting_problem(objectives) is not None:  # top-first=W, bytes + counts, a weight that overflows
+        raise SpecError(weighting_problem(objectives), key="--objective")
     if previous is None and "moved" in (o[0] if isinstance(o, tuple) else o for o in objectives):
         raise SpecError("objective 'moved' counts hosts changed against an earlier plan: give previous "
                         "(--previous)", key="--objective")
@@ -102,6 +108,8 @@ def plan(cluster: Cluster, job: JobSpec, *, time_limit_s: float = 20.0, seed: in
         raise SpecError(f"time limit must be a finite number > 0, got {time_limit_s!r}", key="--time-limit")
     if not (isinstance(seed, int) and 0 <= seed < 2**31):
         raise SpecError(f"seed must be an integer in 0..2**31 - 1, got {seed!r}", key="--seed")
+    if previous is not None and "moved" not in (o[0] if isinstance(o, tuple) else o for o in objectives):
+        objectives = tuple(objectives) + ("moved",)  # "keep its hosts where possible": the last tie-break
     weights = resolve_weights(cluster, tier_weights)
     spec_hash = cluster.spec_hash()          # the map belongs to the spec as the user wrote it
     cluster = canonical_cluster(cluster)
@@ -279,9 +287,16 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     def moved(cells: np.ndarray) -> int:
         return sum(a != b for a, b in zip(hosts_of(cells), prev_hosts)) if prev_hosts else 0
 
+    # the previous plan's own layout (lost hosts refilled, as replan does) is a start: with "moved"
+    # first it is the plan, and among plans of equal cost it keeps the old hosts at their node ranks
+    starts = () if not prev_hosts else tuple(c for c in [previous_cells(
+        problem.grid_problem, problem.grid, list(problem.usable), problem.tor_index,
+        {h.name: h.tor_group for h in cluster.hosts}, prev_hosts)] if c is not None)
     t0 = time.perf_counter()
+    starts += _default_weights_plan(cluster, problem, baselines, objectives, moved if prev_hosts else None,
+                                    time_limit_s, seed, workers, starts)
     sol, bound, method = _search_grid(cluster, problem, baselines, objectives, moved if prev_hosts else None,
-                                      time_limit_s, seed, workers)
+                                      time_limit_s, seed, workers, starts)
     if sol is None:
         raise InfeasibleError(f"no placement meets the pins within the time limit ({time_limit_s:g} s); "
                               f"pins: {describe_pins(constraints)}", source=constraints.source, key="pins")
@@ -289,7 +304,7 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     spanned = _search_spans(problem, objectives, time_limit_s, seed, workers)
     if spanned is not None:
         candidate = measure("rankmap", hosts_of(spanned.cells), time.perf_counter() - t0)
-        if _better(candidate, ours):
+        if _better(candidate, ours) and not (_moved_first(objectives) and moved(spanned.cells) > moved(sol.cells)):
             ours, sol = candidate, spanned
         notes.append(f"CP/EP groups span hosts: spans of {problem.cp_ep_span} hosts (one CP x EP group) kept whole "
                      f"under one ToR group where that was cheaper")
@@ -310,6 +325,27 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     result = PlanResult(problem.job, rm, ours, baselines, bound_bytes, method, status,
                         tuple(notes), n_moved, tuple(weights))
     return with_summary(dataclasses.replace(result, solver_status=final_status(status, result.gap)))
+
+
+def _default_weights_plan(cluster: Cluster, problem: PlacementProblem, baselines: tuple, objectives: tuple, moved,
+                          time_limit_s: float, seed: int, workers: int, starts: tuple) -> tuple:
+    """``(cells[R, C],)``: the plan under the tiers' default weights when the problem's differ
+    (``--tier-weights``), else ``()``. As a start of the search under the user's weights it is
+    priced at those, so no plan made under other weights is better on every tier than the
+    default plan (with core=100 the layouts once missed, on oversubscribed-core, a plan that
+    the default weights reach and that costs less on every tier)."""
+    defaults = default_tier_weights(cluster)
+    if len(defaults) < 2 or tuple(problem.grid_problem.weights) == tuple(defaults):
+        return ()
+    reference = dataclasses.replace(problem, grid_problem=with_tiers(problem.grid_problem, cluster, defaults))
+    sol, _, _ = _search_grid(cluster, reference, baselines, objectives, moved, time_limit_s, seed, workers, starts)
+    return () if sol is None else (sol.cells,)
+
+
+def _moved_first(objectives: tuple) -> bool:
+    """Whether ``moved`` leads the objectives (plain, or in the weighted sum that leads them)."""
+    weighted = [o[0] for o in objectives if isinstance(o, tuple)]
+    return "moved" in weighted if weighted else bool(objectives) and objectives[0] == "moved"
 
 
 def _better(a: Candidate, b: Candidate) -> bool:
@@ -334,11 +370,13 @@ def _never_worse(ours: Candidate, status, baselines: tuple, notes: list, elapsed
 
 
 def _search_grid(cluster: Cluster, problem: PlacementProblem, baselines: tuple, objectives: tuple, moved,
-                 time_limit_s: float, seed: int, workers: int) -> tuple[GridSolution | None, int, str]:
-    """The grid search, started from the topology-greedy order and offered every baseline."""
+                 time_limit_s: float, seed: int, workers: int,
+                 starts: tuple = ()) -> tuple[GridSolution | None, int, str]:
+    """The grid search, started from the topology-greedy order and offered every baseline and
+    ``starts`` (more placements ``cells[R, C]``, e.g. the previous plan's layout)."""
     grid, tor_index = problem.grid, problem.tor_index
     greedy = topology_greedy(cluster, list(problem.usable), grid.row.size, seed)
-    others = tuple(cells_of_hosts(grid, list(b.hosts), cluster, tor_index) for b in baselines)
+    others = tuple(cells_of_hosts(grid, list(b.hosts), cluster, tor_index) for b in baselines) + tuple(starts)
     return search(problem.grid_problem, cells_of_hosts(grid, greedy, cluster, tor_index), objectives=objectives,
                   pins=problem.pins, moved=moved, time_limit_s=time_limit_s, seed=seed, workers=workers,
                   others=others)

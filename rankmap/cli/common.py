@@ -20,6 +20,7 @@ __all__ = ["MAX_COUNT", "int_in", "positive_int", "non_negative_int", "seed_int"
 
 
 MAX_COUNT = 2**31 - 1  # every count flag fits a C int (CP-SAT and NumPy take them as such)
+MAX_WEIGHT = 1e12  # objective and tier weights: rankmap.placement.objectives.MAX_WEIGHT (not imported: a light module)
 
 
 def _number(text: str, kind, what: str):
@@ -237,26 +238,35 @@ def _term_name(item: str) -> str:
 
 
 def _weighted(item: str, what: str) -> tuple[str, float]:
-    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless WEIGHT is a finite number >= 0."""
+    """``NAME=WEIGHT`` -> ``(NAME, WEIGHT)``; ArgumentTypeError unless 0 <= WEIGHT <= :data:`MAX_WEIGHT`."""
     name, _, weight = item.partition("=")
     try:
         value = float(weight) if len(weight) <= 64 else math.nan
     except ValueError:
         value = math.nan
-    if not (math.isfinite(value) and value >= 0) or not name.strip():
-        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0)")
+    # weights are relative, and 1e308 x bytes overflows to inf: at most MAX_WEIGHT
+    if not (math.isfinite(value) and 0 <= value <= MAX_WEIGHT) or not name.strip():
+        raise argparse.ArgumentTypeError(f"bad {what} {item!r} (want NAME=WEIGHT with a finite weight >= 0 and "
+                                         f"<= {MAX_WEIGHT:g})")
     return name.strip(), value
 
 
 def objectives(text: str) -> tuple:
     """``--objective``: ``bytes,uplink`` (lexicographic) or ``bytes=1,uplink=0.5`` (weighted sum),
     as the planner takes them: ``("bytes", "uplink")``, ``(("bytes", 1.0), ("uplink", 0.5))``.
-    An argparse type: a bad value is an ArgumentTypeError (exit 2)."""
+    An argparse type: a bad value is an ArgumentTypeError (exit 2), so is a weighted sum the
+    planner refuses (:func:`rankmap.placement.objectives.weighting_problem`: ``top-first=1``,
+    bytes added to counts as in ``moved=10,tiers=1``, a weight above 1e12)."""
     out = [_weighted(item, "term") if "=" in item else item for item in comma_items(text, "objectives", _term_name)]
+    from rankmap.placement.objectives import weighting_problem
+
     weights = [term[1] for term in out if isinstance(term, tuple)]
     if weights and not any(weights):  # the weighted sum is 0 for every placement: those terms do nothing
         raise argparse.ArgumentTypeError(f"every weight of {text!r} is 0, so the weighted terms score every "
                                          "placement the same; give at least one weight > 0")
+    problem = weighting_problem(tuple(out))  # top-first=W, bytes + counts, a weight that can overflow
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
     return tuple(out)
 
 

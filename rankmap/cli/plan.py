@@ -62,11 +62,16 @@ def add_parsers(sub) -> None:
     p.add_argument("--objective", type=objectives, default="tiers,uplink,fragmentation",
                    help="objectives, most important first, from: tiers (bytes crossing each tier times its "
                         "weight), top-first (bytes per tier, top tier first), bytes (cross-ToR only), spread, "
-                        "uplink, fragmentation, moved (default tiers,uplink,fragmentation); NAME=WEIGHT terms are "
-                        "summed into one weighted objective, e.g. tiers=1,uplink=4")
+                        "uplink, fragmentation, moved (default tiers,uplink,fragmentation; with --previous, moved "
+                        "breaks the last ties); NAME=WEIGHT terms are summed into one weighted objective, e.g. "
+                        "tiers=1,uplink=4. A sum adds terms of one unit only: bytes per iteration (tiers, bytes, "
+                        "uplink) or counts (spread, fragmentation: ToR groups; moved: hosts); order bytes and "
+                        "counts instead (moved,tiers). top-first takes no weight; weights are at most 1e12")
     p.add_argument("--tier-weights", type=tier_weights_arg,
                    help="weights of the tiers a byte crosses in the tiers objective, e.g. spine=1,core=3 (default: "
-                        "the product of the oversubscription ratios below each tier, 1 on a non-blocking fabric)")
+                        "the product of the oversubscription ratios below each tier, 1 on a non-blocking fabric; "
+                        "at most 1e12). The plan under the default weights is also tried, so no plan under other "
+                        "weights is worse than it on every tier")
     add_constraint_args(p)
     chosen = p.add_mutually_exclusive_group()
     chosen.add_argument("--hosts", type=hostlist_arg,
@@ -76,7 +81,10 @@ def add_parsers(sub) -> None:
                         help="plan on exactly the hosts of this job's own scheduler allocation (\"$SLURM_JOB_NODELIST\""
                              ", or @FILE as for --hosts): hosts the cluster spec marks busy are taken as this job's "
                              "(a spec refreshed from the scheduler marks them allocated); failed ones are refused")
-    p.add_argument("--previous", type=path_arg, help="an earlier rankmap.json of this job: keep its hosts where possible")
+    p.add_argument("--previous", type=path_arg,
+                   help="an earlier rankmap.json of this job: keep its hosts at their node ranks where possible (its "
+                        "layout, excluded or failed hosts refilled as replan does, is tried; with --objective moved "
+                        "first only the hosts that must change move)")
     p.add_argument("--no-picture", action="store_true",
                    help="do not draw plan.png (the plan and the baselines on the fabric; ~2 s at 12,288 GPUs)")
     add_json_arg(p)

@@ -150,8 +150,9 @@ def test_weighted_objectives_trade_bytes_for_uplink():
     one = np.array([[0, 0, 0, 0]])
     two = np.array([[0, 0, 1, 1]])
     assert ranking(problem, ("bytes",))(one) < ranking(problem, ("bytes",))(two)
-    assert ranking(problem, (("bytes", 1.0), ("fragmentation", 100.0)))(one) == (0.0,)
-    assert ranking(problem, (("bytes", 1.0), ("fragmentation", 100.0)))(two) == (2 * 10 + 2 * 100.0,)
+    # bytes with bytes (weighted sums add terms of one unit): 2 crossings x 10, each group's uplinks 20
+    assert ranking(problem, (("bytes", 1.0), ("uplink", 100.0)))(one) == (0.0,)
+    assert ranking(problem, (("bytes", 1.0), ("uplink", 100.0)))(two) == (2 * 10 + 20 * 100.0,)
     cluster = cluster_with_free((8, 8), gpus=8)
     result = plan(cluster, job(pp=1, dp=4), objectives=(("bytes", 1.0), ("uplink", 0.5)))
     assert result.ours.metrics.cross_tor_bytes == 0
@@ -162,7 +163,7 @@ def test_moved_without_an_earlier_plan_is_refused_by_the_library_too():
     with pytest.raises(SpecError, match="objective 'moved' counts hosts changed against an earlier plan"):
         plan(cluster, job(pp=1, dp=4), objectives=("bytes", "moved"))
     with pytest.raises(SpecError, match="give previous"):
-        plan(cluster, job(pp=1, dp=4), objectives=(("bytes", 1.0), ("moved", 2.0)))
+        plan(cluster, job(pp=1, dp=4), objectives=(("spread", 1.0), ("moved", 2.0)))
     first = plan(cluster, job(pp=1, dp=4))
     again = plan(cluster, job(pp=1, dp=4), objectives=("bytes", "moved"), previous=first.rankmap)
     assert again.rankmap.hosts == first.rankmap.hosts      # nothing forces a move: every host is kept

@@ -212,3 +212,18 @@ def test_ipv6_hostfile_plans_and_every_launch_format_reads_back(tmp_path):
     check_against_map(rm, rankfile=entries, hostfile=ds, slurm_hosts=list(rm.hosts))
     lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
     assert [line.options["master-addr"] for line in lines] == [rm.hosts[0]] * 2
+
+
+def test_plan_in_allocation_script_plans_without_a_picture_and_passes_no_python_on(rm):
+    from rankmap.launch.allocation import allocation_script
+
+    text = allocation_script(rm, opts(entry=("./train.sh", "--lr", "3e-4"), no_python=True), "c.yaml", "alloc")
+    plan_line = next(line for line in text.splitlines() if '" plan --cluster' in line)
+    assert plan_line.endswith('--allocation "$SLURM_JOB_NODELIST" --out "$plan_dir" --no-picture')
+    assert "--torchrun torchrun --no-python -- ./train.sh --lr 3e-4\n" in text
+
+
+def test_options_refuse_an_entry_the_launchers_would_run_with_python_twice():
+    with pytest.raises(LaunchError, match="'python3' after --: the launcher starts python itself"):
+        opts(entry=("python3", "train.py"))
+    assert opts(entry=("python3", "train.py"), no_python=True).no_python

@@ -208,6 +208,13 @@ def run_replan(args: argparse.Namespace) -> int:
     constraints = constraints_from_args(args, cluster)
     check_reserved_maps(args.reserve, args.rankmap, previous, cluster, failed)
     result = api.replan(cluster, previous, failed, constraints)
+    if result.not_in_map:
+        import sys
+
+        from rankmap.topology.hostnames import compress_hostlist
+        print(f"rankmap replan: note: {len(result.not_in_map)} failed host(s) outside the map "
+              f"({compress_hostlist(list(result.not_in_map))}) held no ranks; they are kept out of the spares",
+              file=sys.stderr)
 
     def report(written):
         if args.json:

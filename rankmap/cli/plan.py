@@ -142,8 +142,13 @@ def run_plan(args: argparse.Namespace) -> int:
     job = api.load_job(job_path, overrides)
     goals, weights = args.objective, args.tier_weights
     if weights:
+        from rankmap.errors import SpecError
         from rankmap.placement.tier_weights import tier_weights
-        if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
+        try:
+            given = tier_weights(cluster, weights)
+        except SpecError as exc:  # an unknown tier is a bad flag value, as a malformed one is: exit 2
+            raise UsageError(str(exc)) from None
+        if not any(given):  # the other tiers keep their default weights
             raise UsageError(f"--tier-weights {_terms(weights)}: every tier of cluster {cluster.name!r} then "
                              f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None

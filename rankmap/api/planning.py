@@ -133,11 +133,13 @@ def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
     return dataclasses.replace(job, **changes) if set_by else job
 
 
-def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit_s: float | None = None, **kwargs):
+def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit_s: float | None = None,
+         hosts_flag: str = "--hosts", **kwargs):
     """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
 
     With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
-    constraints), the plan must use every one of them: a job that fits on fewer is refused.
+    constraints), the plan must use every one of them: a job that fits on fewer is refused,
+    naming ``hosts_flag`` (the flag that gave them: ``--hosts`` or ``--allocation``).
     ``wall_limit_s`` caps every CP-SAT solve at that many wall-clock seconds from the start
     (:func:`rankmap.placement.cpsat_model.wall_clock_limit`), and nothing else: the constructive
     layouts, local searches and bounds run to the end whatever it is, so planning can take
@@ -169,9 +171,9 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit
         result = dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, context=context))
     unused = sorted(set(hosts or ()) - set(result.rankmap.hosts))
     if unused:
-        raise SpecError(f"--hosts gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
+        raise SpecError(f"{hosts_flag} gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
                         f"{', '.join(unused[:4])}{' ...' if len(unused) > 4 else ''} would stay idle; set dp to fill "
-                        f"them (dp auto) or list fewer hosts", key="--hosts")
+                        f"them (dp auto) or list fewer hosts", key=hosts_flag)
     return result
 
 

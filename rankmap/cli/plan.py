@@ -161,7 +161,8 @@ def run_plan(args: argparse.Namespace) -> int:
     with progress(f"planning {job.name} on {cluster.name}"):
         result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                           constraints=constraints, objectives=goals, previous=previous,
-                          tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall)
+                          tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall,
+                          hosts_flag="--allocation" if args.allocation else "--hosts")
     extra = {}
     if not args.no_picture:
         with progress("drawing plan.png"):

@@ -157,6 +157,6 @@ def inexact_number(text: str) -> tuple[int, str] | None:
     for m in _FLOAT.finditer(text):
         literal = m.group(1)
         value = float(literal)
-        if value.is_integer() and Decimal(literal) != int(value):
+        if value.is_integer() and abs(value) < 2**53 and Decimal(literal) != int(value):
             return text.count("\n", 0, m.start(1)) + 1, literal
     return None

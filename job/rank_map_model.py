@@ -127,6 +127,11 @@ class RankMap:
         if self.cluster_hash == cluster.spec_hash() and self.cluster_name != cluster.name:
             raise RankMapFileError(f"rank map names cluster {self.cluster_name!r}, but its sha256 is that of "
                                    f"{cluster.name!r}: the map was edited", source=source, key="cluster.name")
+        if self.cluster_hash != cluster.spec_hash() and self.cluster_name == cluster.name:
+            raise RankMapFileError(f"rank map was made for cluster {self.cluster_name!r} as it was then (sha256 "
+                                   f"{self.cluster_hash[:12]}...): its spec has changed since (hosts, ToR groups, "
+                                   f"switches or links; sha256 {cluster.spec_hash()[:12]}... now): plan the job again "
+                                   f"on it", source=source, key="cluster.sha256")
         if self.cluster_hash != cluster.spec_hash():
             raise RankMapFileError(f"rank map was made for cluster {self.cluster_name!r} "
                                f"(sha256 {self.cluster_hash[:12]}...), not for {cluster.name!r} "

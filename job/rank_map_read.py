@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ from rankmap.job.layout import ParallelLayout
 from rankmap.job.rank_map_columns import checked_columns, columns_of_entries
 from rankmap.job.rank_map_model import ENTRY_KEYS, RankMap
 from rankmap.job.rank_map_schema import as_int, check_document, job_ints
-from rankmap.job.rank_map_text import rank_columns, split_written
+from rankmap.job.rank_map_text import entry_line, inexact_number, rank_columns, split_written
 from rankmap.job.spec import DIMS, JobSpec
 from rankmap.job.spec_file import job_from_data
 from rankmap.names import host_identity, name_problem
@@ -105,11 +106,28 @@ def _parse_written(text: str | bytes, source: str) -> RankMap | None:
 
 
 def _parse_whole(text: str, source: str) -> RankMap:
+    """The map of any JSON text, checked entry by entry; every error about an entry of ``ranks``
+    names its line (:func:`~rankmap.job.rank_map_text.entry_line`)."""
     try:
         doc = parse_json(text, source)  # strict: duplicate keys, huge integers, deep nesting refused
     except SpecError as exc:
         raise RankMapFileError(f"not a JSON rank map: {exc.message}", source=source, line=exc.line) from None
-    return _from_document(doc, source)
+    found = inexact_number(text)
+    if found is not None:
+        line, literal = found
+        raise RankMapFileError(f"number {literal[:40]} reads as {float(literal):.0f} (binary64 rounds it) but is not "
+                               f"that integer: write integers as integers", source=source, line=line)
+    try:
+        return _from_document(doc, source)
+    except RankMapFileError as exc:
+        entry = _ENTRY_KEY.match(exc.key or "")
+        if exc.line is not None or entry is None:
+            raise
+        raise RankMapFileError(exc.message, source=exc.source, line=entry_line(text, int(entry.group(1))),
+                               key=exc.key) from None
+
+
+_ENTRY_KEY = re.compile(r"ranks\[(\d+)\]")
 
 
 def _from_document(doc, source: str, columns: dict | None = None) -> RankMap:

@@ -17,13 +17,14 @@ gives the same document but for that array.
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 import numpy as np
 
 from rankmap.job.rank_map_columns import name_codes
 from rankmap.job.spec import DIMS
 
-__all__ = ["split_written", "rank_columns"]
+__all__ = ["split_written", "rank_columns", "entry_line", "inexact_number"]
 
 _OPEN, _CLOSE = '\n  "ranks": [\n', "\n  ]\n}\n"
 _INT = r"(0|[1-9][0-9]{0,17})"                         # JSON integers that fit int64 (18 digits)
@@ -92,3 +93,70 @@ def rank_columns(text: str | bytes, start: int, stop: int) -> dict | None:
     for key, code in known.items():
         cols[key] = ([name.decode() if isinstance(name, bytes) else name for name in code], cols[key])
     return cols
+
+
+# A JSON string, or one of the structural characters: enough to walk arrays without parsing values.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+
+
+def entry_line(text: str, index: int) -> int | None:
+    r"""1-based line on which entry ``index`` of the top-level ``ranks`` array of JSON ``text``
+    starts, or None (no such entry). For error messages: straight to it when the array has one
+    entry a line (as the writer prints it), else a walk of the text up to that entry.
+
+    >>> entry_line('{"a": [1],\n "ranks": [{"rank": 0},\n  {"rank": 1}]}', 1)
+    3
+    """
+    written = split_written(text)
+    if written is not None:
+        _, start, stop = written
+        lines = text[start:stop].split("\n")
+        if all(line.count("{") == 1 and line.strip().startswith("{") and line.rstrip(", \r").endswith("}")
+               for line in lines):
+            return text.count("\n", 0, start) + 1 + index if 0 <= index < len(lines) else None
+    depth, key, inside, expecting, count = 0, None, False, False, 0
+    for m in _TOKEN.finditer(text):
+        tok = m.group()
+        if inside and depth == 2:       # between the entries of ranks
+            if tok == "]":
+                return None
+            if tok == ",":
+                expecting = True
+                continue
+            if expecting:               # the first token of an entry
+                if count == index:
+                    return text.count("\n", 0, m.start()) + 1
+                count, expecting = count + 1, False
+        if tok in "[{":
+            if depth == 1 and tok == "[" and key == '"ranks"':
+                inside, expecting = True, True
+            depth += 1
+        elif tok in "]}":
+            depth -= 1
+        elif depth == 1 and tok != ":":
+            key = tok if tok.startswith('"') else None
+    return None
+
+
+# A number written with a fraction or an exponent, after the ':' , or '[' before a JSON value.
+_FLOAT = re.compile(r"[:,\[]\s*(-?(?:0|[1-9][0-9]*)(?:\.[0-9]+(?:[eE][+-]?[0-9]+)?|[eE][+-]?[0-9]+))\s*(?=[,\]}])")
+
+
+def inexact_number(text: str) -> tuple[int, str] | None:
+    r"""``(line, literal)`` of the first number in JSON ``text`` that is not an integer as written
+    but reads as one in binary64 (``1e-400`` underflows to 0, ``1.00000000000000000001`` rounds to
+    1), or None. Such a number would pass as an integer key (``"rank": 0``) of the map
+    (:func:`rankmap.job.rank_map_schema.as_int` takes integer-valued floats, as JSON Schema does),
+    though the file does not say that integer.
+
+    >>> inexact_number('{"a": 1.0,\n "rank": 1e-400}')
+    (2, '1e-400')
+    >>> inexact_number('{"a": 0.5, "b": 2e3, "c": 7}') is None
+    True
+    """
+    for m in _FLOAT.finditer(text):
+        literal = m.group(1)
+        value = float(literal)
+        if value.is_integer() and abs(value) < 2**53 and Decimal(literal) != int(value):
+            return text.count("\n", 0, m.start(1)) + 1, literal
+    return None

@@ -49,6 +49,8 @@ def inner_launch_args(opts: LaunchOptions) -> list[str]:
                         ("--run-dir", opts.out_dir), ("--steps", opts.steps)):
         if value is not None:
             args += [flag, str(value)]
+    if opts.no_python:
+        args.append("--no-python")
     if tuple(opts.entry) != ENGINE_ENTRY:
         args += ["--", *opts.entry]
     return args
@@ -73,7 +75,7 @@ def allocation_script(rm: RankMap, opts: LaunchOptions, cluster_path: str, launc
         'rankmap=(${PYTHON:-python3} -m rankmap)\n'
         'echo "rankmap: planning on the allocated nodes $SLURM_JOB_NODELIST"\n'
         f'"${{rankmap[@]}}" plan --cluster {q(cluster_path)} --job "$launch_dir/job.yaml" '
-        '--allocation "$SLURM_JOB_NODELIST" --out "$plan_dir"\n'
+        '--allocation "$SLURM_JOB_NODELIST" --out "$plan_dir" --no-picture\n'
         f'"${{rankmap[@]}}" launch --rankmap "$plan_dir/rankmap.json" --format slurm --out "$plan_dir/launch" {launch}\n'
         'export RANKMAP_FILE="$plan_dir/rankmap.json"\n'
         'bash "$plan_dir/launch/slurm.sbatch"\n')

@@ -12,13 +12,16 @@ References
 .. [1] R. Braden (ed.), "Requirements for Internet Hosts -- Application and Support",
    RFC 1123, section 2.1 (host names). https://www.rfc-editor.org/rfc/rfc1123
 .. [2] Python documentation, ``shlex.quote``. https://docs.python.org/3/library/shlex.html#shlex.quote
-.. [3] PyTorch documentation, "torchrun (Elastic Launch)": ``--master-addr``, ``--master-port``.
-   https://pytorch.org/docs/stable/elastic/run.html
+.. [3] PyTorch documentation, "torchrun (Elastic Launch)": ``--master-addr``, ``--master-port``,
+   ``--no-python``, ``-m``. https://pytorch.org/docs/stable/elastic/run.html
+.. [4] DeepSpeed source, ``deepspeed/launcher/runner.py``: ``--module``, ``--no_python``.
+   https://github.com/deepspeedai/DeepSpeed/blob/master/deepspeed/launcher/runner.py
 """
 
 from __future__ import annotations
 
 import ipaddress
+import re
 import shlex
 import socket
 from collections.abc import Iterator
@@ -29,7 +32,7 @@ from rankmap.errors import LaunchError, SpecError
 from rankmap.job.rank_map import RankMap
 from rankmap.names import host_identity, host_problem
 
-__all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "check_host", "check_hosts", "engine_args",
+__all__ = ["ENGINE_ENTRY", "RANKMAP_FILE_VAR", "LaunchOptions", "entry_problem", "check_host", "check_hosts", "engine_args",
            "ShellExpr", "shell_join", "script_header", "workdir_lines", "text_lines", "read_host"]
 
 ENGINE_ENTRY = ("-m", "rankmap.engine.train")
@@ -61,6 +64,10 @@ class LaunchOptions:
         What torchrun runs: ``("-m", "rankmap.engine.train")`` (the bundled engine, given the
         rank map and its options) by default; else the user's own command, argv-exact
         (``("train.py", "--lr", "3e-4")`` or ``("-m", "pkg.mod")``), given nothing more.
+        See :func:`entry_problem` for the forms each launcher can run.
+    no_python : bool
+        Run ``entry`` as a program (``./train.sh``, ``python3 x.py``): torchrun ``--no-python``,
+        DeepSpeed ``--no_python``, mpirun without ``${PYTHON:-python3}`` in front.
     workdir : str or None
         Directory the scripts change to before starting anything (None: where they are started).
     resolve : bool
@@ -94,6 +101,7 @@ class LaunchOptions:
     workdir: str | None = None
     resolve: bool = True
     steps: int | None = None
+    no_python: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.master_port <= 65535:
@@ -102,6 +110,9 @@ class LaunchOptions:
             raise LaunchError("--torchrun must name a command")
         if not self.entry or self.entry == ("-m",):
             raise LaunchError("the command after -- is empty: give a script (train.py ...) or -m MODULE")
+        why = entry_problem(tuple(self.entry), self.no_python)
+        if why:
+            raise LaunchError(why)
         given = [name for name, v in (("--config", self.config_path), ("--run-dir", self.out_dir),
                                       ("--steps", self.steps)) if v is not None]
         if self.user_command and given:
@@ -112,6 +123,42 @@ class LaunchOptions:
     def user_command(self) -> bool:
         """Whether the entry is the user's own command rather than the bundled engine."""
         return tuple(self.entry) != ENGINE_ENTRY
+
+
+_INTERPRETER = re.compile(r"(python|pypy)[0-9.]*")
+
+
+def entry_problem(entry: tuple, no_python: bool = False) -> str | None:
+    """Why a launcher cannot run ``entry`` (the words after ``--``) as given, or None.
+
+    torchrun (and the DeepSpeed launcher) start ``python -u SCRIPT ARGS`` or ``python -u -m
+    MODULE ARGS`` on every host, and run the command itself only with ``--no-python`` [3]_,
+    [4]_; ``mpirun.sh`` runs ``${PYTHON:-python3}`` in front of it the same way. So without
+    ``no_python`` the entry is ``SCRIPT.py ARGS`` or ``-m MODULE ARGS``: an interpreter first
+    (``python train.py`` would run ``python python train.py``) or another program (``./train.sh``,
+    which python cannot read) is refused; with ``no_python`` it is any program, not ``-m``.
+
+    Examples
+    --------
+    >>> entry_problem(("train.py", "--lr", "3e-4")), entry_problem(("./train.sh",), no_python=True)
+    (None, None)
+    >>> print(entry_problem(("python3", "-m", "pkg.train")))
+    'python3' after --: the launcher starts python itself (torchrun, deepspeed; mpirun.sh runs ${PYTHON:-python3}): give -- -m pkg.train ..., or add --no-python to run the command as given
+    """
+    first = entry[0] if entry else ""
+    if no_python:
+        return ("--no-python runs a program, and -m MODULE needs python: drop --no-python, or give the program "
+                "after --") if first == "-m" else None
+    if _INTERPRETER.fullmatch(first.rsplit("/", 1)[-1]):
+        form = "-- " + " ".join([*entry[1:3], "..."][:3]) if len(entry) > 1 else "-- SCRIPT.py ARGS"
+        return (f"{first!r} after --: the launcher starts python itself (torchrun, deepspeed; mpirun.sh runs "
+                f"${{PYTHON:-python3}}): give {form}, or add --no-python to run the command as given")
+    if first.startswith("-") and first != "-m":
+        return f"{first!r} after --: give SCRIPT.py ARGS or -m MODULE ARGS (options of the launcher are not passed)"
+    if first != "-m" and not first.endswith(".py"):
+        return (f"{first!r} after -- is not a Python script (SCRIPT.py) or -m MODULE: the launcher would run it "
+                f"with python; add --no-python to run a program (a shell script, a binary) as is")
+    return None
 
 
 def check_host(name: str, what: str = "host") -> None:

@@ -1,9 +1,11 @@
-"""DeepSpeed: a hostfile in node-rank order, ``deepspeed.sh`` using it, and the hostfile read
+"""DeepSpeed: a hostfile in node-rank order (``deepspeed-hostfile``: ``hostfile`` is the plan's own,
+one host a line), ``deepspeed.sh`` using it, and the hostfile read
 back and checked against the map.
 
 A DeepSpeed hostfile lists ``host slots=N`` per line [1]_; the launcher numbers nodes in file
 order, so line n is the map's node rank n and the master address is node 0. The launcher
-runs a script, or a module (``--module``), without ``--local_rank`` (``--no_local_rank``, [2]_);
+runs a script, a module (``--module``) or a program (``--no_python``), without ``--local_rank``
+(``--no_local_rank``, [2]_);
 DeepSpeed forwards ``RANKMAP_FILE`` when it is listed in ``.deepspeed_env``. No torch here.
 
 References
@@ -34,7 +36,11 @@ from rankmap.launch.common import (
 )
 
 __all__ = ["check_deepspeed_options", "deepspeed_hostfile", "deepspeed_script", "deepspeed_files",
-           "read_deepspeed_hostfile", "check_deepspeed_hostfile"]
+           "read_deepspeed_hostfile", "check_deepspeed_hostfile", "HOSTFILE"]
+
+#: DeepSpeed's hostfile (``host slots=N``), never ``hostfile``: that name is the plan's own
+#: (one host a line, beside rankmap.json), which ``launch --out PLAN_FOLDER`` must not replace.
+HOSTFILE = "deepspeed-hostfile"
 
 
 def check_deepspeed_options(opts: LaunchOptions) -> None:
@@ -52,6 +58,8 @@ def check_deepspeed_options(opts: LaunchOptions) -> None:
 def _user_args(opts: LaunchOptions) -> list[str]:
     """The DeepSpeed launcher's spelling of the entry: ``--module MOD ARGS`` or ``SCRIPT ARGS``."""
     args = engine_args(opts)
+    if opts.no_python:
+        return ["--no_python", *args]
     return ["--module", *args[1:]] if args[0] == "-m" else args
 
 
@@ -63,7 +71,7 @@ def deepspeed_hostfile(rm: RankMap) -> str:
 def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> str:
     """``deepspeed.sh``: the DeepSpeed launcher over the hostfile, master = node 0."""
     q = shlex.quote
-    cmd = shell_join(["deepspeed", "--hostfile", ShellExpr('"$launch_dir/hostfile"'), "--master_addr", master,
+    cmd = shell_join(["deepspeed", "--hostfile", ShellExpr('"$launch_dir/deepspeed-hostfile"'), "--master_addr", master,
                       "--master_port", str(opts.master_port), "--no_local_rank", *_user_args(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "DeepSpeed launch; node rank n = line n of the hostfile.")
             + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"
@@ -71,7 +79,7 @@ def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: 
 
 
 def deepspeed_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> dict[str, str]:
-    """``{file name: text}`` of the DeepSpeed format: the hostfile and ``deepspeed.sh``.
+    """``{file name: text}`` of the DeepSpeed format: ``deepspeed-hostfile`` and ``deepspeed.sh``.
 
     Raises
     ------
@@ -79,10 +87,10 @@ def deepspeed_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: s
         See :func:`check_deepspeed_options`.
     """
     check_deepspeed_options(opts)
-    return {"hostfile": deepspeed_hostfile(rm), "deepspeed.sh": deepspeed_script(rm, opts, launch_dir, master)}
+    return {HOSTFILE: deepspeed_hostfile(rm), "deepspeed.sh": deepspeed_script(rm, opts, launch_dir, master)}
 
 
-def read_deepspeed_hostfile(text: str, source: str = "hostfile") -> list[tuple[str, int]]:
+def read_deepspeed_hostfile(text: str, source: str = "deepspeed-hostfile") -> list[tuple[str, int]]:
     """Read ``HOST slots=N`` lines, in file order (DeepSpeed's node-rank order).
 
     Raises

@@ -4,7 +4,8 @@ rankfile read back and checked against the map.
 A rankfile line ``rank r=host slot=s`` starts global rank r on ``host`` in slot s [1]_; the
 slot is the map's local rank. ``mpirun.sh`` passes it with ``--rankfile`` (Open MPI 4; Open
 MPI 5 spells it ``--map-by rankfile:file=FILE`` [2]_) and exports ``MASTER_ADDR`` and
-``MASTER_PORT`` for the engine's process group. No torch here.
+``MASTER_PORT`` for the engine's process group. It runs ``${PYTHON:-python3}`` on the script
+(or ``-m MODULE``), or the command as given with ``no_python``. No torch here.
 
 References
 ----------
@@ -45,12 +46,20 @@ def rankfile_text(rm: RankMap) -> str:
                    for r, e in ((r, rm.entry(r)) for r in range(rm.world_size)))
 
 
+def _program(opts: LaunchOptions) -> list:
+    """What mpirun starts on every slot: ``${PYTHON:-python3} SCRIPT.py ARGS`` (or ``-m MODULE``; Debian
+    and Ubuntu have no ``python`` without python-is-python3), or the program as given (``no_python``)."""
+    if opts.no_python:
+        return engine_args(opts)
+    return [ShellExpr('"${PYTHON:-python3}"'), *engine_args(opts)]
+
+
 def mpirun_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> str:
     """``mpirun.sh``: Open MPI with the rankfile; rank r starts where the map says."""
     q = shlex.quote
     cmd = shell_join(["mpirun", "-np", str(rm.world_size), "--rankfile", ShellExpr('"$launch_dir/rankfile"'),
                       "--bind-to", "none", "-x", f"MASTER_ADDR={master}", "-x", f"MASTER_PORT={opts.master_port}",
-                      "-x", RANKMAP_FILE_VAR, "python", *engine_args(opts)])
+                      "-x", RANKMAP_FILE_VAR, *_program(opts)])
     return ("#!/usr/bin/env bash\n" + script_header(rm, "Open MPI launch with a rankfile (Open MPI 5: --map-by "
                                                     "rankfile:file=FILE instead of --rankfile FILE).")
             + "set -euo pipefail\n" + workdir_lines(opts) + f"launch_dir=\"$(realpath {q(launch_dir)})\"\n"

@@ -56,7 +56,8 @@ def torchrun_lines(rm: RankMap, opts: LaunchOptions, master: str | None = None) 
     """
     master = master or check_hosts(rm, opts)
     prog = shlex.split(opts.torchrun)
-    return [shlex.join([*prog, *torchrun_args(rm, n, master, opts.master_port), *engine_args(opts)])
+    plain = ["--no-python"] if opts.no_python else []  # run the command itself, not python on it
+    return [shlex.join([*prog, *torchrun_args(rm, n, master, opts.master_port), *plain, *engine_args(opts)])
             for n in range(len(rm.hosts))]
 
 

@@ -48,7 +48,8 @@ def read_host_names(expr: str, key: str = "--hosts") -> list[str]:
                 raise SpecError(exc.message, source=exc.source, line=exc.line, key=key) from None
             raise
     if not names:
-        raise SpecError("no hosts given", key=key)
+        raise SpecError(f"no hosts in {expr[1:]} (it is empty, or only comments)" if expr.startswith("@")
+                        else "no hosts given", key=key)
     return names
 
 

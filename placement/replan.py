@@ -39,6 +39,7 @@ class ReplanResult:
     after: PlacementMetrics
     weights: tuple = ()    # w[L]: the tier weights the replacements were chosen by
     tiers: tuple = ()      # [L]: the names of the tiers, lowest first (crossed_tiers)
+    not_in_map: tuple = () # failed hosts outside the map (a whole rack named): kept out of the spares
 
 def replan(cluster: Cluster, previous: RankMap, failed: list[str],
            constraints: PlacementConstraints | None = None, weights: tuple | None = None) -> ReplanResult:
@@ -53,7 +54,9 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
         The cluster the map was made for (checked by spec hash).
     previous : RankMap
     failed : list of str
-        Hosts that failed since the plan; they are marked failed.
+        Hosts that failed since the plan; they are marked failed. Those outside the map (a whole
+        failed rack, named by its hostlist) replace nothing and are no spares
+        (``ReplanResult.not_in_map``).
     constraints : PlacementConstraints, optional
         Exclusions and reservations the replacements must respect.
     weights : tuple of float, optional
@@ -123,7 +126,9 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str],
                           "weighted_bytes_before": before.cost, "weighted_bytes_after": after.cost,
                           "tier_weights": list(weights)}}
     rm = RankMap.from_hosts(previous.job, cluster, hosts, gpn, summary)
-    return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after, weights, crossed_tiers(cluster))
+    outside = tuple(sorted({h for h in failed if h not in in_map}, key=natural_key))
+    return ReplanResult(rm, tuple(replaced), len(replaced) * gpn, before, after, weights, crossed_tiers(cluster),
+                        outside)
 
 
 def map_tier_weights(previous: RankMap, cluster: Cluster) -> tuple:

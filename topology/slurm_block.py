@@ -60,8 +60,9 @@ def parse_slurm_block(text: str, source: str, options: ImportOptions | None = No
     -------
     ImportResult
         One ToR group per base block, in file order; ``cluster.block_sizes`` in hosts; one
-        tier per aggregated block level ("block 128" ...) and a "spine" above when several
-        top-level blocks remain, with default sizes the cluster YAML can override.
+        tier per aggregated block level ("block128" ...: one word, as --tier-weights names it) and
+        a "spine" above when several top-level blocks remain, with default sizes the cluster YAML
+        can override.
 
     Raises
     ------
@@ -99,7 +100,7 @@ def block_from_records(records: list[Record], source: str, options: ImportOption
     warn_odd_names(leaves, diags, source, what="block")
     sizes = _block_sizes(sizes_token, leaves, source, diags, relaxed)
     cluster = build_cluster(leaves, options, default_name=file_stem(source), source=source, block_sizes=sizes)
-    cluster = name_tiers(cluster, lambda level: f"block {sizes[level]}" if level < len(sizes) else "spine")
+    cluster = name_tiers(cluster, lambda level: f"block{sizes[level]}" if level < len(sizes) else "spine")
     note_tiers(cluster, diags)
     return ImportResult(cluster=cluster, format=fmt, source=source,
                         warnings=tuple(diags.warnings), notes=tuple(diags.notes))

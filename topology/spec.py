@@ -56,7 +56,7 @@ from rankmap.errors import SpecError, TopologyError
 from rankmap.names import host_budget
 from rankmap.topology.hostnames import compress_hostlist, expand_hostlist
 from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Spine, Switch, TorGroup
-from rankmap.topology.tiers import PLANES, Tier
+from rankmap.topology.tiers import PLANES, Tier, tier_name_problem
 from rankmap.topology.tree import find_cycle, name_key
 from rankmap.yamlio import Fields, parse_yaml, read_yaml
 
@@ -233,8 +233,10 @@ def _tiers(top: Fields, uplink_gbps: float) -> tuple[tuple[Tier, ...] | None, li
         f = Fields(entry, top.source, f"tiers[{i}]", entries.item_lines[i] if hasattr(entries, "item_lines")
                    else None).only("name", "switches", "down_ports", "up_ports", "down_gbps", "up_gbps", "planes")
         name = f.str("name")
-        if name in {t.name for t in tiers}:
+        if name.lower() in {t.name.lower() for t in tiers}:
             raise f.error("name", f"tier {name!r} is listed twice")
+        if tier_name_problem(name):
+            raise f.error("name", tier_name_problem(name))
         down_gbps = float(f.number("down_gbps", uplink_gbps))
         tiers.append(Tier(name=name, switches=f.int("switches", minimum=1), down_ports=f.int("down_ports", minimum=1),
                           up_ports=f.int("up_ports", 0, minimum=0), down_gbps=down_gbps,

@@ -38,9 +38,33 @@ if TYPE_CHECKING:  # the model imports this module
     from rankmap.topology.model import Cluster
 
 __all__ = ["PLANES", "Tier", "TierFigures", "Node", "structure", "groups_under", "partition", "derived_tiers",
-           "check_tiers", "tier_figures"]
+           "tier_name_problem", "check_tiers", "tier_figures"]
 
 PLANES = ("shared", "rail")
+
+
+def tier_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a tier above the ToRs, or None.
+
+    ``ToR`` (any letter case) is tier 0's name in every table, header and ``--tier-weights``,
+    so a tier above called so would be read as the ToRs; and a name is one word in
+    ``--tier-weights NAME=W,...`` and the tables, so it holds no blank, ``,`` or ``=``.
+
+    Examples
+    --------
+    >>> tier_name_problem("core"), tier_name_problem("topology.kubernetes.io/zone")
+    (None, None)
+    >>> print(tier_name_problem("tor"))
+    'tor' is the name of tier 0 (the ToR switches): give this tier another name
+    >>> print(tier_name_problem("a g"))
+    tier name 'a g' must be one word (it is written in --tier-weights NAME=W and in tables): no blanks, ',' or '='
+    """
+    if name.strip().lower() == "tor":
+        return f"{name!r} is the name of tier 0 (the ToR switches): give this tier another name"
+    if any(c.isspace() or c in ",=" for c in name):
+        return (f"tier name {name!r} must be one word (it is written in --tier-weights NAME=W and in tables): "
+                "no blanks, ',' or '='")
+    return None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,6 +106,9 @@ class Tier:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise TopologyError(f"a tier needs a non-empty name, got {self.name!r}")
+        why = tier_name_problem(self.name)
+        if why:
+            raise TopologyError(why)
         for key, low in (("switches", 1), ("down_ports", 1), ("up_ports", 0)):
             value = getattr(self, key)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
@@ -334,6 +361,12 @@ def check_tiers(cluster: Cluster, tiers: tuple[Tier, ...]) -> None:
         raise TopologyError(f"tiers lists {len(tiers)} tier{'s' * (len(tiers) != 1)} but the fabric has "
                             f"{len(levels)} level{'s' * (len(levels) != 1)} above the ToR groups "
                             "(from its switch tree, block sizes, or one spine)")
+    seen: dict[str, int] = {}
+    for lv, t in enumerate(tiers, 1):  # --tier-weights and the tables name tiers: two of one name would be one
+        first = seen.setdefault(t.name.lower(), lv)
+        if first != lv:
+            raise TopologyError(f"tiers {first} and {lv} are both named {t.name!r} (names ignore case): "
+                                "name each tier once")
     for low, high in zip(tiers, tiers[1:]):
         if low.planes == "shared" and high.planes == "rail":
             raise TopologyError(f"tier {high.name!r} has rail planes above tier {low.name!r} whose switches "

@@ -133,11 +133,13 @@ def load_job(path: str | Path, overrides: dict | None = None) -> JobSpec:
     return dataclasses.replace(job, **changes) if set_by else job
 
 
-def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit_s: float | None = None, **kwargs):
+def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit_s: float | None = None,
+         hosts_flag: str = "--hosts", **kwargs):
     """Place ``job`` on ``cluster``: see :func:`rankmap.placement.plan.plan` for the options.
 
     With ``hosts`` (the names from :func:`select_hosts`, the others excluded in the
-    constraints), the plan must use every one of them: a job that fits on fewer is refused.
+    constraints), the plan must use every one of them: a job that fits on fewer is refused,
+    naming ``hosts_flag`` (the flag that gave them: ``--hosts`` or ``--allocation``).
     ``wall_limit_s`` caps every CP-SAT solve at that many wall-clock seconds from the start
     (:func:`rankmap.placement.cpsat_model.wall_clock_limit`), and nothing else: the constructive
     layouts, local searches and bounds run to the end whatever it is, so planning can take
@@ -169,9 +171,9 @@ def plan(cluster: Cluster, job: JobSpec, *, hosts: set | None = None, wall_limit
         result = dataclasses.replace(result, rankmap=dataclasses.replace(result.rankmap, context=context))
     unused = sorted(set(hosts or ()) - set(result.rankmap.hosts))
     if unused:
-        raise SpecError(f"--hosts gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
+        raise SpecError(f"{hosts_flag} gives {len(hosts)} hosts but the job uses {len(result.rankmap.hosts)}: "
                         f"{', '.join(unused[:4])}{' ...' if len(unused) > 4 else ''} would stay idle; set dp to fill "
-                        f"them (dp auto) or list fewer hosts", key="--hosts")
+                        f"them (dp auto) or list fewer hosts", key=hosts_flag)
     return result
 
 
@@ -211,7 +213,8 @@ def plan_context(constraints: PlacementConstraints | None) -> dict:
 def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constraints=None):
     """Replace failed hosts in ``previous``, moving only their ranks.
 
-    See :func:`rankmap.placement.replan.replan`. ``failed`` hosts must be in ``cluster``. Hosts
+    See :func:`rankmap.placement.replan.replan`. ``failed`` hosts must be in ``cluster``, and one
+    at least in the map; the others (a whole failed rack) are kept out of the spares. Hosts
     the original plan excluded or reserved (``previous.context``) stay out, besides ``constraints``;
     the new map remembers both, and the hosts replaced so far (``context.failed``), which later
     replans do not take back.
@@ -219,7 +222,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
     Raises
     ------
     SpecError
-        A failed host is not in the cluster (key ``--failed``).
+        A failed host is not in the cluster, or none is in the map (key ``--failed``).
     InfeasibleError
         Too few usable hosts to replace them.
     """
@@ -230,11 +233,13 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
     for host in failed:
         if not cluster.has_host(host):
             raise SpecError(f"host {host!r} is not in cluster {cluster.name!r}", key="--failed")
-        if host_identity(host) not in in_map:
-            hosts = compress_hostlist(sorted(previous.hosts))
-            raise SpecError(f"host {host!r} is not in the rank map: it holds none of the job's ranks (the map's "
-                            f"{len(previous.hosts)} hosts: {hosts if len(hosts) <= 120 else hosts[:117] + '...'})",
-                            key="--failed")
+    if failed and not any(host_identity(h) in in_map for h in failed):  # some may be: a failed rack's others
+        hosts = compress_hostlist(sorted(previous.hosts))
+        what = (f"host {failed[0]!r} is not in the rank map: it holds" if len(failed) == 1 else
+                f"none of its {len(failed)} hosts is in the rank map: they hold")
+        raise SpecError(f"{what} none of the job's ranks (the map's "
+                        f"{len(previous.hosts)} hosts: {hosts if len(hosts) <= 120 else hosts[:117] + '...'})",
+                        key="--failed")
     failed = [cluster.host(host).name for host in failed]   # the cluster's spelling
 
     kept = {key: tuple(expand_hostlist(previous.context[key], source=previous.source, key=f"context.{key}"))
@@ -245,7 +250,7 @@ def replan(cluster: Cluster, previous: RankMap, failed: list[str] = (), constrai
     context = plan_context(constraints)
     result = _replan(cluster, previous, list(failed),
                      dataclasses.replace(constraints, exclude=constraints.exclude + kept.get("failed", ())))
-    gone = set(kept.get("failed", ())) | {old for _, old, _ in result.replaced}
+    gone = set(kept.get("failed", ())) | {old for _, old, _ in result.replaced} | set(result.not_in_map)
     if gone:
         context["failed"] = compress_hostlist(sorted(gone))
     if context:

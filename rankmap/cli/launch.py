@@ -71,8 +71,12 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--max-procs", type=positive_int,
                    help="--local: most worker processes to start on this machine (default: "
                         "rankmap.launch.local.default_max_procs(), 2 per CPU and at least 8)")
+    p.add_argument("--no-python", action="store_true",
+                   help="run the command after -- as a program (./train.sh, a binary): torchrun --no-python, "
+                        "deepspeed --no_python, mpirun without ${PYTHON:-python3}")
     p.add_argument("command", nargs="*", metavar="-- SCRIPT ARGS",
-                   help="your training command, run by torchrun on every host (train.py ARGS or -m MODULE ARGS)")
+                   help="your training command, run on every host: SCRIPT.py ARGS or -m MODULE ARGS (the launcher "
+                        "starts python: no 'python' in front), or any program with --no-python")
     add_json_arg(p)
     p.set_defaults(func=run_launch)
     return p
@@ -112,7 +116,8 @@ _MODE_FLAGS = {"out": ("--out", ("format", "local")), "workdir": ("--workdir", (
                "run_dir": ("--run-dir", ("format",)), "master_addr": ("--master-addr", ("format",)),
                "torchrun": ("--torchrun", ("format",)), "no_resolve": ("--no-resolve", ("format",)),
                "plan_in_allocation": ("--plan-in-allocation", ("format",)), "cluster": ("--cluster", ("format",)),
-               "timeout": ("--timeout", ("local",)), "max_procs": ("--max-procs", ("local",))}
+               "timeout": ("--timeout", ("local",)), "max_procs": ("--max-procs", ("local",)),
+               "no_python": ("--no-python", ("format", "local"))}
 
 
 def _check_mode_flags(args: argparse.Namespace) -> None:
@@ -131,6 +136,20 @@ def _check_mode_flags(args: argparse.Namespace) -> None:
         raise UsageError("--plan-in-allocation needs --cluster CLUSTER.yaml (the spec naming the nodes)")
     if mode == "format" and args.cluster and not args.plan_in_allocation:
         raise UsageError("--cluster goes with --plan-in-allocation: it would do nothing here")
+    _check_command(args)
+
+
+def _check_command(args: argparse.Namespace) -> None:
+    """UsageError (exit 2) for a command after ``--`` that no launcher can run as given
+    (``python train.py``, ``./train.sh`` without ``--no-python``; :func:`rankmap.launch.common.entry_problem`)."""
+    from rankmap.errors import UsageError
+    from rankmap.launch.common import entry_problem
+
+    if args.no_python and not args.command:
+        raise UsageError("--no-python goes with your own command after --: the bundled engine is a Python module")
+    why = entry_problem(tuple(args.command), args.no_python) if args.command else None
+    if why:
+        raise UsageError(why)
 
 
 def _options(args: argparse.Namespace):
@@ -140,13 +159,14 @@ def _options(args: argparse.Namespace):
     return LaunchOptions(rankmap_path=str(args.rankmap), config_path=str(args.config) if args.config else None,
                          out_dir=args.run_dir, master_addr=args.master_addr, master_port=args.master_port or 29500,
                          torchrun=args.torchrun or "torchrun", resolve=not args.no_resolve, steps=args.steps,
-                         entry=tuple(args.command) or ENGINE_ENTRY, workdir=args.workdir)
+                         entry=tuple(args.command) or ENGINE_ENTRY, workdir=args.workdir, no_python=args.no_python)
 
 
 def _files(args: argparse.Namespace, rm) -> int:
     from rankmap import api
+    from rankmap.errors import LaunchError
     from rankmap.fileio import atomic_write_files
-    from rankmap.launch.formats import MANIFEST, manifest_text
+    from rankmap.launch.formats import MANIFEST, PLAN_FILES, manifest_text
 
     out = args.out or args.rankmap.parent / f"launch-{args.format}"
     opts = _options(args)
@@ -155,6 +175,9 @@ def _files(args: argparse.Namespace, rm) -> int:
     else:
         files = api.launch_files(rm, args.format, opts, out)
     what = "sbatch script planning inside the allocation" if args.plan_in_allocation else f"{args.format} files"
+    clash = sorted(set(files) & set(PLAN_FILES))
+    if clash:  # no format writes these names; a new one must not replace the plan's own files in --out
+        raise LaunchError(f"{out}: the {args.format} files would replace {', '.join(clash)}, which plan writes")
     files[MANIFEST] = manifest_text(files, _old_manifest(out / MANIFEST))   # what a new map in `out` removes
 
     def report(written):
@@ -201,8 +224,9 @@ def _local(args: argparse.Namespace, rm) -> int:
     from rankmap.cli.report import progress
     with progress(f"{len(rm.hosts)} torchrun agents starting {rm.world_size} ranks (rendezvous, then the job)"):
         api.launch_local(args.rankmap, run_dir, config_path=args.config, steps=args.steps,
-                         master_port=args.master_port, timeout_s=args.timeout, entry=tuple(args.command) or None,
-                         max_procs=args.max_procs, cwd=args.workdir)
+                         master_port=args.master_port, timeout_s=args.timeout,
+                         max_procs=args.max_procs, cwd=args.workdir,
+                         entry=(("--no-python",) if args.no_python else ()) + tuple(args.command) or None)
     if args.command:
         print(f"rankmap launch --local: {' '.join(args.command)} finished on all {rm.world_size} ranks")
         return EXIT_OK

@@ -150,8 +150,13 @@ def run_plan(args: argparse.Namespace) -> int:
     job = api.load_job(job_path, overrides)
     goals, weights = args.objective, args.tier_weights
     if weights:
+        from rankmap.errors import SpecError
         from rankmap.placement.tier_weights import tier_weights
-        if not any(tier_weights(cluster, weights)):  # the other tiers keep their default weights
+        try:
+            given = tier_weights(cluster, weights)
+        except SpecError as exc:  # an unknown tier is a bad flag value, as a malformed one is: exit 2
+            raise UsageError(str(exc)) from None
+        if not any(given):  # the other tiers keep their default weights
             raise UsageError(f"--tier-weights {_terms(weights)}: every tier of cluster {cluster.name!r} then "
                              f"weighs 0, so the tiers objective scores every placement the same; give a weight > 0")
     previous = api.read_rankmap(args.previous) if args.previous else None
@@ -164,7 +169,8 @@ def run_plan(args: argparse.Namespace) -> int:
     with progress(f"planning {job.name} on {cluster.name}"):
         result = api.plan(cluster, job, time_limit_s=args.time_limit, seed=args.seed, workers=args.workers,
                           constraints=constraints, objectives=goals, previous=previous,
-                          tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall)
+                          tier_weights=weights, hosts=hosts, wall_limit_s=args.max_wall,
+                          hosts_flag="--allocation" if args.allocation else "--hosts")
     extra = {}
     if not args.no_picture:
         with progress("drawing plan.png"):
@@ -216,6 +222,13 @@ def run_replan(args: argparse.Namespace) -> int:
     constraints = constraints_from_args(args, cluster)
     check_reserved_maps(args.reserve, args.rankmap, previous, cluster, failed)
     result = api.replan(cluster, previous, failed, constraints)
+    if result.not_in_map:
+        import sys
+
+        from rankmap.topology.hostnames import compress_hostlist
+        print(f"rankmap replan: note: {len(result.not_in_map)} failed host(s) outside the map "
+              f"({compress_hostlist(list(result.not_in_map))}) held no ranks; they are kept out of the spares",
+              file=sys.stderr)
 
     def report(written):
         if args.json:
@@ -329,10 +342,13 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.json:
         from rankmap.cli.report import print_json
         print_json({"rankmap": str(args.rankmap), "valid": True, "world_size": rm.world_size, "hosts": len(rm.hosts),
-                    "cluster": rm.cluster_name, "cluster_verified": bool(args.cluster), "busy_hosts": busy})
+                    "cluster": rm.cluster_name, "cluster_verified": bool(args.cluster), "busy_hosts": busy,
+                    "summary_checked": False})
         return EXIT_OK
     where = f", cluster {rm.cluster_name!r}" + (" (verified)" if args.cluster else "")
-    print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}")
+    # the placement is checked rank by rank; the summary is the planner's report of it (costs, bounds, baselines)
+    unchecked = "; its summary (the planner's figures) is not checked" if rm.summary else ""
+    print(f"{args.rankmap}: valid rank map: {rm.world_size} ranks on {len(rm.hosts)} hosts{where}{unchecked}")
     return EXIT_OK
 
 

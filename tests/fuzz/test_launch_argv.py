@@ -101,13 +101,13 @@ def test_generated_files_pass_every_fuzzed_name_whole_and_run_nothing(tmp_path, 
             assert run(str(out / "mpirun.sh")).returncode == 0
             assert calls(argv_dir) == [["mpirun", "-np", str(2 * len(VALID)), "--rankfile", f"{out}/rankfile",
                                         "--bind-to", "none", "-x", f"MASTER_ADDR={master}", "-x",
-                                        f"MASTER_PORT={port}", "-x", "RANKMAP_FILE", "python", *user]]
+                                        f"MASTER_PORT={port}", "-x", "RANKMAP_FILE", "python3", *user]]
             assert [e.host for e in read_rankfile((out / "rankfile").read_text())] == [h for h in VALID for _ in "ab"]
         else:
             assert run(str(out / "deepspeed.sh")).returncode == 0
-            assert calls(argv_dir) == [["deepspeed", "--hostfile", f"{out}/hostfile", "--master_addr", master,
+            assert calls(argv_dir) == [["deepspeed", "--hostfile", f"{out}/deepspeed-hostfile", "--master_addr", master,
                                         "--master_port", str(port), "--no_local_rank", *user]]
-            assert read_deepspeed_hostfile((out / "hostfile").read_text()) == [(h, 2) for h in VALID]
+            assert read_deepspeed_hostfile((out / "deepspeed-hostfile").read_text()) == [(h, 2) for h in VALID]
     assert not list(tmp_path.rglob("PWNED*")) and not list(Path.cwd().glob("PWNED*"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -76,8 +77,13 @@ def test_map_for_another_cluster_is_rejected(planned, small_cluster_text):
     _, _, out = planned
     other = parse_cluster(small_cluster_text.replace("n[05-08]", "n[05-09]").replace("capacity: 4\n    hosts: \"n[05",
                                                                                      "capacity: 5\n    hosts: \"n[05"))
-    with pytest.raises(RankMapFileError, match="was made for cluster 'small'"):
+    with pytest.raises(RankMapFileError, match="was made for cluster 'small' as it was then \\(sha256 [0-9a-f]{12}"
+                                               "\\.\\.\\.\\): its spec has changed since"):
         read_rankmap(out / "rankmap.json").verify_cluster(other)
+    renamed = dataclasses.replace(other, name="large")
+    with pytest.raises(RankMapFileError, match="made for cluster 'small' \\(sha256 [0-9a-f]{12}\\.\\.\\.\\), not for "
+                                               "'large'"):
+        read_rankmap(out / "rankmap.json").verify_cluster(renamed)
 
 
 def test_not_json(tmp_path):
@@ -202,3 +208,44 @@ def test_a_map_plan_wrote_is_read_back_past_the_input_limit(planned, monkeypatch
     monkeypatch.setenv("RANKMAP_MAX_INPUT_BYTES", "100")
     with pytest.raises(RankMapFileError, match="over the limit of 100 "):
         read_rankmap(out / "rankmap.json")
+
+
+def _line_of(text: str, needle: str) -> int:
+    return text[:text.index(needle)].count("\n") + 1
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ('"rank": 20, ', '"rank": 20.5, ', "ranks[20].rank: must be an integer >= 0"),
+    ('"rank": 20, ', '"rank": 2e1, ', None),                 # integer-valued, as JSON Schema reads it: rank 20
+    ('"rank": 20, ', '"rank": 20.000000000000000001, ', "number 20.000000000000000001 reads as 20 (binary64 "
+                                                           "rounds it) but is not that integer"),
+    ('"rank": 0, ', '"rank": 1e-400, ', "number 1e-400 reads as 0 (binary64 rounds it) but is not that integer"),
+    ('"rank": 20, ', '"rank": true, ', "ranks[20].rank: must be an integer >= 0"),
+    ('"rank": 20, ', '"rank": 19, ', "ranks[20].rank: rank 19 is out of range or listed twice"),
+])
+def test_every_rank_line_error_names_its_line(planned, old, new, message):
+    """The writer's layout (one rank a line) edited by hand: the full parse names the line."""
+    _, _, out = planned
+    path = out / "rankmap.json"
+    text = path.read_text()
+    line = _line_of(text, old)
+    path.write_text(text.replace(old, new, 1))
+    if message is None:
+        assert read_rankmap(path).hosts == read_rankmap(out / "rankmap.json").hosts
+        return
+    with pytest.raises(RankMapFileError) as err:
+        read_rankmap(path)
+    assert str(err.value).startswith(f"{path}:{line}: ") and message in str(err.value), str(err.value)
+
+
+def test_entry_errors_name_the_line_in_any_layout(planned):
+    _, _, out = planned
+    doc = json.loads((out / "rankmap.json").read_text())
+    doc["ranks"][30]["rank"] = 0.5
+    for indent in (None, 2):
+        path = out / f"bad-{indent}.json"
+        text = json.dumps(doc, indent=indent)
+        path.write_text(text)
+        want = 1 if indent is None else _line_of(text, '"rank": 0.5') - 1   # the entry's "{" line
+        with pytest.raises(RankMapFileError, match=f"^{path}:{want}: ranks\\[30\\].rank: must be an integer"):
+            read_rankmap(path)

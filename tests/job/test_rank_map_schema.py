@@ -83,7 +83,8 @@ def test_reader_and_schema_refuse_the_same_maps(doc, path, value, message):
     bad = changed(doc, path, value)
     with pytest.raises(RankMapFileError) as err:
         parse_rankmap(json.dumps(bad), "m.json")
-    assert str(err.value).startswith(f"m.json: {message}")
+    where = "m.json:1" if message.startswith("ranks[") else "m.json"   # an entry's error names its line
+    assert str(err.value).startswith(f"{where}: {message}")
     assert not validator().is_valid(bad)
 
 
@@ -149,7 +150,7 @@ def test_a_map_with_nprocs_as_floats_reads_as_integers(doc):
 
 @pytest.mark.parametrize("path, message", [
     ("world_size", "m.json: world_size: must be below 2**53, got 1e+300"),
-    ("ranks.1.rank", "m.json: ranks[1].rank: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got 1e+300"),
+    ("ranks.1.rank", "m.json:1: ranks[1].rank: must be an integer >= 0 (as rank, node_rank, local_rank, rail and coordinates all are), got 1e+300"),
 ])
 def test_a_huge_float_is_refused_as_written_not_as_301_digits(doc, path, message):
     """1e300 has a zero fractional part, but past 2**53 a float names no one integer exactly."""

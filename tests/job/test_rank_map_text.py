@@ -76,7 +76,9 @@ def test_broken_lines_give_the_full_parse_error(written, old, new):
         return
     with pytest.raises(RankMapFileError) as full:
         parse_rankmap(whole(bad), "m.json")
-    assert str(fast.value) == str(full.value)
+    assert (fast.value.message, fast.value.key) == (full.value.message, full.value.key)
+    # each names the entry's line: the edited line here, line 1 in the one-line layout
+    assert (fast.value.line, full.value.line) == (text[:text.index(old)].count("\n") + 1, 1)
 
 
 @pytest.mark.parametrize("old, new", [

@@ -4,12 +4,19 @@ munged, slurmctld and four slurmd daemons (``slurmd -N n1`` ...: Debian builds S
 multiple-slurmd support) run from a temporary folder with unused ports; every path they write
 is inside it, munge included (its own key and socket, ``AuthInfo=socket=``). n1..n4 are mapped
 in /etc/hosts to this machine's non-loopback address (torchrun refuses a loopback master of a
-multi-host job); /etc/hosts is restored afterwards and every daemon is stopped by its pid.
+multi-host job), and every daemon is stopped by its pid afterwards.
+
+The /etc/hosts line is shared by every run on this machine (several test sessions may run at
+once): it is added only when absent, and removed, once the last run using it ends, only if a
+run added it (a line that was there before is left). The runs using it are counted by pid in
+``USERS``, under an exclusive ``flock`` (``fcntl.flock``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import json
 import os
 import shutil
 import signal
@@ -23,6 +30,8 @@ NODES = ("n1", "n2", "n3", "n4")
 DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "srun", "sinfo", "scontrol")
 HOSTS_FILE = Path("/etc/hosts")
 MARK = "# rankmap-test-slurm"
+#: {"pids": [runs using the line], "added": whether a run added it}; its ".lock" serialises the edits
+USERS = Path("/tmp/rankmap-test-slurm-hosts.json")
 
 
 def missing() -> str | None:
@@ -97,10 +106,47 @@ def _config(folder: Path, ports: list[int]) -> str:
             f"PartitionName=p Nodes=n[1-4] Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n")
 
 
-def _map_hosts(address: str) -> str:
-    original = HOSTS_FILE.read_text()
-    HOSTS_FILE.write_text(original + f"{address} {' '.join(NODES)}  {MARK}\n")
-    return original
+@contextlib.contextmanager
+def _users():
+    """The shared record of runs using the /etc/hosts line (living pids only), locked while open;
+    written back on leaving."""
+    with open(USERS.with_suffix(".lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            doc = json.loads(USERS.read_text())
+        except (OSError, ValueError):
+            doc = {"pids": [], "added": False}
+        doc["pids"] = [p for p in doc.get("pids", []) if Path(f"/proc/{p}").exists()]
+        yield doc
+        USERS.write_text(json.dumps(doc))
+
+
+def _hosts_line(address: str) -> str:
+    return f"{address} {' '.join(NODES)}  {MARK}"
+
+
+def _map_hosts(address: str) -> None:
+    """Map n1..n4 to ``address`` in /etc/hosts unless that line is there already; count this run."""
+    with _users() as doc:
+        text = HOSTS_FILE.read_text()
+        if _hosts_line(address) not in text.splitlines():
+            HOSTS_FILE.write_text(text + ("\n" if text and not text.endswith("\n") else "") + _hosts_line(address) + "\n")
+            doc["added"] = True
+        doc["pids"].append(os.getpid())
+
+
+def _unmap_hosts(address: str) -> None:
+    """This run is done with the line: the last run removes it, and only if a run added it."""
+    with _users() as doc:
+        if os.getpid() in doc["pids"]:
+            doc["pids"].remove(os.getpid())
+        if doc["pids"] or not doc["added"]:
+            return
+        lines = HOSTS_FILE.read_text().splitlines(keepends=True)
+        mine = [i for i, line in enumerate(lines) if line.rstrip("\n") == _hosts_line(address)]
+        if mine:
+            HOSTS_FILE.write_text("".join(lines[:mine[0]] + lines[mine[0] + 1:]))
+        doc["added"] = False
 
 
 def _start(folder: Path, env: dict) -> None:
@@ -149,18 +195,18 @@ def _stop(folder: Path, env: dict) -> None:
 
 @contextlib.contextmanager
 def local_slurm(folder: Path):
-    """Start the cluster in ``folder``; yield a :class:`Slurm`; stop it and restore /etc/hosts."""
+    """Start the cluster in ``folder``; yield a :class:`Slurm`; stop it and release the /etc/hosts line."""
     folder = Path(folder)
     ports = _free_ports(2 + len(NODES))
     (folder / "slurm.conf").write_text(_config(folder, ports))
     env = {**os.environ, "SLURM_CONF": str(folder / "slurm.conf"),
            "PATH": os.environ.get("PATH", "") + ":/usr/sbin:/sbin"}
     address = _own_address()
-    original = _map_hosts(address)
+    _map_hosts(address)
     try:
         _start(folder, env)
         _wait_idle(env, folder)
         yield Slurm(folder=folder, conf=folder / "slurm.conf", env=env, address=address)
     finally:
         _stop(folder, env)
-        HOSTS_FILE.write_text(original)
+        _unmap_hosts(address)

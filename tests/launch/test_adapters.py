@@ -197,3 +197,29 @@ def test_hosts_from_a_kubectl_node_list(tmp_path):
     assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]
     (tmp_path / "nodes.json").write_text(json.dumps({**nodes, "kind": "NodeList"}))
     assert api.read_host_names(f"@{tmp_path / 'nodes.json'}") == ["n4", "n1"]
+
+
+def test_plan_allocation_errors_name_the_allocation_flag_and_file(tmp_path):
+    """Inside an allocation the error names --allocation (not --hosts) and the @FILE that names no host."""
+    import subprocess
+    import sys
+
+    (tmp_path / "c.yaml").write_text("hosts: {gpus: 1, nics: 1}\ntor_groups:\n- {name: t1, hosts: 'n[1-4]'}\n")
+    (tmp_path / "j.yaml").write_text("parallel: {tp: 1, pp: 2, dp: 1}\n"
+                                     "model: {layers: 4, hidden: 64, heads: 4, seq_len: 64, vocab: 256}\n"
+                                     "batch: {micro_batch_size: 1, num_micro_batches: 2}\n")
+    (tmp_path / "empty.txt").write_text("# no hosts yet\n")
+
+    def plan(allocation):
+        return subprocess.run([sys.executable, "-m", "rankmap", "plan", "--cluster", "c.yaml", "--job", "j.yaml",
+                               "--allocation", allocation, "--out", "p", "--no-picture"], cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120)
+
+    run = plan("n[1-4]")
+    assert run.returncode == 3 and run.stderr == (
+        "rankmap: error: --allocation: --allocation gives 4 hosts but the job uses 2: n3, n4 would stay idle; set dp "
+        "to fill them (dp auto) or list fewer hosts\n")
+    run = plan("@empty.txt")
+    assert run.returncode == 3 and run.stderr == (
+        "rankmap: error: --allocation: no hosts in empty.txt (it is empty, or only comments)\n")
+    assert not (tmp_path / "p").exists()

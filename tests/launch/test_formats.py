@@ -53,7 +53,7 @@ def test_hosts_of_different_sizes_get_their_own_process_counts(tmp_path):
     rm = read_rankmap(make_rankmap(tmp_path / "p", tp=2, dp=3, hosts=("big", "small"), nprocs=[4, 2]))
     lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
     assert [line.options["nproc-per-node"] for line in lines] == ["4", "2"]
-    assert read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["hostfile"]) == [("big", 4),
+    assert read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["deepspeed-hostfile"]) == [("big", 4),
                                                                                                  ("small", 2)]
     ranks = read_rankfile(launch_files(rm, "mpi", opts(), tmp_path)["rankfile"])
     assert [(e.host, e.slot) for e in ranks] == [("big", 0), ("big", 1), ("big", 2), ("big", 3), ("small", 0),
@@ -114,7 +114,7 @@ def test_rankfile_and_hostfile_round_trip_through_the_readers(rm, tmp_path):
     check_against_map(rm, rankfile=entries)
     assert "--rankfile" in mpi["mpirun.sh"] and "MASTER_ADDR=node8" in mpi["mpirun.sh"]
     ds = launch_files(rm, "deepspeed", opts(), tmp_path)
-    hosts = read_deepspeed_hostfile(ds["hostfile"])
+    hosts = read_deepspeed_hostfile(ds["deepspeed-hostfile"])
     assert hosts == [(h, 2) for h in HOSTS]
     check_against_map(rm, hostfile=hosts)
     check_against_map(rm, slurm_hosts=list(HOSTS))
@@ -206,9 +206,24 @@ def test_ipv6_hostfile_plans_and_every_launch_format_reads_back(tmp_path):
     job = JobSpec(tp=8, dp=2, model=MODEL_PRESETS["gpt3-1.3b"], num_micro_batches=1)
     rm = plan(cluster, job).rankmap
     assert sorted(rm.hosts) == ["fd00:10::11", "fd00:10::12"]
-    ds = read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["hostfile"])
+    ds = read_deepspeed_hostfile(launch_files(rm, "deepspeed", opts(), tmp_path)["deepspeed-hostfile"])
     assert ds == [(h, 8) for h in rm.hosts]
     entries = read_rankfile(launch_files(rm, "mpi", opts(), tmp_path)["rankfile"])
     check_against_map(rm, rankfile=entries, hostfile=ds, slurm_hosts=list(rm.hosts))
     lines = read_torchrun_commands(launch_files(rm, "torchrun", opts(), tmp_path)["torchrun-commands.txt"])
     assert [line.options["master-addr"] for line in lines] == [rm.hosts[0]] * 2
+
+
+def test_plan_in_allocation_script_plans_without_a_picture_and_passes_no_python_on(rm):
+    from rankmap.launch.allocation import allocation_script
+
+    text = allocation_script(rm, opts(entry=("./train.sh", "--lr", "3e-4"), no_python=True), "c.yaml", "alloc")
+    plan_line = next(line for line in text.splitlines() if '" plan --cluster' in line)
+    assert plan_line.endswith('--allocation "$SLURM_JOB_NODELIST" --out "$plan_dir" --no-picture')
+    assert "--torchrun torchrun --no-python -- ./train.sh --lr 3e-4\n" in text
+
+
+def test_options_refuse_an_entry_the_launchers_would_run_with_python_twice():
+    with pytest.raises(LaunchError, match="'python3' after --: the launcher starts python itself"):
+        opts(entry=("python3", "train.py"))
+    assert opts(entry=("python3", "train.py"), no_python=True).no_python

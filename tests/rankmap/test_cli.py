@@ -38,7 +38,9 @@ def test_map_verifies_against_the_same_fabric_listed_in_another_order(tmp_path):
     backwards.write_text(yaml.safe_dump(spec))
     assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", tmp_path / "o1", "--no-picture").returncode == 0
     run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
-    assert run.returncode == 0 and "valid rank map: 64 ranks on 8 hosts" in run.stdout, run.stderr
+    assert run.returncode == 0 and run.stdout == (f"{tmp_path}/o1/rankmap.json: valid rank map: 64 ranks on 8 hosts, "
+                                                  "cluster 'racks-512' (verified); its summary (the planner's figures) "
+                                                  "is not checked\n"), run.stderr
     # the cluster's name edited in the map: caught, though the hash still matches
     edited = tmp_path / "edited.json"
     edited.write_text((tmp_path / "o1" / "rankmap.json").read_text().replace('"name": "racks-512"', '"name": "other"'))
@@ -49,7 +51,8 @@ def test_map_verifies_against_the_same_fabric_listed_in_another_order(tmp_path):
     spec["tor_groups"][0]["hosts"] = "gpu-r4-n[01-17]"  # one host more: another fabric
     backwards.write_text(yaml.safe_dump(spec))
     run = rankmap("verify", tmp_path / "o1" / "rankmap.json", "--cluster", backwards)
-    assert run.returncode == 3 and "was made for cluster 'racks-512'" in run.stderr
+    assert run.returncode == 3 and "was made for cluster 'racks-512' as it was then" in run.stderr
+    assert "its spec has changed since (hosts, ToR groups, switches or links" in run.stderr
 
 
 def test_inline_job_overrides(tmp_path):

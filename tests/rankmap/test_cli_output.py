@@ -38,7 +38,7 @@ def test_plan_json_is_one_document_with_the_maps_summary(tmp_path):
     verify = rankmap("verify", tmp_path / "o" / "rankmap.json", "--json")
     assert json.loads(verify.stdout) == {"rankmap": str(tmp_path / "o" / "rankmap.json"), "valid": True,
                                          "world_size": 480, "hosts": 60, "cluster": "racks-512",
-                                         "cluster_verified": False, "busy_hosts": []}
+                                         "cluster_verified": False, "busy_hosts": [], "summary_checked": False}
     host = (tmp_path / "o" / "hostfile").read_text().split()[0]
     node = json.loads(rankmap("node-rank", "--rankmap", tmp_path / "o" / "rankmap.json", "--host", host,
                               "--json").stdout)

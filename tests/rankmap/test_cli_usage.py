@@ -95,6 +95,8 @@ def racks_map(racks_plan):
      "which --objective top-first leaves out: add tiers to --objective or drop --tier-weights"),
     (("plan", "--example", "racks", "--tier-weights", "spine=0"),
      "--tier-weights spine=0: every tier of cluster 'racks-512' then weighs 0"),
+    (("plan", "--example", "racks", "--tier-weights", "ToR=1"),
+     "rankmap: error: --tier-weights: unknown tier 'ToR' in tier weights (tiers of 'racks-512': spine)"),
     (("plan", "--example", "racks", "--out", ""), "argument --out: no path given (got '')"),
     (("plan", "--example", "racks", "--out", "-"), "'-' is not standard output here: --out names a folder"),
     (("simulate", "--out", "-"), "--out names a folder"),

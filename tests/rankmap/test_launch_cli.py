@@ -34,7 +34,7 @@ def plan(folder: Path, hosts=("gpu-r1-n01", "gpu-r1-n10", "gpu-r1-n02"), layers=
     ("torchrun", ["torchrun-commands.txt", "torchrun.sh"]),
     ("slurm", ["slurm.sbatch", "slurm-hostfile", "torchrun.sh", "torchrun-commands.txt"]),
     ("mpi", ["rankfile", "mpirun.sh"]),
-    ("deepspeed", ["hostfile", "deepspeed.sh"]),
+    ("deepspeed", ["deepspeed-hostfile", "deepspeed.sh"]),
 ])
 def test_each_format_writes_its_files(tmp_path, fmt, names):
     rankmap = plan(tmp_path / "plan")
@@ -148,3 +148,76 @@ def test_flags_prints_megatron_options(tmp_path):
     assert run.returncode == 0, run.stderr
     assert run.stdout == ("--tensor-model-parallel-size 2 --pipeline-model-parallel-size 3 --context-parallel-size 1 "
                           "--expert-model-parallel-size 1\n")
+
+
+def test_deepspeed_files_in_the_plans_folder_keep_the_plans_hostfile(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    before = (tmp_path / "plan" / "hostfile").read_text()
+    run = launch("--rankmap", rankmap, "--format", "deepspeed", "--out", tmp_path / "plan", "--no-resolve", "--",
+                 "train.py")
+    assert run.returncode == 0, run.stderr
+    assert (tmp_path / "plan" / "hostfile").read_text() == before == "gpu-r1-n01\ngpu-r1-n10\ngpu-r1-n02\n"
+    assert (tmp_path / "plan" / "deepspeed-hostfile").read_text() == (
+        "gpu-r1-n01 slots=2\ngpu-r1-n10 slots=2\ngpu-r1-n02 slots=2\n")
+    record = json.loads((tmp_path / "plan" / ".rankmap-launch.json").read_text())
+    assert sorted(record["files"]) == ["deepspeed-hostfile", "deepspeed.sh"]
+    assert '--hostfile "$launch_dir/deepspeed-hostfile"' in (tmp_path / "plan" / "deepspeed.sh").read_text()
+
+
+@pytest.mark.parametrize("fmt", ["torchrun", "slurm", "mpi", "deepspeed"])
+@pytest.mark.parametrize("command, says", [
+    (["python", "who.py"], "'python' after --: the launcher starts python itself"),
+    (["/usr/bin/python3", "-m", "pkg.who"], "give -- -m pkg.who ..., or add --no-python"),
+    (["./train.sh"], "'./train.sh' after -- is not a Python script (SCRIPT.py) or -m MODULE"),
+])
+def test_a_command_the_launcher_would_run_wrongly_is_refused_with_the_form_to_use(tmp_path, fmt, command, says):
+    rankmap = plan(tmp_path / "plan")
+    run = launch("--rankmap", rankmap, "--format", fmt, "--out", tmp_path / "o", "--no-resolve", "--", *command)
+    assert run.returncode == 2 and says in run.stderr and len(run.stderr.splitlines()) == 1, run.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_no_python_needs_a_program_after_double_dash(tmp_path):
+    rankmap = plan(tmp_path / "plan")
+    alone = launch("--rankmap", rankmap, "--format", "mpi", "--no-resolve", "--no-python")
+    assert alone.returncode == 2 and "--no-python goes with your own command after --" in alone.stderr
+    module = launch("--rankmap", rankmap, "--format", "mpi", "--no-resolve", "--no-python", "--", "-m", "pkg")
+    assert module.returncode == 2 and "-m MODULE needs python: drop --no-python" in module.stderr
+
+
+WHO = '#!/usr/bin/env bash\necho "$RANK $LOCAL_RANK $WORLD_SIZE" >> "$1/ranks.txt"\n'
+
+
+def test_generated_torchrun_and_mpirun_scripts_run_a_program_and_a_script(tmp_path):
+    """torchrun.sh runs a shell script under real torchrun (--no-python); mpirun.sh runs a .py with
+    ${PYTHON:-python3} (a stand-in mpirun starts the command after its options once)."""
+    pytest.importorskip("torch", reason="torchrun is PyTorch's")
+    from helpers import free_port, make_rankmap
+
+    make_rankmap(tmp_path / "plan", tp=2, hosts=("127.0.0.1",))
+    (tmp_path / "who.sh").write_text(WHO)
+    (tmp_path / "who.sh").chmod(0o755)
+    torchrun = f"{sys.executable} -m torch.distributed.run"
+    port = str(free_port())
+    run = launch("--rankmap", "plan/rankmap.json", "--format", "torchrun", "--out", "t", "--no-resolve",
+                 "--torchrun", torchrun, "--master-port", port, "--no-python", "--", "./who.sh", tmp_path, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    assert "--max-restarts=0 --no-python ./who.sh" in (tmp_path / "t" / "torchrun.sh").read_text()
+    done = subprocess.run(["bash", "t/torchrun.sh", "0"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted((tmp_path / "ranks.txt").read_text().splitlines()) == ["0 0 2", "1 1 2"]
+
+    (tmp_path / "who.py").write_text("import sys\nopen(sys.argv[1] + '/py.txt', 'w').write(sys.executable)\n")
+    run = launch("--rankmap", "plan/rankmap.json", "--format", "mpi", "--out", "m", "--no-resolve", "--", "who.py",
+                 tmp_path, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "mpirun").write_text('#!/usr/bin/env bash\nwhile [ "$1" != RANKMAP_FILE ]; do shift; done\nshift\n'
+                                    'exec "$@"\n')
+    (bin_dir / "mpirun").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "m/mpirun.sh"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "py.txt").read_text() == sys.executable
+    assert '-x RANKMAP_FILE "${PYTHON:-python3}" who.py' in (tmp_path / "m" / "mpirun.sh").read_text()

@@ -88,3 +88,22 @@ def test_replan_refuses_a_failed_host_outside_the_map(tmp_path):
     assert run.returncode == 0, run.stderr
     again = api.read_rankmap(tmp_path / "x3" / "rankmap.json").hosts
     assert hosts[0] not in again and again[1:] == hosts[1:]
+
+
+def test_replan_of_a_whole_failed_rack_replaces_the_maps_hosts_and_keeps_the_rest_out(tmp_path):
+    cluster_path = example_inputs("racks", None, None)[0]
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", tmp_path / "a", "--no-picture").returncode == 0
+    hosts = api.read_rankmap(tmp_path / "a" / "rankmap.json").hosts
+    assert sorted(hosts) == expand_hostlist("gpu-r1-n[01-02,04-09]")
+    run = rankmap("replan", "--rankmap", tmp_path / "a" / "rankmap.json", "--cluster", cluster_path,
+                  "--failed", "gpu-r1-n[01-16]", "--out", tmp_path / "r")
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ("rankmap replan: note: 8 failed host(s) outside the map (gpu-r1-n[03,10-16]) held no ranks; "
+                          "they are kept out of the spares\n")
+    new = api.read_rankmap(tmp_path / "r" / "rankmap.json")
+    assert len(new.hosts) == 8 and not any(h.startswith("gpu-r1-") for h in new.hosts)
+    assert set(expand_hostlist(new.context["failed"])) == set(expand_hostlist("gpu-r1-n[01-16]"))
+    none = rankmap("replan", "--rankmap", tmp_path / "a" / "rankmap.json", "--cluster", cluster_path,
+                   "--failed", "gpu-r4-n[01-02]", "--out", tmp_path / "x")
+    assert none.returncode == 3 and not (tmp_path / "x").exists()
+    assert none.stderr.startswith("rankmap: error: --failed: none of its 2 hosts is in the rank map: they hold none")

@@ -248,11 +248,11 @@ def test_import_summary_counts_the_tiers_it_lists():
     path = Path(__file__).resolve().parents[1] / "data" / "field-cases" / "slurm-block.conf"
     lines = summarize(parse_slurm_block(path.read_text(), str(path), ImportOptions()))
     listed = [line for line in lines if line.startswith("tier ")]
-    assert "tiers: 3 (rail ToRs and 2 tiers above: block 8, block 16)" in lines
-    assert [line.split(":")[0] for line in listed] == ["tier 0 ToR", "tier 1 block 8", "tier 2 block 16"]
+    assert "tiers: 3 (rail ToRs and 2 tiers above: block8, block16)" in lines
+    assert [line.split(":")[0] for line in listed] == ["tier 0 ToR", "tier 1 block8", "tier 2 block16"]
     plain = summarize(parse_slurm_block("BlockName=b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\nBlockSizes=2,4\n",
                                         "topology.conf", ImportOptions()))
-    assert "tiers: 2 (rail ToRs and 1 tier above: block 4)" in plain
+    assert "tiers: 2 (rail ToRs and 1 tier above: block4)" in plain
     assert sum(line.startswith("tier ") for line in plain) == 2
 
 

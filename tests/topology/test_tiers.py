@@ -156,6 +156,16 @@ def _bad(text: str) -> str:
      "t.yaml:15: tiers[1].planes: expected one of shared, rail; got 'both'"),
     ("{name: core, switches: 2, down_ports: 8}", "{name: spine, switches: 2, down_ports: 8}",
      "t.yaml:15: tiers[1].name: tier 'spine' is listed twice"),
+    ("{name: core, switches: 2, down_ports: 8}", "{name: ToR, switches: 2, down_ports: 8}",
+     "t.yaml:15: tiers[1].name: 'ToR' is the name of tier 0 (the ToR switches): give this tier another name"),
+    ("{name: spine, switches: 4", "{name: tor, switches: 4",
+     "t.yaml:14: tiers[0].name: 'tor' is the name of tier 0"),
+    ("{name: core, switches: 2, down_ports: 8}", "{name: 'a g', switches: 2, down_ports: 8}",
+     "t.yaml:15: tiers[1].name: tier name 'a g' must be one word"),
+    ("{name: core, switches: 2, down_ports: 8}", "{name: 'core=2', switches: 2, down_ports: 8}",
+     "t.yaml:15: tiers[1].name: tier name 'core=2' must be one word"),
+    ("{name: core, switches: 2, down_ports: 8}", "{name: Spine, switches: 2, down_ports: 8}",
+     "t.yaml:15: tiers[1].name: tier 'Spine' is listed twice"),
     ("  - {name: core, switches: 2, down_ports: 8}\n", "",
      "t.yaml:13: tiers: tiers lists 1 tier but the fabric has 2 levels above the ToR groups"),
     ("down_ports: 4, up_ports: 2}", "down_ports: 4, up_ports: 2, up_gbps: 200}",
@@ -213,7 +223,7 @@ def test_slurm_block_levels_become_tiers():
                                                                       "b1 Nodes=n[1-2]\nBlockName=b2 Nodes=n[3-4]\n"
                                                                       "BlockName=b3 Nodes=n[5-6]\nBlockName=b4 Nodes=n[7-8]")
     c = parse_slurm_block(text, "b.conf").cluster
-    assert [t.name for t in c.tiers] == ["block 4", "spine"]
+    assert [t.name for t in c.tiers] == ["block4", "spine"]
     assert c.tier_domains(1) == (("b1", "b2"), ("b3", "b4"))
     assert c.tier_domains(2) == (("b1", "b2", "b3", "b4"),)
     assert parse_cluster(cluster_to_yaml(c), "c.yaml") == c
@@ -303,7 +313,7 @@ def test_block_island_is_named_by_its_top_block():
     from rankmap.topology.summary import island_names
 
     c = parse_slurm_block("BlockName=b1 Nodes=n[1-4]\nBlockName=b2 Nodes=n[5-8]\nBlockSizes=4,8", "t.conf").cluster
-    assert [t.name for t in c.tiers] == ["block 8"] and island_names(c) == ["8-host block 1"]
+    assert [t.name for t in c.tiers] == ["block8"] and island_names(c) == ["8-host block 1"]
 
 
 def test_aws_tiers_of_unequal_depth_are_not_named_by_one_layer():
@@ -311,3 +321,12 @@ def test_aws_tiers_of_unequal_depth_are_not_named_by_one_layer():
     # tier 1 holds nn-mid0001 (layer 2, above the 3-layer nodes' leaves) and nn-bot0003 (layer 3)
     assert [t.name for t in r.cluster.tiers] == ["tier1", AWS_LAYER + "2", AWS_LAYER + "1"]
     assert any("tier 1 holds domains of label levels" in n for n in r.notes)
+
+
+def test_tiers_built_in_code_refuse_the_tor_name_and_one_name_twice():
+    with pytest.raises(TopologyError, match="'TOR' is the name of tier 0"):
+        Tier(name="TOR", switches=1, down_ports=1)
+    cluster = parse_cluster(TWO_PODS)
+    twice = (cluster.tiers[0], dataclasses.replace(cluster.tiers[1], name="SPINE"))
+    with pytest.raises(TopologyError, match="tiers 1 and 2 are both named 'SPINE' \\(names ignore case\\)"):
+        dataclasses.replace(cluster, tiers=twice)

@@ -303,8 +303,7 @@ def _share_table(pods, sizes, target, frac, rows, ragged) -> list:
     index}`` at the totals the walk back from the reached total passes (all that
     :func:`_shares_from` reads), then the total reached (``target``, else the largest below
     it: most bands have no exact whole-group split)."""
-    totals = tuple(sum(n for _, n in pod) for pod in pods)
-    reached, picks = share_walk(tuple(map(tuple, sizes)), totals, target, frac, tuple(rows), ragged)
+    reached, picks = share_walk(sizes, [sum(n for _, n in pod) for pod in pods], target, frac, rows, ragged)
     choice, t = [], reached
     for pod_sizes, k in zip(reversed(sizes), reversed(picks)):
         choice.append({t: k})

@@ -28,33 +28,33 @@ Martello and Toth, *Knapsack Problems* (1990), ch. 4: subset sums over reachable
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
 __all__ = ["share_walk"]
 
 
-def _option_costs(sizes: tuple[int, ...], total: int, frac: float, rows: tuple[int, int],
+def _option_costs(sizes: np.ndarray, total: int, frac: float, rows: tuple[int, int],
                   ragged: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(size[D], miss[D], ragged_cost[D], first[D])`` of a pod's distinct option sizes
     (``first`` the index of the first option of each size)."""
-    size, first = np.unique(np.asarray(sizes, dtype=np.int64), return_index=True)
+    size, first = np.unique(sizes, return_index=True)
     steps = (size % rows[0] != 0).astype(np.int64)
     if rows[1] > 0:
         steps += (total - size) % rows[1] != 0
     return size, np.abs(size - frac * total) / rows[0], ragged * steps, first
 
 
-@functools.lru_cache(maxsize=64)
-def share_walk(sizes: tuple[tuple[int, ...], ...], totals: tuple[int, ...], target: int, frac: float,
-               rows: tuple[int, int], ragged: float) -> tuple[int, tuple[int, ...]]:
+def share_walk(sizes: list, totals: list, target: int, frac: float, rows: tuple[int, int],
+               ragged: float) -> tuple[int, tuple[int, ...]]:
     """The reached total and the option each pod gives (module docstring).
 
     Parameters
     ----------
-    sizes : tuple of tuple of int
+    sizes : list of list of int
         ``sizes[P][K_p]``: hosts of each option of each pod, in listing order.
-    totals : tuple of int
+    totals : list of int
         ``totals[P]``: free hosts of each pod.
     target : int
         Hosts the sub-band holds.
@@ -76,9 +76,24 @@ def share_walk(sizes: tuple[tuple[int, ...], ...], totals: tuple[int, ...], targ
     --------
     Two pods of groups 4+4 and 4+2, half of each wanted in a sub-band of 6 hosts:
 
-    >>> share_walk(((0, 4, 4, 8), (0, 4, 2, 6)), (8, 6), 6, 0.5, (1, 0), 0.0)
+    >>> share_walk([[0, 4, 4, 8], [0, 4, 2, 6]], [8, 6], 6, 0.5, (1, 0), 0.0)
     (6, (1, 2))
     """
+    # the memo's key in a few flat byte strings: no long-lived small objects left behind
+    flat = np.fromiter(itertools.chain.from_iterable(sizes), dtype=np.int64)
+    counts = np.fromiter(map(len, sizes), dtype=np.int64, count=len(sizes))
+    return _walk(flat.tobytes(), counts.tobytes(), np.asarray(totals, dtype=np.int64).tobytes(), int(target),
+                 float(frac), (int(rows[0]), int(rows[1])), float(ragged))
+
+
+@functools.lru_cache(maxsize=64)
+def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, rows: tuple[int, int],
+          ragged: float) -> tuple[int, tuple[int, ...]]:
+    """:func:`share_walk` on its memo key: ``flat`` every option size (int64, pod after pod),
+    ``counts[P]`` options per pod, ``totals[P]`` free hosts per pod."""
+    ends = np.cumsum(np.frombuffer(counts, dtype=np.int64))
+    sizes = np.split(np.frombuffer(flat, dtype=np.int64), ends[:-1])
+    totals = np.frombuffer(totals, dtype=np.int64).tolist()
     reached, best = np.zeros(1, dtype=np.int64), np.zeros(1)    # reachable totals (ascending), least cost
     low = np.full(target + 1, np.inf)                             # scratch, indexed by total
     pick = np.full(target + 1, np.iinfo(np.int64).max)
@@ -103,5 +118,5 @@ def share_walk(sizes: tuple[tuple[int, ...], ...], totals: tuple[int, ...], targ
     for (done, option), pod_sizes in zip(reversed(steps), reversed(sizes)):
         k = int(option[np.searchsorted(done, t)])
         picks.append(k)
-        t -= pod_sizes[k]
+        t -= int(pod_sizes[k])
     return int(reached[-1]), tuple(reversed(picks))

@@ -96,23 +96,23 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     totals = np.frombuffer(totals, dtype=np.int64).tolist()
     reached, best = np.zeros(1, dtype=np.int64), np.zeros(1)    # reachable totals (ascending), least cost
     low = np.full(target + 1, np.inf)                             # scratch, indexed by total
-    pick = np.full(target + 1, np.iinfo(np.int64).max)
+    pick = np.full(target + 1, -1)
     steps = []                                                    # per pod (totals[T], option[T])
     for pod_sizes, total in zip(sizes, totals):
         size, miss, rag, first = _option_costs(pod_sizes, total, frac, rows, ragged)
-        at = reached[None, :] + size[:, None]                    # (D, T)
-        cost = best[None, :] + miss[:, None] + rag[:, None]      # (D, T): same sums as a scan
-        option = np.broadcast_to(first[:, None], at.shape)
-        fits = at <= target
-        at, cost, option = at[fits], cost[fits], option[fits]
-        np.minimum.at(low, at, cost)
-        win = cost == low[at]
-        np.minimum.at(pick, at[win], option[win])                # the first option listed on ties
-        reached = np.unique(at)
+        for k in np.argsort(first):                               # listing order: the first kept on ties
+            n = np.searchsorted(reached, target - size[k], side="right")   # the totals it still fits
+            at = reached[:n] + size[k]                            # (T,) small arrays only: a few KB
+            cost = best[:n] + miss[k] + rag[k]
+            better = cost < low[at]
+            low[at[better]] = cost[better]
+            pick[at[better]] = first[k]
+        top = min(target, int(reached[-1] + size.max()))
+        reached = np.flatnonzero(pick[:top + 1] >= 0)
         best = low[reached]
         steps.append((reached, pick[reached]))
         low[reached] = np.inf
-        pick[reached] = np.iinfo(np.int64).max
+        pick[reached] = -1
     t = int(reached[-1])
     picks = []
     for (done, option), pod_sizes in zip(reversed(steps), reversed(sizes)):

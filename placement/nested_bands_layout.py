@@ -41,6 +41,7 @@ from rankmap.placement.band_pods import band_pods, group_subsets, without_smalle
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.pod_fit import band_fits
 from rankmap.placement.pod_order import pod_order
+from rankmap.placement.share_walk import share_walk
 
 __all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
 
@@ -324,34 +325,17 @@ def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragg
 
 
 def _share_table(pods, sizes, target, frac, rows, ragged) -> list:
-    """The dynamic programme of :func:`_pick_share`: per pod the option index chosen at each
-    running total, then the total reached (``target``, else the largest below it: most bands
-    have no exact whole-group split); only totals up to the most the pods so far can give
-    are computed."""
-    inf = np.inf
-    best = np.full(target + 1, inf)
-    best[0] = 0.0
-    reach = 0                                            # best[t] is inf for every t > reach
-    choice = []                                          # choice[pod][total] = option index
-    for pod, pod_sizes in zip(pods, sizes):
-        total = sum(n for _, n in pod)
-        want = frac * total
-        new, arg = np.full(target + 1, inf), np.full(target + 1, -1, dtype=np.int64)
-        top = 0
-        for k, size in enumerate(pod_sizes):
-            if size > target:
-                continue
-            end = min(target, reach + size)              # totals above end stay inf: never better
-            start = size
-            steps = (size % rows[0] != 0) + (rows[1] > 0 and (total - size) % rows[1] != 0)
-            cand = best[start - size:end + 1 - size] + abs(size - want) / rows[0] + ragged * steps
-            better = cand < new[start:end + 1]
-            np.copyto(new[start:end + 1], cand, where=better)
-            np.copyto(arg[start:end + 1], k, where=better)
-            top = max(top, end)
-        best, reach = new, top
-        choice.append(arg)
-    return choice + [target if np.isfinite(best[target]) else int(np.nonzero(np.isfinite(best))[0].max())]
+    """The dynamic programme of :func:`_pick_share`
+    (:func:`~rankmap.placement.share_walk.share_walk`): per pod ``{running total: option
+    index}`` at the totals the walk back from the reached total passes (all that
+    :func:`_shares_from` reads), then the total reached (``target``, else the largest below
+    it: most bands have no exact whole-group split)."""
+    reached, picks = share_walk(sizes, [sum(n for _, n in pod) for pod in pods], target, frac, rows, ragged)
+    choice, t = [], reached
+    for pod_sizes, k in zip(reversed(sizes), reversed(picks)):
+        choice.append({t: k})
+        t -= pod_sizes[k]
+    return choice[::-1] + [reached]
 
 
 def _shares_from(pods, opts, sizes, choice, target) -> list | None:

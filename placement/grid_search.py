@@ -25,6 +25,7 @@ where that is larger.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import time
 from typing import Callable
 
@@ -224,9 +225,8 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
         # and pods in bands with their groups in sub-bands inside them: the best few distinct ones
-        nested = list({c.tobytes(): c for c in nested_bands_starts(problem) if feasible(c)}.values())
         pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
-        pairs += sorted(nested, key=key)[:NESTED_SEARCHED]
+        pairs += _best_distinct(nested_bands_starts(problem), key, feasible, NESTED_SEARCHED)
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS
@@ -314,3 +314,17 @@ def _refine_picks(problem: GridProblem, candidates: list, key: Callable) -> list
             order = [level] + [t for t in range(L) if t != level]
             picks.append(candidates[min(range(len(candidates)), key=lambda i: tuple(costs[i][t] for t in order))])
     return list({c.tobytes(): c for c in picks}.values())
+
+
+def _best_distinct(starts, key, feasible, n: int) -> list[np.ndarray]:
+    """The ``n`` cheapest (by ``key``, ties to the first made) distinct feasible layouts of
+    ``starts``, read one at a time: only those ``n`` and a 16-byte digest of each layout seen
+    stay in memory (the nested bands make ~100 starts of ~1 MB each at 100,000 hosts)."""
+    seen, best = set(), []
+    for i, cells in enumerate(starts):
+        digest = hashlib.blake2b(cells.tobytes(), digest_size=16).digest()
+        if digest in seen or not feasible(cells):
+            continue
+        seen.add(digest)
+        best = sorted(best + [(key(cells), i, cells)], key=lambda t: t[:2])[:n]
+    return [cells for _, _, cells in best]

@@ -75,7 +75,7 @@ def test_starts_are_deterministic_and_feasible():
     rng = np.random.default_rng(5)
     free = tuple(int(x) for x in rng.integers(15, 58, size=24))
     p = GridProblem(16, int(sum(free) * 0.98) // 16, free, 20, 1, 0, (tuple(g // 4 for g in range(24)),), (1.0, 1.0))
-    a, b = nested_bands_starts(p), nested_bands_starts(p)
+    a, b = list(nested_bands_starts(p)), list(nested_bands_starts(p))
     assert a and len(a) == len(b) and all((x == y).all() for x, y in zip(a, b))
     assert all(_within(p, c) and c.shape == (16, p.cols) for c in a)
 
@@ -83,7 +83,7 @@ def test_starts_are_deterministic_and_feasible():
 @pytest.mark.parametrize("problem", [GridProblem(4, 4, (4,) * 4, 2, 1), GridProblem(1, 8, (4, 4), 2, 1, 0, ((0, 1),),
                                                                                   (1.0, 1.0))])
 def test_not_offered_on_one_tier_or_one_row(problem):
-    assert nested_bands_starts(problem) == []
+    assert list(nested_bands_starts(problem)) == []
 
 
 def test_too_few_free_hosts():

@@ -115,3 +115,18 @@ def run_lines(lines: list[str], hosts: list[str], order: list[int], timeout: flo
 
 def read_log(run_dir: Path) -> list[dict]:
     return [json.loads(line) for line in (run_dir / "train-log.jsonl").read_text().splitlines() if line.strip()]
+
+
+def usage_error(capsys, *argv) -> str:
+    """Run the command line in this process; assert exit 2, nothing on stdout and one line on
+    stderr (a usage error); return stderr."""
+    from rankmap.cli import main
+
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as exc:  # argparse's own errors
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and out == "", (code, out, err)
+    assert err.count("\n") == 1, err  # one line
+    return err

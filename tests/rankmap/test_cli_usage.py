@@ -14,6 +14,7 @@ import sys
 
 import jsonschema
 import pytest
+from helpers import usage_error
 
 from rankmap.cli import main
 from rankmap.examples import DEFAULT_EXAMPLE, example_inputs
@@ -26,16 +27,6 @@ def rankmap(*args, cwd=None, stdout=subprocess.PIPE):
                           text=True, cwd=cwd, timeout=300)
 
 
-def usage(capsys, *argv) -> str:
-    """Run the command line in this process; assert exit 2, nothing on stdout; return stderr."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out, err)
-    assert err.count("\n") == 1, err  # one line
-    return err
 
 
 @pytest.fixture
@@ -126,7 +117,7 @@ def racks_map(racks_plan):
 ])
 def test_flags_that_would_do_nothing_are_usage_errors(capsys, tmp_path, monkeypatch, argv, message):
     monkeypatch.chdir(tmp_path)
-    assert message in usage(capsys, *argv)
+    assert message in usage_error(capsys, *argv)
     assert list(tmp_path.iterdir()) == []  # no partial output
 
 
@@ -139,7 +130,7 @@ def test_flags_that_would_do_nothing_are_usage_errors(capsys, tmp_path, monkeypa
     (("--flags", "megatron", "--", "train.py"), "-- SCRIPT goes with --format or --local, not --flags"),
 ])
 def test_launch_refuses_flags_of_another_mode(capsys, racks_map, argv, message):
-    assert message in usage(capsys, "launch", "--rankmap", racks_map, *argv)
+    assert message in usage_error(capsys, "launch", "--rankmap", racks_map, *argv)
 
 
 @pytest.mark.parametrize("workdir, what", [("missing", "does not exist"), ("file", "is not a folder")])
@@ -159,7 +150,7 @@ def test_launch_local_with_a_bad_workdir_names_it(capsys, tmp_path, racks_map, w
 def test_an_empty_file_flag_is_a_usage_error_not_the_current_folder(capsys, argv):
     """``--reserve=`` (or a path from an unset shell variable) read the current folder and said
     "not a regular file (a folder)" with exit 3."""
-    assert "no file given (got " in usage(capsys, *argv)
+    assert "no file given (got " in usage_error(capsys, *argv)
 
 
 def test_launch_flags_engine_prints_the_flag_the_engine_takes(capsys, racks_map):

@@ -6,20 +6,9 @@ weights that overflow the sum (``1e308``)."""
 from __future__ import annotations
 
 import pytest
+from helpers import usage_error
 
 from rankmap.cli import main
-
-
-def usage(capsys, *argv) -> str:
-    """Run the command line in this process; assert exit 2, nothing on stdout, one line; return stderr."""
-    try:
-        code = main([str(a) for a in argv])
-    except SystemExit as exc:  # argparse's own errors
-        code = exc.code
-    out, err = capsys.readouterr()
-    assert code == 2 and out == "", (code, out, err)
-    assert err.count("\n") == 1, err
-    return err
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -35,7 +24,7 @@ def usage(capsys, *argv) -> str:
                                        "with a finite weight >= 0 and <= 1e+12)"),
 ])
 def test_objective_weights_that_do_not_add_up_are_refused(capsys, tmp_path, flags, message):
-    err = usage(capsys, "plan", "--example", "racks", "--out", tmp_path / "p", "--no-picture", *flags)
+    err = usage_error(capsys, "plan", "--example", "racks", "--out", tmp_path / "p", "--no-picture", *flags)
     assert message in err, err
     assert not (tmp_path / "p").exists()
 

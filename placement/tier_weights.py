@@ -58,16 +58,20 @@ def tier_weights(cluster: Cluster, given: dict | None = None) -> tuple[float, ..
     Raises
     ------
     SpecError
-        A name that is not a crossed tier of ``cluster``, or a negative weight (key ``--tier-weights``).
+        A name that is not a crossed tier of ``cluster``, or a weight that is negative, not finite or
+        above :data:`~rankmap.placement.objectives.MAX_WEIGHT` (key ``--tier-weights``).
     """
+    from rankmap.placement.objectives import MAX_WEIGHT
+
     names = crossed_tiers(cluster)
     weights = list(default_tier_weights(cluster))
     for name, w in (given or {}).items():
         if name not in names:
             raise SpecError(f"unknown tier {name!r} in tier weights (tiers of {cluster.name!r}: "
                             f"{', '.join(names)})", key="--tier-weights")
-        if w < 0:
-            raise SpecError(f"tier weight {name}={w:g} is negative", key="--tier-weights")
+        if not 0 <= w <= MAX_WEIGHT:  # NaN fails both
+            raise SpecError(f"tier weight {name}={w:g} must be a number >= 0 and <= {MAX_WEIGHT:g}",
+                            key="--tier-weights")
         weights[names.index(name)] = float(w)
     return tuple(weights)
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from helpers import TINY, job
 
+from rankmap.errors import SpecError
 from rankmap.job.spec import JobSpec
 from rankmap.placement.crossing_bound import crossing_lower_bound
 from rankmap.placement.grid_problem import GridProblem
@@ -92,6 +93,9 @@ def test_tier_weights_rule_and_overrides():
     names = crossed_tiers(cluster)
     assert len(names) == 2 and default_tier_weights(cluster)[0] == 1.0
     assert tier_weights(cluster, {names[1]: 3.0}) == (1.0, 3.0)
+    for bad in (-1.0, float("nan"), float("inf"), 2e12):  # a library caller gets the CLI's limits too
+        with pytest.raises(SpecError, match=f"tier weight {names[1]}=.* must be a number >= 0 and <= 1e\\+12"):
+            tier_weights(cluster, {names[1]: bad})
 
 
 def test_oversubscribed_core_weighs_three():

@@ -17,7 +17,7 @@ gives the same document but for that array.
 from __future__ import annotations
 
 import re
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 
 import numpy as np
 
@@ -95,8 +95,9 @@ def rank_columns(text: str | bytes, start: int, stop: int) -> dict | None:
     return cols
 
 
-# A JSON string, or one of the structural characters: enough to walk arrays without parsing values.
-_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+# A JSON string, a structural character or a bare value (number, true, false, null): enough to walk
+# arrays and count their entries without parsing values.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{},:]|-?[0-9][0-9.eE+-]*|true|false|null')
 
 
 def entry_line(text: str, index: int) -> int | None:
@@ -105,6 +106,8 @@ def entry_line(text: str, index: int) -> int | None:
     entry a line (as the writer prints it), else a walk of the text up to that entry.
 
     >>> entry_line('{"a": [1],\n "ranks": [{"rank": 0},\n  {"rank": 1}]}', 1)
+    3
+    >>> entry_line('{"ranks": [\n  5,\n  {"rank": 1}]}', 1)   # an entry that is no object counts too
     3
     """
     written = split_written(text)
@@ -153,10 +156,18 @@ def inexact_number(text: str) -> tuple[int, str] | None:
     (2, '1e-400')
     >>> inexact_number('{"a": 0.5, "b": 2e3, "c": 7}') is None
     True
+    >>> inexact_number('{"rank": 1e-99999999999999999999999}')
+    (1, '1e-99999999999999999999999')
     """
     for m in _FLOAT.finditer(text):
         literal = m.group(1)
         value = float(literal)
-        if value.is_integer() and abs(value) < 2**53 and Decimal(literal) != int(value):
+        if not value.is_integer() or abs(value) >= 2**53:
+            continue
+        try:
+            exact = Decimal(literal) == int(value)
+        except InvalidOperation:  # an exponent past Decimal's range: not the integer it rounds to
+            exact = False
+        if not exact:
             return text.count("\n", 0, m.start(1)) + 1, literal
     return None

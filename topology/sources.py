@@ -20,7 +20,7 @@ from rankmap.errors import SpecError, TopologyError
 from rankmap.names import host_identity
 from rankmap.topology.hostnames import compress_hostlist
 from rankmap.topology.model import MAX_HOST_GPUS, Cluster, Host, Links, Switch, TorGroup
-from rankmap.topology.tiers import derived_tiers
+from rankmap.topology.tiers import derived_tiers, tier_name_problem
 from rankmap.topology.tree import name_key
 
 __all__ = ["SLURM_VERSION", "slurm_release", "ImportOptions", "Diagnostic", "Diagnostics", "ImportResult", "Leaf", "build_cluster",
@@ -266,8 +266,9 @@ def _check_hosts(leaves: list[Leaf], source: str, host_lines: dict) -> None:
 
 def name_tiers(cluster: Cluster, names) -> Cluster:
     """``cluster`` with its tiers renamed, lowest first, by ``names(level)`` (a function of the
-    1-based level returning a name or None to keep the default); kept as they are if two
-    would share a name.
+    1-based level returning a name or None to keep the default). A name a tier cannot take
+    (:func:`~rankmap.topology.tiers.tier_name_problem`: ``ToR``, blanks, ``,`` or ``=``) keeps
+    the default too; all are kept as they are if two would share a name (in any letter case).
 
     Examples
     --------
@@ -275,9 +276,15 @@ def name_tiers(cluster: Cluster, names) -> Cluster:
     >>> c = parse_slurm_tree("SwitchName=s Switches=l1\\nSwitchName=l1 Nodes=n1", "t.conf").cluster
     >>> [t.name for t in name_tiers(c, lambda level: f"layer-{level}").tiers]
     ['layer-1']
+    >>> [t.name for t in name_tiers(c, lambda level: "spine block").tiers]   # not one word: the default
+    ['spine']
     """
-    tiers = tuple(dataclasses.replace(t, name=names(lv) or t.name) for lv, t in enumerate(cluster.tiers or (), 1))
-    if len({t.name for t in tiers}) < len(tiers):
+    def usable(name):
+        return name if name and tier_name_problem(name) is None else None
+
+    tiers = tuple(dataclasses.replace(t, name=usable(names(lv)) or t.name)
+                  for lv, t in enumerate(cluster.tiers or (), 1))
+    if len({t.name.lower() for t in tiers}) < len(tiers):
         return cluster
     return dataclasses.replace(cluster, tiers=tiers)
 

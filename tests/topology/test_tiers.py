@@ -248,6 +248,10 @@ def test_volcano_tier_names():
     c = parse_hypernodes(text, "hn.yaml").cluster
     assert [t.name for t in c.tiers] == ["spine-block"]
     assert c.tier_domains(1) == (("s0", "s1"),)
+    # a tierName a tier cannot take (not one word, or the ToRs' name) keeps the default name
+    for bad in ("spine block", "ToR", "a=b"):
+        assert [t.name for t in parse_hypernodes(text.replace("spine-block", repr(bad)), "hn.yaml").cluster.tiers] \
+            == ["spine"], bad
 
 
 FIELD_AWS = Path(__file__).parents[1] / "data" / "field-cases" / "k8s-nodes-aws-layers.json"

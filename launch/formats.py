@@ -24,7 +24,7 @@ from rankmap.launch.mpi import RankfileEntry, check_rankfile, mpi_files
 from rankmap.launch.slurm import check_slurm_hosts, slurm_files
 from rankmap.launch.torchrun import torchrun_files
 
-__all__ = ["FORMATS", "FILES", "PLAN_FILES", "MANIFEST", "manifest_text", "recorded_files", "launch_files", "check_against_map"]
+__all__ = ["FORMATS", "FILES", "FORMER_FILES", "PLAN_FILES", "MANIFEST", "manifest_text", "recorded_files", "launch_files", "check_against_map"]
 
 FORMATS = ("torchrun", "slurm", "mpi", "deepspeed")
 #: The files :func:`launch_files` writes per format: a folder ``launch-FORMAT`` holding others holds
@@ -33,6 +33,10 @@ FILES = {"torchrun": ("torchrun.sh", "torchrun-commands.txt"),
          "slurm": ("slurm.sbatch", "slurm-hostfile", "torchrun.sh", "torchrun-commands.txt",
                    "slurm-plan.sbatch", "job.yaml"),   # the last two: launch --plan-in-allocation
          "mpi": ("mpirun.sh", "rankfile"), "deepspeed": ("deepspeed.sh", "deepspeed-hostfile")}
+#: Files a format wrote under another name in earlier releases (DeepSpeed's ``hostfile``, now
+#: ``deepspeed-hostfile``): still launch's own in a ``launch-FORMAT`` folder, so a new map there
+#: deletes them as stale instead of refusing them as the user's.
+FORMER_FILES = {"deepspeed": ("hostfile",)}
 #: What ``rankmap plan`` writes beside a rank map: no launch file may take one of these names
 #: (``launch --out PLAN_FOLDER`` would replace the plan's own file).
 PLAN_FILES = ("rankmap.json", "hostfile", "plan.png")

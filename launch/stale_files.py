@@ -15,7 +15,7 @@ from pathlib import Path
 
 from rankmap.errors import RankmapError
 from rankmap.fileio import read_bytes, read_text
-from rankmap.launch.formats import FILES, FORMATS, MANIFEST, recorded_files
+from rankmap.launch.formats import FILES, FORMATS, FORMER_FILES, MANIFEST, recorded_files
 
 __all__ = ["stale_launch_folders", "stale_launch_files"]
 
@@ -38,7 +38,8 @@ def stale_launch_folders(out: Path) -> list[Path]:
                                f"delete files through a link: remove {link} or give another --out")
     stale = [out / f"launch-{f}" for f in FORMATS if (out / f"launch-{f}").is_dir()]
     for folder in stale:
-        own = FILES[folder.name.removeprefix("launch-")] + (MANIFEST,)
+        fmt = folder.name.removeprefix("launch-")
+        own = FILES[fmt] + FORMER_FILES.get(fmt, ()) + (MANIFEST,)
         other = sorted(e.name for e in folder.iterdir() if e.is_symlink() or not e.is_file() or e.name not in own)
         if other:
             raise RankmapError(f"{folder}: launch files of the map in {out} (a new map there makes them stale) "

@@ -186,6 +186,21 @@ def test_replanning_into_a_folder_removes_the_older_maps_launch_files(tmp_path):
     assert run.returncode != 0 and "--nodes=8" in (plan / "launch-slurm" / "slurm.sbatch").read_text()
 
 
+
+def test_a_launch_deepspeed_folder_of_an_earlier_release_goes_with_a_new_map(tmp_path):
+    """DeepSpeed's hostfile was ``launch-deepspeed/hostfile`` before it became ``deepspeed-hostfile``:
+    that folder is still launch's own, removed with the map, not refused as holding the user's file."""
+    plan = tmp_path / "plan"
+    assert rankmap("plan", "--example", "racks", "--dp", "2", "--out", plan, "--no-picture").returncode == 0
+    run = rankmap("launch", "--rankmap", plan / "rankmap.json", "--format", "deepspeed", "--no-resolve", "--",
+                  "train.py")
+    assert run.returncode == 0, run.stderr
+    folder = plan / "launch-deepspeed"
+    (folder / "deepspeed-hostfile").rename(folder / "hostfile")   # the old layout
+    run = rankmap("plan", "--example", "racks", "--dp", "2", "--out", plan, "--no-picture")
+    assert run.returncode == 0, run.stderr
+    assert sorted(p.name for p in plan.iterdir()) == ["hostfile", "rankmap.json"]
+
 @pytest.mark.parametrize("command", ["plan", "replan"])
 def test_launch_files_written_into_the_maps_own_folder_go_with_a_new_map(tmp_path, racks_map, command):
     """`launch --out <map dir>` (no launch-FORMAT folder): a new map there removes exactly the files

@@ -38,7 +38,9 @@ from __future__ import annotations
 from rankmap.errors import SpecError
 from rankmap.fileio import parse_json
 from rankmap.topology.hostnames import check_hostname
-from rankmap.topology.kubectl_json import JsonLines
+from rankmap.topology.k8s_export import export_k8s_labels
+from rankmap.topology.k8s_labels import AWS_LAYER, GKE_LEVELS, GPU_LABEL, GPU_RESOURCES, HOST_LEVELS
+from rankmap.topology.kubectl_json import JsonLines, json_item_lines
 from rankmap.topology.model import Switch
 from rankmap.topology.sources import (
     Diagnostics,
@@ -56,14 +58,9 @@ from rankmap.topology.tiers import structure
 from rankmap.topology.tree import name_key
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_k8s_nodes", "parse_kueue_levels", "LevelKey", "AWS_LAYER", "GKE_LEVELS"]
+__all__ = ["parse_k8s_nodes", "export_k8s_labels", "parse_kueue_levels", "json_item_lines", "LevelKey", "AWS_LAYER",
+           "GKE_LEVELS"]
 
-AWS_LAYER = "topology.k8s.aws/network-node-layer-"
-GKE_LEVELS = ("cloud.google.com/gce-topology-block", "cloud.google.com/gce-topology-subblock",
-              "cloud.google.com/gce-topology-host")
-HOST_LEVELS = ("kubernetes.io/hostname", "cloud.google.com/gce-topology-host")
-GPU_RESOURCES = ("nvidia.com/gpu", "amd.com/gpu")
-GPU_LABEL = "nvidia.com/gpu.count"
 
 
 class LevelKey(str):

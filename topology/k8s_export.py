@@ -14,7 +14,7 @@ import json
 import re
 
 from rankmap.errors import SpecError
-from rankmap.topology.k8s import AWS_LAYER, GPU_LABEL
+from rankmap.topology.k8s_labels import AWS_LAYER, GPU_LABEL
 from rankmap.topology.model import Cluster
 from rankmap.topology.tree import path_to
 

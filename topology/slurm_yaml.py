@@ -53,6 +53,7 @@ from rankmap.fileio import iter_lines
 from rankmap.topology.model import Cluster, SlurmTopology
 from rankmap.topology.slurm import tree_from_records
 from rankmap.topology.slurm_block import block_from_records
+from rankmap.topology.slurm_yaml_export import ITEM_KEYS, TOPOLOGY_YAML_SINCE, export_slurm_yaml
 from rankmap.topology.slurmconf import Record, Token, check_switch_name
 from rankmap.topology.sources import (
     ImportOptions,
@@ -63,10 +64,9 @@ from rankmap.topology.sources import (
 )
 from rankmap.yamlio import Fields, parse_yaml
 
-__all__ = ["parse_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE",
+__all__ = ["parse_slurm_yaml", "export_slurm_yaml", "looks_like_topology_yaml", "TOPOLOGY_YAML_SINCE",
            "slurm_topologies_from_data", "slurm_topology_data", "dropped_topologies"]
 
-TOPOLOGY_YAML_SINCE = (25, 5, 0)
 _KINDS = ("tree", "block", "flat")
 
 
@@ -233,9 +233,6 @@ def _import_one(e: _Entry, source: str, options: ImportOptions) -> ImportResult:
     return block_from_records(records, source, options, fmt="slurm-yaml")
 
 
-ITEM_KEYS = {"tree": ("switches", {"switch": "SwitchName", "children": "Switches", "nodes": "Nodes",
-                                    "link_speed": "LinkSpeed"}),
-              "block": ("blocks", {"block": "BlockName", "nodes": "Nodes"})}
 
 
 def _kept(e: _Entry, position: int, source: str) -> SlurmTopology:

@@ -20,11 +20,17 @@ import yaml
 from rankmap.errors import SpecError
 from rankmap.topology.model import Cluster, SlurmTopology, Switch
 from rankmap.topology.slurm_block import block_lines
-from rankmap.topology.slurm_yaml import ITEM_KEYS, TOPOLOGY_YAML_SINCE
 from rankmap.topology.slurmconf import check_switch_name, compress_names
 from rankmap.topology.sources import SLURM_VERSION, slurm_release
 
-__all__ = ["export_slurm_yaml"]
+__all__ = ["export_slurm_yaml", "TOPOLOGY_YAML_SINCE", "ITEM_KEYS"]
+
+#: The first Slurm release that reads topology.yaml (25.05).
+TOPOLOGY_YAML_SINCE = (25, 5, 0)
+#: Per topology kind: the key of its item list, and each item key with its topology.conf name.
+ITEM_KEYS = {"tree": ("switches", {"switch": "SwitchName", "children": "Switches", "nodes": "Nodes",
+                                    "link_speed": "LinkSpeed"}),
+              "block": ("blocks", {"block": "BlockName", "nodes": "Nodes"})}
 
 
 def export_slurm_yaml(cluster: Cluster, slurm_version: str = SLURM_VERSION) -> str:

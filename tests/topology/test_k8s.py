@@ -216,3 +216,11 @@ def test_kueue_levels_with_one_label_key_twice_are_refused_like_levels_a_a():
         parse_kueue_levels(text, "kt.yaml")
     assert str(err.value) == ("kt.yaml:5: spec.levels[1].nodeLabel: label key 'example.com/rack' is given twice "
                               "(spec.levels[0], line 4): each level needs its own key (Kueue: must be unique)")
+
+
+def test_the_writers_are_still_importable_where_they_were_before_the_split():
+    from rankmap.topology import k8s, k8s_export, kubectl_json, slurm_yaml, slurm_yaml_export
+
+    assert k8s.export_k8s_labels is k8s_export.export_k8s_labels
+    assert k8s.json_item_lines is kubectl_json.json_item_lines
+    assert slurm_yaml.export_slurm_yaml is slurm_yaml_export.export_slurm_yaml

@@ -24,7 +24,6 @@ where that is larger.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import time
 from typing import Callable
@@ -48,7 +47,15 @@ from rankmap.placement.split_rows_layout import split_rows_starts
 from rankmap.placement.stage_runs_layout import stage_runs_starts
 from rankmap.placement.status import SolverStatus
 from rankmap.placement.tier_model import tier_model_solve
-from rankmap.placement.tier_search import exhaustive, level_problem, nested_starts, refine, tier_bound_method, tier_cost
+from rankmap.placement.tier_search import (
+    exhaustive,
+    level_problem,
+    nested_starts,
+    refine,
+    tier_bound_method,
+    tier_cost,
+    tier_costs,
+)
 
 __all__ = ["CP_SAT_MAX_PAIRS", "constructive_starts", "search"]
 
@@ -307,8 +314,7 @@ def _refine_picks(problem: GridProblem, candidates: list, key: Callable) -> list
     picks = [min(candidates, key=key)]
     L = len(problem.weights)
     if L > 1:
-        levels = [dataclasses.replace(problem, weights=tuple(float(t == lv) for t in range(L))) for lv in range(L)]
-        costs = [[tier_cost(p, c) for p in levels] for c in candidates]        # costs[S][L], unweighted
+        costs = [tier_costs(problem, c) for c in candidates]                    # costs[S][L], unweighted
         picks.append(candidates[min(range(len(candidates)), key=lambda i: sum(costs[i]))])
         for level in range(L):
             order = [level] + [t for t in range(L) if t != level]

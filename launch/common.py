@@ -108,7 +108,7 @@ class LaunchOptions:
             raise LaunchError(f"--master-port must be 1..65535, got {self.master_port}")
         if not shlex.split(self.torchrun):
             raise LaunchError("--torchrun must name a command")
-        if not self.entry or self.entry == ("-m",):
+        if not self.entry:
             raise LaunchError("the command after -- is empty: give a script (train.py ...) or -m MODULE")
         why = entry_problem(tuple(self.entry), self.no_python)
         if why:
@@ -153,6 +153,8 @@ def entry_problem(entry: tuple, no_python: bool = False) -> str | None:
         form = "-- " + " ".join([*entry[1:3], "..."][:3]) if len(entry) > 1 else "-- SCRIPT.py ARGS"
         return (f"{first!r} after --: the launcher starts python itself (torchrun, deepspeed; mpirun.sh runs "
                 f"${{PYTHON:-python3}}): give {form}, or add --no-python to run the command as given")
+    if first == "-m" and len(entry) < 2:
+        return "-m after -- names no module: give -- -m MODULE ARGS (or a script: -- train.py ARGS)"
     if first.startswith("-") and first != "-m":
         return f"{first!r} after --: give SCRIPT.py ARGS or -m MODULE ARGS (options of the launcher are not passed)"
     if first != "-m" and not first.endswith(".py"):

@@ -35,24 +35,12 @@ from rankmap.launch.common import (
     workdir_lines,
 )
 
-__all__ = ["check_deepspeed_options", "deepspeed_hostfile", "deepspeed_script", "deepspeed_files",
+__all__ = ["deepspeed_hostfile", "deepspeed_script", "deepspeed_files",
            "read_deepspeed_hostfile", "check_deepspeed_hostfile", "HOSTFILE"]
 
 #: DeepSpeed's hostfile (``host slots=N``), never ``hostfile``: that name is the plan's own
 #: (one host a line, beside rankmap.json), which ``launch --out PLAN_FOLDER`` must not replace.
 HOSTFILE = "deepspeed-hostfile"
-
-
-def check_deepspeed_options(opts: LaunchOptions) -> None:
-    """Refuse an entry the DeepSpeed launcher cannot run (``-m`` with no module).
-
-    Raises
-    ------
-    LaunchError
-        ``opts.entry`` is ``-m`` alone.
-    """
-    if opts.entry[0] == "-m" and len(opts.entry) < 2:
-        raise LaunchError("the deepspeed format needs a module after -m")
 
 
 def _user_args(opts: LaunchOptions) -> list[str]:
@@ -79,14 +67,7 @@ def deepspeed_script(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: 
 
 
 def deepspeed_files(rm: RankMap, opts: LaunchOptions, launch_dir: str, master: str) -> dict[str, str]:
-    """``{file name: text}`` of the DeepSpeed format: ``deepspeed-hostfile`` and ``deepspeed.sh``.
-
-    Raises
-    ------
-    LaunchError
-        See :func:`check_deepspeed_options`.
-    """
-    check_deepspeed_options(opts)
+    """``{file name: text}`` of the DeepSpeed format: ``deepspeed-hostfile`` and ``deepspeed.sh``."""
     return {HOSTFILE: deepspeed_hostfile(rm), "deepspeed.sh": deepspeed_script(rm, opts, launch_dir, master)}
 
 

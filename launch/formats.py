@@ -19,7 +19,7 @@ from pathlib import Path
 from rankmap.errors import LaunchError
 from rankmap.job.rank_map import RankMap
 from rankmap.launch.common import LaunchOptions, check_hosts
-from rankmap.launch.deepspeed import check_deepspeed_hostfile, check_deepspeed_options, deepspeed_files
+from rankmap.launch.deepspeed import check_deepspeed_hostfile, deepspeed_files
 from rankmap.launch.mpi import RankfileEntry, check_rankfile, mpi_files
 from rankmap.launch.slurm import check_slurm_hosts, slurm_files
 from rankmap.launch.torchrun import torchrun_files
@@ -121,8 +121,6 @@ def launch_files(rm: RankMap, fmt: str, opts: LaunchOptions, launch_dir: str | P
     """
     if fmt not in FORMATS:
         raise LaunchError(f"--format must be one of {', '.join(FORMATS)}, got {fmt!r}")
-    if fmt == "deepspeed":
-        check_deepspeed_options(opts)
     master = check_hosts(rm, opts)
     launch_dir = str(Path(launch_dir))
     if fmt == "torchrun":

@@ -169,6 +169,7 @@ def test_deepspeed_files_in_the_plans_folder_keep_the_plans_hostfile(tmp_path):
     (["python", "who.py"], "'python' after --: the launcher starts python itself"),
     (["/usr/bin/python3", "-m", "pkg.who"], "give -- -m pkg.who ..., or add --no-python"),
     (["./train.sh"], "'./train.sh' after -- is not a Python script (SCRIPT.py) or -m MODULE"),
+    (["-m"], "-m after -- names no module: give -- -m MODULE ARGS"),
 ])
 def test_a_command_the_launcher_would_run_wrongly_is_refused_with_the_form_to_use(tmp_path, fmt, command, says):
     rankmap = plan(tmp_path / "plan")

@@ -1,20 +1,23 @@
 """Spare hosts spent where a nested band layout's pods miss whole columns: a second pass.
 
 A nested band layout (:mod:`rankmap.placement.nested_bands_layout`) lays each band of ``H``
-stages as pods side by side; a pod whose hosts in the band are not a multiple of ``H``
-ends part way down a column, so the column it shares with its neighbour sends a pipeline
-hop across the pod tier (and the ToR tier) inside the band. The hosts left over once the
-grid is full (``sum(free) - R * C``) may be left unused at no cost, so where they let a pod
-drop the ``n mod H`` hosts it has beyond whole columns, that hop goes. Which band a pod
-lands in is known only once the bands are filled, so this is a second pass: lay the grid,
-read each pod's band height, trim the pods (fewest hosts first) to multiples of it within
-the spare hosts, each cut taken from the groups farthest past a whole column of their
-sub-band, and lay the grid again; :data:`PASSES` times.
+stages as pods side by side, each pod's ToR groups in sub-bands of ``s`` rows inside its
+columns; a pod whose hosts in a sub-band are not a multiple of ``s`` ends part way down a
+column (the column it shares with its neighbour sends a pipeline hop across the pod and ToR
+tiers inside the band), and a pod whose upper and lower parts differ in width sends the
+columns between across the pod tier. The hosts left over once the grid is full
+(``sum(free) - R * C``) may stay unused at no cost, so where they let a pod drop the hosts
+it has beyond a block of whole columns of its band (:func:`clean_cut`), those hops go.
+Which band a pod lands in is known only once the bands are filled, so this is a second
+pass: lay the grid, read each pod's band, cut the pods (fewest hosts first) to such blocks
+within the spare hosts (:func:`pod_trimmed`), and lay the grid again; :data:`PASSES` times.
 
-On the deep-pipeline benchmark at 100,000 hosts, 25% busy (32 stages of 284 hosts, 194
-spare hosts, 161 of them spent leaving out the smallest pod), the pods' ``n mod H`` sum to
-144 hosts over 48 pods while 33 spare hosts are left: the passes align about ten pods, the
-best nested start 8,526.7 -> 8,519.7 units (``w_col`` = 1).
+On the deep-pipeline benchmark at 100,000 hosts (32 stages), 25% busy: 284 hosts per
+stage, 194 spare hosts, 161 of them spent leaving out the smallest pod; the 33 left make 22
+of the 48 pods whole blocks (the other 26 would need 145 more), and the best nested start
+goes 8,526.7 -> 8,504.7 units (``w_col`` = 1); 50% busy: 189 hosts per stage, 134 spare,
+29 left after the smallest pod, 19 pods whole blocks (29 more would need 186), 7,124.2 ->
+7,117.4 units.
 
 References
 ----------
@@ -47,8 +50,8 @@ from rankmap.placement.nested_bands_layout import (
 
 __all__ = ["PASSES", "band_index", "clean_cut", "pod_trimmed", "retrimmed_starts"]
 
-# Second passes per layout (each reads the bands of the one before; a fourth changed no
-# benchmark layout).
+# Second passes per layout (each reads the bands of the one before; passes 4-6 found no
+# cheaper layout on the deep-pipeline benchmark).
 PASSES = 3
 # Pods with more groups than this keep their hosts (2**K splits tried).
 MAX_SPLIT_GROUPS = 8

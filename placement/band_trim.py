@@ -17,7 +17,7 @@ stage, 194 spare hosts, 161 of them spent leaving out the smallest pod; the 33 l
 of the 48 pods whole blocks (the other 26 would need 145 more), and the best nested start
 goes 8,526.7 -> 8,504.7 units (``w_col`` = 1); 50% busy: 189 hosts per stage, 134 spare,
 29 left after the smallest pod, 19 pods whole blocks (29 more would need 186), 7,124.2 ->
-7,117.4 units.
+7,117.4 units, and 7,108.4 with the second smallest pod left out instead (:data:`LEFT_OUT`).
 
 References
 ----------

@@ -32,9 +32,10 @@ PART_PODS = 8
 def without_smallest_pods(problem: GridProblem, first: int = 0) -> tuple[int, ...]:
     """``free[K]`` with the smallest pods (smallest first, then the pod index) left out as
     long as the spare hosts cover them: every band then fills with fewer, whole pods.
-    ``first``: the pod of that rank in this order is left out before the others (where the
-    spare hosts cover it; else nothing is left out), e.g. 1 for the second smallest pod
-    instead of the smallest where only one fits.
+    ``first``: the pod of that rank in this order is left out before the others, which then
+    follow smallest first while the spare hosts cover them (nothing is left out where they
+    do not cover that pod); e.g. 1: the second smallest pod instead of the smallest where
+    the spare hosts hold only one.
 
     Examples
     --------

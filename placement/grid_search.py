@@ -233,7 +233,8 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
-        # and pods in bands with their groups in sub-bands inside them: the best few distinct ones
+        # and pods in bands with their groups in sub-bands inside them (also laid again with the
+        # spare hosts cutting pods to whole columns, band_trim): the best few distinct ones
         pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
         pairs += _best_distinct(itertools.chain(nested_bands_starts(problem), retrimmed_starts(problem)), key, feasible,
                                 NESTED_SEARCHED)

@@ -29,20 +29,32 @@ MAX_SUBSET_GROUPS = 8
 PART_PODS = 8
 
 
-def without_smallest_pods(problem: GridProblem) -> tuple[int, ...]:
+def without_smallest_pods(problem: GridProblem, first: int = 0) -> tuple[int, ...]:
     """``free[K]`` with the smallest pods (smallest first, then the pod index) left out as
     long as the spare hosts cover them: every band then fills with fewer, whole pods.
+    ``first``: the pod of that rank in this order is left out before the others, which then
+    follow smallest first while the spare hosts cover them (nothing is left out where they
+    do not cover that pod); e.g. 1: the second smallest pod instead of the smallest where
+    the spare hosts hold only one.
 
     Examples
     --------
-    >>> without_smallest_pods(GridProblem(2, 5, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0)))
+    >>> p = GridProblem(2, 5, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0))
+    >>> without_smallest_pods(p)
     (3, 3, 4, 4, 0)
+    >>> without_smallest_pods(p, first=1)
+    (0, 0, 4, 4, 2)
     """
     free = np.asarray(problem.free).copy()
     dom = np.asarray(problem.domains[0])
     spare = int(free.sum()) - problem.rows * problem.cols
     room = np.bincount(dom, weights=free).astype(np.int64)
-    for p in sorted(np.nonzero(room)[0].tolist(), key=lambda p: (room[p], p)):
+    order = sorted(np.nonzero(room)[0].tolist(), key=lambda p: (room[p], p))
+    if first:
+        if first >= len(order) or room[order[first]] > spare:
+            return tuple(int(f) for f in free)
+        order.insert(0, order.pop(first))
+    for p in order:
         if room[p] > spare:
             break
         free[dom == p] = 0

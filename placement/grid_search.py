@@ -25,12 +25,14 @@ where that is larger.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import time
 from typing import Callable
 
 import numpy as np
 
 from rankmap.placement.band_layout import band_cells
+from rankmap.placement.band_trim import retrimmed_starts
 from rankmap.placement.count_search import count_search
 from rankmap.placement.cpsat_model import solve_grid
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
@@ -231,9 +233,11 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         split = [c for c in split_pairs_starts(problem) if feasible(c)]
         # and column strips of stacked group pairs: one more (never displacing the banded ones)
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
-        # and pods in bands with their groups in sub-bands inside them: the best few distinct ones
+        # and pods in bands with their groups in sub-bands inside them (also laid again with the
+        # spare hosts cutting pods to whole columns, band_trim): the best few distinct ones
         pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
-        pairs += _best_distinct(nested_bands_starts(problem), key, feasible, NESTED_SEARCHED)
+        pairs += _best_distinct(itertools.chain(nested_bands_starts(problem), retrimmed_starts(problem)), key, feasible,
+                                NESTED_SEARCHED)
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)
     hint = min(candidates, key=key) if candidates else None
     small = problem.rows * len(problem.free) <= CP_SAT_MAX_PAIRS

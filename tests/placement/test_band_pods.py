@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rankmap.placement.band_pods import band_pods
+from rankmap.placement.band_pods import band_pods, without_smallest_pods
+from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.subset_sum import exact_k_subset
 
 
@@ -38,3 +39,16 @@ def test_a_preference_breaks_ties_among_the_fewest_pods():
     # the fewest pods still come first: 6 + 4 over 3 + 3 + 4 (listed in preference order)
     dom, free = np.array([0, 1, 2, 3]), np.array([6, 3, 3, 4])
     assert band_pods(dom, free, 10, prefer=np.array([5.0, 0.0, 0.0, 0.0])) == [[(3, 4)], [(0, 6)]]
+
+
+def test_the_second_smallest_pod_left_out_first():
+    # pods of 2, 6 and 8 hosts on 10 cells: 6 spare; smallest first: only the pod of 2
+    # (the pod of 6 no longer fits); second smallest first: the pod of 6, then nothing
+    p = GridProblem(2, 5, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0))
+    assert without_smallest_pods(p, first=0) == (3, 3, 4, 4, 0)
+    assert without_smallest_pods(p, first=1) == (0, 0, 4, 4, 2)
+    # the third smallest (8 hosts) does not fit the spare: nothing left out
+    assert without_smallest_pods(p, first=2) == p.free
+    # 14 spare: the pod of 6 first, then the pod of 2 (8 left, the pod of 8 does not fit)
+    wide = GridProblem(1, 4, (3, 3, 4, 4, 2), 10, 1, 0, ((0, 0, 1, 1, 2),), (1.0, 1.0))
+    assert without_smallest_pods(wide, first=1) == (0, 0, 4, 4, 0)

@@ -17,6 +17,15 @@ Every such fill is priced on the ToR tier (ring pieces per row, pipeline hops be
 inside the block: the pod tier is the same for all) and the cheapest kept, so the pod's
 own inside layout no longer depends on its neighbours.
 
+Measured on the deep-pipeline benchmark at 100,000 hosts (units of 1e6): bands 5,5,5,5,6,6
+at 50% busy 7,198.7 -> 7,134.2 with blocks, bands 6,6,6,7,7 at 25% busy 8,632.4 -> 8,556.1
+(pod tier 2,851.7 -> 2,740.7, ToR tier 5,780.7 -> 5,815.4: four groups cut no better 3 : 4 in
+a block than in sub-bands); neither beats the best nested start (7,124.2 and 8,526.7), because
+a band of an odd number of rows there holds a fractional number of average pods (C / mean
+pod ~1.5 pods a row: 7.5 in five rows, 10.5 in seven), so it takes 7 large or 8 small pods.
+The planner therefore does not lay these as starts (200 of them cost ~16 s CPU at that size);
+:func:`~rankmap.placement.nested_bands_layout.nested_band_cells` offers them (``blocks``).
+
 References
 ----------
 Arnold (arXiv 2509.15940): DP and PP groups kept within the fewest minipods; the block

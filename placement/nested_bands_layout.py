@@ -38,8 +38,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from rankmap.placement.aligned_shares import aligned_shares
 from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.pod_blocks_layout import blocks_if_cheaper
 from rankmap.placement.pod_fit import band_fits
 from rankmap.placement.pod_order import pod_order
 from rankmap.placement.share_walk import share_walk
@@ -102,10 +104,11 @@ def _fitted_starts(problem: GridProblem) -> list[np.ndarray]:
         if 2 * s > problem.rows or key in seen or len(set(key[0])) < 2:
             continue
         seen.add(key)
-        cells = nested_band_cells(dataclasses.replace(sub, free=trimmed(sub, s)), s, 2, heights, ragged, part=True,
-                                  fit=True)
-        if cells is not None:
-            out.append(cells)
+        for aligned in (False, True):
+            cells = nested_band_cells(dataclasses.replace(sub, free=trimmed(sub, s)), s, 2, heights, ragged,
+                                      part=True, fit=True, aligned=aligned)
+            if cells is not None:
+                out.append(cells)
     return out
 
 
@@ -209,7 +212,7 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
                       ragged: float = 0.0, balanced: bool = False, part: bool = False,
-                      fit: bool = False) -> np.ndarray | None:
+                      fit: bool = False, blocks: bool = False, aligned: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -234,6 +237,14 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     fit : bool
         Bands of several shapes: each takes, among its fills, the pods that round best in it
         (:func:`~rankmap.placement.pod_fit.band_fits`) rather than the largest first.
+    blocks : bool
+        Each band, once laid, is laid again with the same pods as pod blocks (every pod
+        the same columns on all the band's rows, its groups inside it,
+        :func:`~rankmap.placement.pod_blocks_layout.blocks_if_cheaper`), kept where cheaper.
+    aligned : bool
+        In bands of two sub-bands, the pods' splits are chosen again along the pods' order
+        so that their edges line up between the sub-bands
+        (:func:`~rankmap.placement.aligned_shares.aligned_shares`), and the pods reordered.
 
     Returns
     -------
@@ -263,20 +274,25 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         pieces = band_pods(dom, free, sum(band) * C, balanced, part, fits.get(tuple(band)))
         if pieces is None:
             return None
-        split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]))
+        split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]), aligned)
         if split is None:
             return None
         for h, row in zip(band, split):
             _lay_sub_band(cells, r, h, row)
             r += h
+        if blocks:
+            blocks_if_cheaper(problem, cells, r - sum(band), sum(band), pieces)
     return cells
 
 
-def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0, weights: tuple = (1.0, 1.0)) -> list[list[tuple[int, int]]] | None:
+def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0, weights: tuple = (1.0, 1.0),
+                aligned: bool = False) -> list[list[tuple[int, int]]] | None:
     """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
     sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up
     (:func:`~rankmap.placement.pod_order.pod_order` with ``weights``, the ToR and pod tiers'
-    weights; greedily when the band has too many pods)."""
+    weights; greedily when the band has too many pods); ``aligned``: two sub-bands' shares
+    chosen again along that order (:func:`~rankmap.placement.aligned_shares.aligned_shares`)
+    and the pods ordered again."""
     shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
     rest = [list(p) for p in pods]
     for j, h in enumerate(heights[:-1]):
@@ -292,6 +308,9 @@ def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0, 
     for i in range(len(pods)):
         shares[i].append(rest[i])
     found = pod_order(shares, heights, *weights)
+    if found is not None and aligned:
+        again = aligned_shares(pods, heights, cols, found[0], *weights)
+        found = pod_order(again, heights, *weights) if again is not None else found
     if found is not None:
         order, pieces = found
         return [[piece for i in order for piece in pieces[i][j]] for j in range(len(heights))]

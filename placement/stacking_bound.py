@@ -30,16 +30,19 @@ within its greatest; the pod's pieces up to its greatest).
   every pod column of y cells. Every column's pieces add up to R, so the credits sum to at
   least ``C U``, ``U`` the least ``sum pi`` over the ways of writing R as such pieces; each
   pod then costs at least its least ``G_d(h, A) + w1 w_col c`` less the most ``c`` whole
-  columns of at most h cells holding A can earn (integer c, unlike the programme), added up
-  over pods by a min-plus programme on their hosts (exact host counts). Valid for any prices.
+  columns of at most h cells holding A can earn (integer c, unlike the programme), and at
+  its :data:`DETAILED` cheapest heights at least the groups' own stacking in its columns
+  (:mod:`rankmap.placement.stacking_groups`: a 7-row pod of four groups of ~47 cannot have
+  every group at its best 3 rows), added up over pods by a min-plus programme on their hosts
+  (exact host counts). Valid for any prices.
 
 The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above the pods add
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8406.7 e6 units; 50%: 6985.3 -> 6988.6): with the pod boxes' prices a
-7-row pod costs 0.1-1 unit more than a 6-row one, so the relaxation stacks columns as
-6 + 6 + 6 + 7 + 7 nearly free.
+(25% busy: 8405.1 -> 8414.4 e6 units, 2.1 s of CPU; 50%: 6985.3 -> 6988.6): even with the
+groups' stacking a 7-row pod costs only 1-2 units more than a 6-row one, so the relaxation
+stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
 
 References
 ----------
@@ -61,12 +64,16 @@ import numpy as np
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.perimeter_bound import pod_free_hosts
 from rankmap.placement.pod_box_bound import MULTIPLIERS, box_costs
+from rankmap.placement.stacking_groups import group_stacking_lines
 
 __all__ = ["stacking_bound", "height_classes", "pod_height_costs", "MAX_HEIGHT", "MAX_PODS"]
 
 # Heights up to this are priced one by one; taller pods in ranges (priced at the range's least
 # height, stacked at its greatest).
 MAX_HEIGHT = 12
+# Per pod, the Lagrangian bound adds the groups' own stacking at this many of its cheapest heights
+# (:mod:`rankmap.placement.stacking_groups`).
+DETAILED = 4
 # Above this many pods the bound is skipped (returns 0): the programme grows with pods x classes.
 MAX_PODS = 400
 # The programme's value is lowered by this fraction against the solver's tolerances.
@@ -291,8 +298,10 @@ def _credits(prices: np.ndarray, top: int, cap: int) -> np.ndarray:
 def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray) -> float | None:
     """The Lagrangian bound (units, before the columns' first domains are taken off) for
     ``prices[y]`` per pod column of y cells: each pod at its least ``G + w1 w_col c`` less the
-    most its columns can earn, added up over pods by a min-plus programme on their hosts,
-    plus C times the least a column's pieces can earn. None when the hosts cannot hold the grid."""
+    most its columns can earn (at its :data:`DETAILED` cheapest heights also at least the
+    groups' stacking, :func:`rankmap.placement.stacking_groups.group_stacking_lines`), added
+    up over pods by a min-plus programme on their hosts, plus C times the least a column's
+    pieces can earn. None when the hosts cannot hold the grid."""
     from rankmap.placement.perimeter_bound import _min_plus
 
     R, C = problem.rows, problem.cols
@@ -300,25 +309,32 @@ def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray
     w1_col = problem.weights[1] * float(problem.w_col)
     top = max(caps)
     tables: dict = {}
-    costs: dict = {}
+    costs: dict = {}                                                 # (pod, lo, hi) -> cost[cap + 1]
     for pod in sorted(set(pods)):
         cap = sum(pod)
-        best = np.full(cap + 1, np.inf)
-        best[0] = 0.0
         A = np.arange(cap + 1)
+        c = np.arange(cap + 1)[:, None]                              # (c, 1)
         for lo, hi, g in pod_height_costs(pod, problem):
             if hi not in tables:
                 tables[hi] = _credits(prices, hi, top)
-            c = np.arange(cap + 1)[:, None]                              # (c, 1)
             ok = (c >= -(-A[None, :] // hi)) & (c <= np.minimum(A, C)[None, :]) & (c >= 1)
-            net = np.where(ok, w1_col * c - tables[hi][:cap + 1, :cap + 1], np.inf).min(axis=0)   # (A,)
-            best = np.minimum(best, g + net)
-        best[0] = 0.0
-        costs[pod] = best
+            costs[pod, lo, hi] = g + np.where(ok, w1_col * c - tables[hi][:cap + 1, :cap + 1], np.inf).min(axis=0)
+    items = []
+    for pod in sorted(set(pods)):
+        cap = sum(pod)
+        least = sorted((float(v[cap]), lo) for (p, lo, hi), v in costs.items() if p == pod and lo == hi and lo >= 2)
+        items += [(pod, h) for _, h in least[:DETAILED]]
+    lines = group_stacking_lines(problem, items, prices) or []
+    for (pod, h), (value, slope) in zip(items, lines):
+        k = costs[pod, h, h]
+        costs[pod, h, h] = np.where(np.isfinite(k), np.maximum(k, value + slope * (np.arange(k.size) - (k.size - 1))),
+                                    np.inf)
     total = np.full(n + 1, np.inf)
     total[0] = 0.0
     for pod, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        total = _min_plus(total, costs[pod], cap, n)
+        best = np.min([v for (p, _, _), v in costs.items() if p == pod], axis=0)
+        best[0] = 0.0
+        total = _min_plus(total, best, cap, n)
     if not np.isfinite(total[n]):
         return None
     return float(total[n]) + C * _compositions(prices, R)

@@ -93,3 +93,52 @@ def test_the_lagrangian_bound_holds_for_any_prices():
         for _ in range(20):
             prices = np.concatenate([[0.0], rng.uniform(-2, 6, size=3)])
             assert _lagrangian(problem, pods, caps, prices) - off <= best + 1e-6, (problem, prices)
+
+
+@pytest.mark.parametrize("h, cols, free, w_row, w_col, w1", [
+    (3, 3, (2, 2, 2), 1, 3, 1.0), (3, 3, (3, 2, 1), 2, 1, 2.0), (2, 4, (3, 2, 2), 1, 2, 1.0),
+    (3, 2, (3, 3), 3, 1, 1.0), (2, 3, (2, 2, 1), 5, 2, 1.0), (4, 2, (4, 3), 1, 1, 1.0),
+])
+def test_group_stacking_lines_below_every_pod_layout(h, cols, free, w_row, w_col, w1):
+    # Every labelling of an h x cols grid by the pod's groups that touches all h rows: Phi less
+    # the credits of its columns (priced by the number of cells each holds) is at least the
+    # line at its host count, for prices of either sign.
+    from test_pod_pattern_bound import _every_pod_layout, _phi
+
+    from rankmap.placement.stacking_groups import group_stacking_lines
+
+    k = len(free)
+    problem = GridProblem(16, 64, free, w_row, w_col, 0, ((0,) * k,), (1.0, w1))
+    cells = _every_pod_layout(h, cols, k)
+    counts = np.stack([(cells == g).sum(axis=(1, 2)) for g in range(k)], axis=1)
+    inside = cells < k
+    keep = (counts <= np.asarray(free)[None, :]).all(axis=1) & (inside.any(axis=2).sum(axis=1) == h)
+    cells, inside = cells[keep], inside[keep]
+    hosts = inside.sum(axis=(1, 2))
+    phi = _phi(cells, k, w_row, w_col, 1.0, w1)
+    per_col = inside.sum(axis=1)                                      # (M, cols) cells per column
+    cap = sum(free)
+    rng = np.random.default_rng(h * 100 + cols)
+    for prices in (np.zeros(h + 1), np.concatenate([[0.0], rng.uniform(-1, 3, size=h)])):
+        (value, slope), = group_stacking_lines(problem, [(free, h)], prices)
+        credit = np.where(per_col > 0, prices[per_col], 0.0).sum(axis=1)
+        line = value + slope * (hosts - cap)
+        assert (phi - credit >= line - 1e-6).all(), (phi - credit - line).min()
+
+
+def test_group_stacking_lifts_tall_pods_above_their_boxes():
+    # Four groups of 48 (w_row 5, w_col 1). Six rows: the 6 x 32 pod tiled by 3 x 16 groups,
+    # 4 x (15 + 16) + 30 + 32 = 186, which both bounds see. Seven rows: groups of 3 rows
+    # (their best) would leave full columns three groups deep, and 3 + 4 pairs run out of
+    # 4-row columns; the pod boxes see 186.43 (every group 3 x 16 and the pod 7 x 27.4), the
+    # groups' stacking 188.71 or more. Eight rows: 188 against 190.67 or more.
+    from rankmap.placement.pod_box_bound import box_costs
+    from rankmap.placement.stacking_groups import group_stacking_lines
+
+    problem = GridProblem(32, 400, (48,) * 4, 5, 1, 0, ((0,) * 4,), (1.0, 1.0))
+    tor = GridProblem(32, 400, (48,) * 4, 5, 1, 0, ((0,) * 4,), (1.0, 0.0))
+    lines = group_stacking_lines(problem, [((48,) * 4, h) for h in (6, 7, 8)], np.zeros(9))
+    box = [box_costs([48] * 4, tor, h)[192] + 5 * h + 192 / h for h in (6, 7, 8)]
+    assert lines[0][0] == pytest.approx(186.0, abs=1e-3) and box[0] == pytest.approx(186.0)
+    assert lines[1][0] == pytest.approx(188.714, abs=1e-3) and box[1] == pytest.approx(186.429, abs=1e-3)
+    assert lines[2][0] == pytest.approx(190.666, abs=1e-3) and box[2] == pytest.approx(188.0)

@@ -23,7 +23,8 @@ within its greatest; the pod's pieces up to its greatest).
   also stay empty), hosts ``A_{d,h}`` and ``n_{d,h,y}`` columns of y cells (``y <= h``,
   ``sum_y y n = A``, ``sum_y n = c``); ``G_d(h, .)`` enters by the lines of its lower convex
   hull over the host counts the pod can hold (every pod leaves at most the spare hosts
-  unused); ``sum A = R C``; columns as in the arc-flow model of cutting stock: C paths from
+  unused), and at each pod's :data:`DETAILED` heights of least pod boxes bound also the
+  groups' stacking without prices (below); ``sum A = R C``; columns as in the arc-flow model of cutting stock: C paths from
   0 to R whose steps are the pieces ``y`` of the pods met, steps of y at most ``sum n_{.,.,y}``.
   A placement gives a feasible point of cost at most its own.
 - The Lagrangian bound: prices ``pi_y`` (the programme's duals of the step rows) credited to
@@ -40,7 +41,7 @@ The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above th
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8414.4 e6 units, 2.1 s of CPU; 50%: 6985.3 -> 6988.6): even with the
+(25% busy: 8405.1 -> 8418.0 e6 units, 2.6 s of CPU; 50%: 6985.3 -> 6988.6): even with the
 groups' stacking a 7-row pod costs only 1-2 units more than a 6-row one, so the relaxation
 stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
 
@@ -219,6 +220,7 @@ def _programme(problem: GridProblem, pods: list, caps: list, spare: int) -> tupl
 
     hosts: dict = {}
     cols_at: dict = {}                                               # cells y -> [pod columns of y cells]
+    groups = _group_lines(problem, pods)
     for pod, cap in zip(pods, caps):
         mix: dict = {}
         if cap <= spare:
@@ -241,6 +243,9 @@ def _programme(problem: GridProblem, pods: list, caps: list, spare: int) -> tupl
             add(ub, b_ub, {c: 1.0, lam: -float(C)}, 0.0)                 # c <= C lambda
             for alpha, beta in lines:
                 add(ub, b_ub, {lam: alpha, a: beta, t: -1.0}, 0.0)       # t >= alpha lambda + beta A
+            if lo == hi and (pod, lo) in groups:                         # t + w1 w_col c >= the groups' line
+                value, slope = groups[pod, lo]
+                add(ub, b_ub, {lam: value - slope * cap, a: slope, c: -w1_col * scale, t: -1.0}, 0.0)
         if not mix:
             return None
         add(eq, b_eq, mix, 1.0)                                          # one height per pod (mixed)
@@ -271,6 +276,22 @@ def _programme(problem: GridProblem, pods: list, caps: list, spare: int) -> tupl
     prices = np.zeros(max(sizes) + 1)
     prices[sizes] = -res.ineqlin.marginals[-len(sizes):] * scale         # duals of the stacking rows
     return float(res.fun) * scale, prices
+
+
+def _group_lines(problem: GridProblem, pods: list) -> dict:
+    """``{(pod, h): (value, slope)}``: the groups' stacking without prices
+    (:func:`rankmap.placement.stacking_groups.group_stacking_lines`) at each pod's
+    :data:`DETAILED` heights (2 or more) of least pod boxes bound at its free hosts and
+    ``cap / h`` columns."""
+    w1_col = problem.weights[1] * float(problem.w_col)
+    items = []
+    for pod in sorted(set(pods)):
+        cap = sum(pod)
+        least = sorted((float(g[cap]) + w1_col * cap / lo, lo) for lo, hi, g in pod_height_costs(pod, problem)
+                       if lo == hi and lo >= 2 and np.isfinite(g[cap]))
+        items += [(pod, h) for _, h in least[:DETAILED]]
+    lines = group_stacking_lines(problem, items, np.zeros(1)) or []
+    return dict(zip(items, lines))
 
 
 def _compositions(prices: np.ndarray, total: int) -> float:

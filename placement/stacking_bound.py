@@ -41,7 +41,7 @@ The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above th
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8418.0 e6 units, 2.6 s of CPU; 50%: 6985.3 -> 6988.6): even with the
+(25% busy: 8405.1 -> 8418.0 e6 units, about 2 s of CPU; 50%: 6985.3 -> 6988.6): even with the
 groups' stacking a 7-row pod costs only 1-2 units more than a 6-row one, so the relaxation
 stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
 
@@ -76,7 +76,7 @@ MAX_HEIGHT = 12
 # (:mod:`rankmap.placement.stacking_groups`).
 DETAILED = 4
 # Above this many pods the bound is skipped (returns 0): the programme grows with pods x classes.
-MAX_PODS = 400
+MAX_PODS = 128
 # The programme's value is lowered by this fraction against the solver's tolerances.
 SLACK = 1e-6
 

@@ -266,7 +266,7 @@ def _method_tail(how: str) -> str:
     """The bound's name after "analytic" on a fabric of several tiers."""
     if how == "per tier":
         return " + band + crossing count, per tier"
-    for name in ("nested blocks", "shared columns", "pod rows", "pod patterns"):
+    for name in ("nested blocks", "shared columns", "pod rows", "pod patterns", "stacking"):
         if how.endswith(f"({name})"):
             return f" + band + crossing count per tier; {name} (ToR and pod tiers jointly)"
     return " + band + crossing count per tier; pod profiles (ToR and pod tiers jointly)"

@@ -41,6 +41,7 @@ from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.pod_rows_bound import pod_rows_bound
 from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.snake_layout import snake_cells
+from rankmap.placement.stacking_bound import stacking_bound
 
 __all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_bound", "tier_bound_method",
            "nested_free", "nested_starts",
@@ -102,7 +103,9 @@ def tier_bound(problem: GridProblem, bound0: int) -> float:
     and with each pod's box of rows and columns filled by its groups,
     :func:`~rankmap.placement.pod_box_bound.pod_box_bound`, computed within the stronger
     :func:`~rankmap.placement.pod_pattern_bound.pod_pattern_bound`, which also enumerates
-    which groups touch each of a pod's rows); the largest sum is returned."""
+    which groups touch each of a pod's rows, and with the pods met by each column stacking up
+    to every stage, :func:`~rankmap.placement.stacking_bound.stacking_bound`); the largest sum
+    is returned."""
     return tier_bound_method(problem, bound0)[0]
 
 
@@ -125,7 +128,8 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
                            (nested_perimeter_bound(problem) + rest, "ToR and pod tiers jointly (nested blocks)"),
                            (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)"),
                            (pod_rows_bound(problem) + rest, "ToR and pod tiers jointly (pod rows)"),
-                           (pod_pattern_bound(problem) + rest, "ToR and pod tiers jointly (pod patterns)")):
+                           (pod_pattern_bound(problem) + rest, "ToR and pod tiers jointly (pod patterns)"),
+                           (stacking_bound(problem) + rest, "ToR and pod tiers jointly (stacking)")):
             if joint > total:
                 total, best = joint, how
         if total > float(sum(levels)):

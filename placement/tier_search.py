@@ -129,7 +129,9 @@ def tier_bound_method(problem: GridProblem, bound0: int) -> tuple[float, str]:
                            (shared_columns_bound(problem) + rest, "ToR and pod tiers jointly (shared columns)"),
                            (pod_rows_bound(problem) + rest, "ToR and pod tiers jointly (pod rows)"),
                            (pod_pattern_bound(problem) + rest, "ToR and pod tiers jointly (pod patterns)"),
-                           (stacking_bound(problem) + rest, "ToR and pod tiers jointly (stacking)")):
+                           (None, "ToR and pod tiers jointly (stacking)")):
+            if joint is None:                                        # told the best so far (skips work only)
+                joint = stacking_bound(problem, beat=total - rest) + rest
             if joint > total:
                 total, best = joint, how
         if total > float(sum(levels)):

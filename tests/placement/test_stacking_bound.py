@@ -142,3 +142,27 @@ def test_group_stacking_lifts_tall_pods_above_their_boxes():
     assert lines[0][0] == pytest.approx(186.0, abs=1e-3) and box[0] == pytest.approx(186.0)
     assert lines[1][0] == pytest.approx(188.714, abs=1e-3) and box[1] == pytest.approx(186.429, abs=1e-3)
     assert lines[2][0] == pytest.approx(190.666, abs=1e-3) and box[2] == pytest.approx(188.0)
+
+
+def test_scaled_prices_stay_below_brute_force_and_beat_only_skips_work():
+    # The line search over scaled prices takes the largest of several Lagrangian bounds, each
+    # valid: never above the optimum, never below the bound at the programme's own prices. A
+    # ``beat`` far above it skips the search (the first bound only), one of 0 never does.
+    from rankmap.placement.stacking_bound import _best_scaled
+
+    for problem in list(_stacked_instances(4, seed=13)) + list(_wide_ring_instances(6, seed=4)):
+        best = _brute_two_levels(problem)
+        pods = [tuple(sorted(p)) for p in pod_free_hosts(problem)]
+        caps = [sum(p) for p in pods]
+        spare = sum(caps) - problem.rows * problem.cols
+        if spare < 0 or max(caps) >= problem.cols:
+            continue
+        out = _programme(problem, pods, caps, spare)
+        if out is None:
+            continue
+        off = (problem.weights[0] + problem.weights[1]) * problem.w_col * problem.cols
+        first = _lagrangian(problem, pods, caps, out[1]) or 0.0
+        scaled = _best_scaled(problem, pods, caps, out[1])
+        assert first - 1e-9 <= scaled <= best + off + 1e-6, problem
+        assert _best_scaled(problem, pods, caps, out[1], floor=1e18) == first
+        assert stacking_bound(problem, beat=1e18) <= stacking_bound(problem) <= best + 1e-6

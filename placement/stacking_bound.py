@@ -35,15 +35,17 @@ within its greatest; the pod's pieces up to its greatest).
   its :data:`DETAILED` cheapest heights at least the groups' own stacking in its columns
   (:mod:`rankmap.placement.stacking_groups`: a 7-row pod of four groups of ~47 cannot have
   every group at its best 3 rows), added up over pods by a min-plus programme on their hosts
-  (exact host counts). Valid for any prices.
+  (exact host counts). Valid for any prices: the programme's duals, and the same scaled by a
+  counted line search (:func:`_best_scaled`; the duals over-price columns once integer
+  column counts and the groups' stacking are priced), the largest taken.
 
 The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above the pods add
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8418.0 e6 units, about 2 s of CPU; 50%: 6985.3 -> 6988.6): even with the
-groups' stacking a 7-row pod costs only 1-2 units more than a 6-row one, so the relaxation
-stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
+(25% busy: 8405.1 -> 8419.1 e6 units, 8418.0 at the duals themselves, about 3 s of CPU; 50%:
+6985.3 -> 6988.65): even with the groups' stacking a 7-row pod costs only 1-2 units more than
+a 6-row one, so the relaxation stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
 
 References
 ----------

@@ -41,7 +41,6 @@ import numpy as np
 from rankmap.placement.aligned_shares import aligned_shares
 from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.pod_blocks_layout import blocks_if_cheaper
 from rankmap.placement.pod_fit import band_fits
 from rankmap.placement.pod_order import pod_order
 from rankmap.placement.share_walk import share_walk
@@ -212,7 +211,7 @@ def _even_heights(rows: int, s: int, m: int) -> list[list[int]]:
 
 def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None = None,
                       ragged: float = 0.0, balanced: bool = False, part: bool = False,
-                      fit: bool = False, blocks: bool = False, aligned: bool = False) -> np.ndarray | None:
+                      fit: bool = False, aligned: bool = False) -> np.ndarray | None:
     """Placement ``cells[R, C]`` of bands of ``m`` sub-bands of ``s`` rows (module docstring).
 
     Parameters
@@ -237,10 +236,6 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     fit : bool
         Bands of several shapes: each takes, among its fills, the pods that round best in it
         (:func:`~rankmap.placement.pod_fit.band_fits`) rather than the largest first.
-    blocks : bool
-        Each band, once laid, is laid again with the same pods as pod blocks (every pod
-        the same columns on all the band's rows, its groups inside it,
-        :func:`~rankmap.placement.pod_blocks_layout.blocks_if_cheaper`), kept where cheaper.
     aligned : bool
         In bands of two sub-bands, the pods' splits are chosen again along the pods' order
         so that their edges line up between the sub-bands
@@ -280,8 +275,6 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         for h, row in zip(band, split):
             _lay_sub_band(cells, r, h, row)
             r += h
-        if blocks:
-            blocks_if_cheaper(problem, cells, r - sum(band), sum(band), pieces)
     return cells
 
 

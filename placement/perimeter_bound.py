@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "pod_free_hosts", "nested_blocks",
-           "PERIMETER_MAX_WORK"]
+           "min_plus", "PERIMETER_MAX_WORK"]
 
 # Skip the bound (return 0) when the knapsack would take more than this many steps
 # (domains x hosts x largest domain).
@@ -118,8 +118,16 @@ def perimeter_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: 
     return max(0, int(best[n]) - w_col * cols)
 
 
-def _min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarray:
-    """``out[n] = min_{0 <= a <= cap} best[n - a] + g[a]`` for ``n <= limit`` (inf where none)."""
+def min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarray:
+    """Min-plus convolution: ``out[n] = min_{0 <= a <= cap} best[n - a] + g[a]`` for ``n <= limit``.
+
+    ``best[N]`` and ``g[>= cap + 1]`` in units; returns ``out[limit + 1]``, inf where no ``a``
+    is in range. One knapsack step: the least cost of ``n`` cells over the items so far
+    (``best``) and one more item holding ``a`` of them at cost ``g[a]``.
+
+    >>> min_plus(np.array([0.0, 1.0]), np.array([0.0, 5.0, 6.0]), 2, 3).tolist()
+    [0.0, 1.0, 6.0, 7.0]
+    """
     big = np.inf
     padded = np.concatenate([np.full(cap, big), best, np.full(max(0, limit + 1 - best.size), big)])
     take = np.lib.stride_tricks.sliding_window_view(padded[:limit + 1 + cap], cap + 1)     # (limit+1, cap+1)
@@ -141,7 +149,7 @@ def nested_blocks(groups, cap: int, g0: np.ndarray) -> np.ndarray:
     inner = np.full(cap + 1, np.inf)
     inner[0] = 0.0
     for f in sorted(groups):
-        inner = _min_plus(inner, g0, f, cap)
+        inner = min_plus(inner, g0, f, cap)
     return inner
 
 
@@ -191,7 +199,7 @@ def nested_perimeter_bound(problem) -> float:
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
         pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]                # H_d[A]
         pod[0] = 0.0
-        best = _min_plus(best, pod, cap, n)
+        best = min_plus(best, pod, cap, n)
     if not np.isfinite(best[n]):
         return 0.0
     return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import _min_plus, pod_free_hosts
+from rankmap.placement.perimeter_bound import min_plus, pod_free_hosts
 
 __all__ = ["pod_box_bound", "pods_bound", "pod_box_costs", "box_costs", "MULTIPLIERS", "MAX_WORK"]
 
@@ -140,7 +140,7 @@ def box_costs(groups: list, problem: GridProblem, r_d: int, multipliers: tuple =
         inner = np.full(cap + 1, np.inf)
         inner[0] = 0.0
         for f in sorted(groups):
-            inner = _min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, cap)
+            inner = min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, cap)
         cd = np.clip(_breakpoints(A, r_d, s), lo, np.maximum(lo, hi))   # (A, P) candidate widths
         full = np.maximum(0, A - (r_d - 1) * cd)
         wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
@@ -219,7 +219,7 @@ def pods_bound(problem: GridProblem, pod_costs, work_factor: int = 1) -> float:
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = _min_plus(best, costs[p], cap, n)
+        best = min_plus(best, costs[p], cap, n)
     if not np.isfinite(best[n]):
         return 0.0
     w_col = problem.w_col if R > 1 else 0

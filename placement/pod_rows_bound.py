@@ -39,7 +39,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, _min_plus, block_cost, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, min_plus, block_cost, nested_blocks, pod_free_hosts
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 
@@ -177,7 +177,7 @@ def pod_rows_bound(problem: GridProblem) -> float:
         if len(groups) <= MAX_GROUPS:
             pod = np.maximum(pod, _joint_table(groups, cap, R, problem.w_row, w_col, w0, w1, memo))
         pod[0] = 0.0
-        best = _min_plus(best, pod, cap, n)
+        best = min_plus(best, pod, cap, n)
     if not np.isfinite(best[n]):
         return 0.0
     return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import _min_plus, block_cost, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import min_plus, block_cost, nested_blocks, pod_free_hosts
 
 __all__ = ["shared_columns_bound", "MUS", "MAX_WORK"]
 
@@ -84,7 +84,7 @@ def _pod_costs(groups: list, problem: GridProblem) -> np.ndarray:
             total = np.full(cap + 1, np.inf)
             total[0] = 0.0
             for f in sorted(groups):
-                total = _min_plus(total, _group_blocks(f, t, C, w_row, w_col, mu), f, cap)
+                total = min_plus(total, _group_blocks(f, t, C, w_row, w_col, mu), f, cap)
             inner[t - 1, i] = total + 2 * mu * C
     inner = inner.max(axis=1)                                          # the best multiplier per (t, A)
     best = np.full(cap + 1, np.inf)
@@ -152,7 +152,7 @@ def shared_columns_bound(problem: GridProblem) -> float:
     best = np.full(n + 1, np.inf)
     best[0] = 0.0
     for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = _min_plus(best, costs[p], cap, n)
+        best = min_plus(best, costs[p], cap, n)
     if not np.isfinite(best[n]):
         return 0.0
     w_col = problem.w_col if R > 1 else 0

@@ -65,7 +65,7 @@ import functools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import pod_free_hosts
+from rankmap.placement.perimeter_bound import min_plus, pod_free_hosts
 from rankmap.placement.pod_box_bound import MULTIPLIERS, box_costs
 from rankmap.placement.stacking_groups import group_stacking_lines
 
@@ -356,8 +356,6 @@ def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray
     groups' stacking, :func:`rankmap.placement.stacking_groups.group_stacking_lines`), added
     up over pods by a min-plus programme on their hosts, plus C times the least a column's
     pieces can earn. None when the hosts cannot hold the grid."""
-    from rankmap.placement.perimeter_bound import _min_plus
-
     R, C = problem.rows, problem.cols
     n = R * C
     w1_col = problem.weights[1] * float(problem.w_col)
@@ -388,7 +386,7 @@ def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray
     for pod, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
         best = np.min([v for (p, _, _), v in costs.items() if p == pod], axis=0)
         best[0] = 0.0
-        total = _min_plus(total, best, cap, n)
+        total = min_plus(total, best, cap, n)
     if not np.isfinite(total[n]):
         return None
     return float(total[n]) + C * _compositions(prices, R)

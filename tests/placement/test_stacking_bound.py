@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 
 import numpy as np
@@ -31,6 +32,13 @@ def _stacked_instances(n: int, seed: int):
         made += 1
         yield GridProblem(3, 3, free, rng.randint(1, 4), rng.randint(1, 5), 0, (dom,),
                           (1.0, float(rng.choice([1, 2]))))
+
+
+@functools.cache
+def _stacked_cases() -> tuple:
+    """``(problem, optimum)`` for six stacked instances, brute-forced once for the tests
+    below (each brute force takes ~2 s)."""
+    return tuple((p, _brute_two_levels(p)) for p in _stacked_instances(6, seed=5))
 
 
 def test_five_pods_of_two_on_three_stages():
@@ -67,8 +75,7 @@ def test_never_exceeds_brute_force_where_pods_stack():
     # Three stages on pods at most two tall: the bound is never above the optimum and lifts
     # the pod boxes (and the pod patterns) on most of these.
     lifted = 0
-    for problem in _stacked_instances(6, seed=5):
-        best = _brute_two_levels(problem)
+    for problem, best in _stacked_cases():
         bound = stacking_bound(problem)
         assert bound <= best + 1e-6, problem
         assert tier_bound(problem, 0) <= best + 1e-6, problem
@@ -85,8 +92,7 @@ def test_the_lagrangian_bound_holds_for_any_prices():
     # Every column's pieces add up to R whatever they are priced, so any prices (negative
     # ones too) give a bound below the optimum.
     rng = np.random.default_rng(3)
-    for problem in list(_stacked_instances(3, seed=9)):
-        best = _brute_two_levels(problem)
+    for problem, best in _stacked_cases()[:3]:
         pods = [tuple(sorted(p)) for p in pod_free_hosts(problem)]
         caps = [sum(p) for p in pods]
         off = (problem.weights[0] + problem.weights[1]) * problem.w_col * problem.cols
@@ -150,8 +156,8 @@ def test_scaled_prices_stay_below_brute_force_and_beat_only_skips_work():
     # ``beat`` far above it skips the search (the first bound only), one of 0 never does.
     from rankmap.placement.stacking_bound import _best_scaled
 
-    for problem in list(_stacked_instances(4, seed=13)) + list(_wide_ring_instances(6, seed=4)):
-        best = _brute_two_levels(problem)
+    cases = list(_stacked_cases()) + [(p, _brute_two_levels(p)) for p in _wide_ring_instances(6, seed=4)]
+    for problem, best in cases:
         pods = [tuple(sorted(p)) for p in pod_free_hosts(problem)]
         caps = [sum(p) for p in pods]
         spare = sum(caps) - problem.rows * problem.cols

@@ -39,7 +39,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, min_plus, block_cost, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, block_cost, min_plus, nested_blocks, pod_free_hosts
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 

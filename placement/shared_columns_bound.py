@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import min_plus, block_cost, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import block_cost, min_plus, nested_blocks, pod_free_hosts
 
 __all__ = ["shared_columns_bound", "MUS", "MAX_WORK"]
 

@@ -18,14 +18,19 @@ scored placements: deterministic (a count, not a clock, ends the search).
 
 from __future__ import annotations
 
+import itertools
 from typing import Callable
 
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.tier_model import decode_counts
+from rankmap.placement.tier_model import decode_batch, decode_counts
 
-__all__ = ["counts_of", "count_search"]
+__all__ = ["counts_of", "count_search", "SCREEN_CELLS"]
+
+# Grid cells decoded at once when moves are screened in chunks (at most ~16 MB of
+# placements per chunk).
+SCREEN_CELLS = 1 << 20
 
 
 def counts_of(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
@@ -117,12 +122,15 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
     if current_key < best_key:
         best_cells, best_key = current_cells, current_key
     evals = 0
+    batch = getattr(key, "first_batch", None)   # key.first for many placements at once
     for _ in range(max_rounds):
         spare = free - counts.sum(axis=0)
-        for t in _moves(counts, spare):
+        for t in _screened(problem, _moves(counts, spare), batch, current_key):
             evals += 1
             if max_evals is not None and evals > max_evals:
                 return best_cells
+            if t is None:                       # both decodings screened out: as score's None
+                continue
             k, c = score(t, current_key)
             if k is not None and k < current_key:
                 counts, current_key = t, k
@@ -132,3 +140,24 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
         else:
             break
     return best_cells
+
+
+def _screened(problem: GridProblem, moves, batch: Callable | None, above: tuple):
+    """``moves`` in order, each replaced by None where ``batch`` (``key.first`` of many
+    placements ``cells[N, R, C]`` at once) shows both its decodings worse than ``above[0]``:
+    the moves that ``score`` would turn down on ``key.first`` alone, found a chunk at a time
+    (chunks grow from 8 to :data:`SCREEN_CELLS` cells, so that an early improvement wastes
+    little). Unchanged ``moves`` without ``batch``."""
+    if batch is None:
+        yield from moves
+        return
+    R, C = problem.rows, problem.cols
+    size = 8
+    while True:
+        chunk = list(itertools.islice(moves, size))
+        if not chunk:
+            return
+        decoded = decode_batch(problem, np.stack(chunk))                        # (2, N, R, C)
+        ok = (batch(decoded.reshape(-1, R, C)).reshape(2, -1) <= above[0]).any(axis=0)
+        yield from (t if keep else None for t, keep in zip(chunk, ok))
+        size = min(4 * size, max(8, SCREEN_CELLS // (R * C)))

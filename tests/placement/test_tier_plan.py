@@ -205,6 +205,35 @@ def test_count_search_keeps_capacities_and_never_worsens():
         assert tier_cost(problem, out) <= tier_cost(problem, start)
 
 
+def test_screened_count_search_equals_the_plain_one():
+    # The planner's key screens moves a chunk at a time (key.first_batch): the same tier
+    # costs to the last bit as one grid at a time, the same decodings, the same result as
+    # the search without the screen.
+    from rankmap.placement.count_search import count_search
+    from rankmap.placement.objectives import ranking
+    from rankmap.placement.tier_model import decode_batch, decode_counts
+    from rankmap.placement.tier_search import tier_cost_batch
+
+    rng = np.random.default_rng(5)
+    searched = 0
+    for problem in _random_problems(60, seed=11):
+        R, C, K = problem.rows, problem.cols, len(problem.free)
+        grids = rng.integers(0, K, size=(6, R, C))
+        assert tier_cost_batch(problem, grids).tolist() == [tier_cost(problem, g) for g in grids]
+        start = np.repeat(np.arange(K), problem.free)[:R * C].reshape(R, C)
+        counts = np.stack([np.bincount(row, minlength=K) for row in start])
+        both = decode_batch(problem, counts[None])
+        assert all((both[i, 0] == d).all() for i, d in enumerate(decode_counts(problem, counts)))
+        key = ranking(problem, ("tiers", "uplink"))
+        plain = ranking(problem, ("tiers", "uplink"))
+        del plain.first_batch
+        for evals in (None, 7):
+            a = count_search(problem, start, key, max_evals=evals)
+            assert a.tobytes() == count_search(problem, start, plain, max_evals=evals).tobytes(), problem
+        searched += 1
+    assert searched >= 20
+
+
 def test_default_three_tier_plan_beats_arnold_spread():
     # 8 rows of 144 hosts on 6 pods of 4 ToR groups (megascale-3tier's shape, all hosts used):
     # the count search must beat the pod-by-pod fill (Arnold's spread minimisation).

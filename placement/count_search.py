@@ -23,14 +23,14 @@ from typing import Callable
 
 import numpy as np
 
+from rankmap.placement.count_screen import CountScreen
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.tier_model import decode_batch, decode_counts
+from rankmap.placement.tier_model import decode_counts
 
-__all__ = ["counts_of", "count_search", "SCREEN_CELLS"]
+__all__ = ["counts_of", "count_search", "SCREEN_MOVES"]
 
-# Grid cells decoded at once when moves are screened in chunks (at most ~16 MB of
-# placements per chunk).
-SCREEN_CELLS = 1 << 20
+# Moves screened at once (each holds two rows of C hosts per decoding while screened).
+SCREEN_MOVES = 512
 
 
 def counts_of(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
@@ -122,10 +122,10 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
     if current_key < best_key:
         best_cells, best_key = current_cells, current_key
     evals = 0
-    batch = getattr(key, "first_batch", None)   # key.first for many placements at once
+    screen = getattr(key, "first_name", None) == "tiers"   # key.first is the tier cost
     for _ in range(max_rounds):
         spare = free - counts.sum(axis=0)
-        for t in _screened(problem, _moves(counts, spare), batch, current_key):
+        for t in _screened(problem, counts, _moves(counts, spare), screen, current_key):
             evals += 1
             if max_evals is not None and evals > max_evals:
                 return best_cells
@@ -142,22 +142,22 @@ def count_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rou
     return best_cells
 
 
-def _screened(problem: GridProblem, moves, batch: Callable | None, above: tuple):
-    """``moves`` in order, each replaced by None where ``batch`` (``key.first`` of many
-    placements ``cells[N, R, C]`` at once) shows both its decodings worse than ``above[0]``:
-    the moves that ``score`` would turn down on ``key.first`` alone, found a chunk at a time
-    (chunks grow from 8 to :data:`SCREEN_CELLS` cells, so that an early improvement wastes
-    little). Unchanged ``moves`` without ``batch``."""
-    if batch is None:
+def _screened(problem: GridProblem, counts: np.ndarray, moves, screen: bool, above: tuple):
+    """``moves`` (from ``counts``) in order, each replaced by None where both its decodings
+    cost more than ``above[0]`` on the tier cost
+    (:class:`~rankmap.placement.count_screen.CountScreen`, a chunk at a time): the moves that
+    ``score`` would turn down on ``key.first`` alone. Chunks grow from 8 moves to
+    :data:`SCREEN_MOVES`, so that an early improvement wastes little. ``moves`` unchanged
+    without ``screen``."""
+    if not screen:
         yield from moves
         return
-    R, C = problem.rows, problem.cols
+    costs = CountScreen(problem, counts).costs
     size = 8
     while True:
         chunk = list(itertools.islice(moves, size))
         if not chunk:
             return
-        decoded = decode_batch(problem, np.stack(chunk))                        # (2, N, R, C)
-        ok = (batch(decoded.reshape(-1, R, C)).reshape(2, -1) <= above[0]).any(axis=0)
+        ok = (costs(np.stack(chunk)) <= above[0]).any(axis=0)
         yield from (t if keep else None for t, keep in zip(chunk, ok))
-        size = min(4 * size, max(8, SCREEN_CELLS // (R * C)))
+        size = min(4 * size, SCREEN_MOVES)

@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem, grid_cost, grid_uplinks
-from rankmap.placement.tier_search import tier_cost, tier_cost_batch, tier_costs
+from rankmap.placement.tier_search import tier_cost, tier_costs
 
 __all__ = ["OBJECTIVES", "BYTE_TERMS", "COUNT_TERMS", "MAX_WEIGHT", "ranking", "weighting_problem"]
 
@@ -142,6 +142,5 @@ def ranking(problem: GridProblem, objectives: tuple, moved: Callable | None = No
 
     if not weighted and plain:
         key.first = lambda cells: value(plain[0], cells)  # the leading value alone (a cheap pre-check)
-        if plain[0] == "tiers":  # and for many placements cells[N, R, C] at once, the same values
-            key.first_batch = lambda cells: tier_cost_batch(problem, cells)
+        key.first_name = plain[0]  # lets the count search screen moves on the tier cost in bulk
     return key

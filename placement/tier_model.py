@@ -41,7 +41,7 @@ from ortools.sat.python import cp_model
 from rankmap.placement.cpsat_model import CountVars, solver_params
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["WEIGHT_SCALE", "TierModel", "tier_model_solve", "decode_counts", "decode_batch"]
+__all__ = ["WEIGHT_SCALE", "TierModel", "tier_model_solve", "decode_counts"]
 
 # Tier weights are floats; CP-SAT needs integers. floor(w * scale) / scale <= w keeps the
 # bound valid and loses at most 1/scale of a weight.
@@ -192,17 +192,6 @@ def decode_counts(problem: GridProblem, counts: np.ndarray) -> list:
     snake[1::2] = snake[1::2, ::-1]
     out.extend((plain, snake))
     return out
-
-
-def decode_batch(problem: GridProblem, counts: np.ndarray) -> np.ndarray:
-    """``cells[2, N, R, C]``: :func:`decode_counts` of each of ``counts[N, R, K]`` (the plain
-    layout first, then the snake), every row holding C hosts."""
-    N, R, _ = counts.shape
-    order, tiled = _order_of(problem, R)
-    plain = np.repeat(np.tile(tiled, N), counts[:, :, order].ravel()).reshape(N, R, -1).astype(np.int64, copy=False)
-    snake = plain.copy()
-    snake[:, 1::2] = snake[:, 1::2, ::-1]
-    return np.stack([plain, snake])
 
 
 def tier_model_solve(problem: GridProblem, hint: np.ndarray | None, time_limit_s: float, seed: int = 0,

@@ -44,7 +44,7 @@ from rankmap.placement.shared_columns_bound import shared_columns_bound
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.stacking_bound import stacking_bound
 
-__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "tier_cost_batch", "tier_bound", "tier_bound_method",
+__all__ = ["level_view", "level_problem", "tier_costs", "tier_cost", "level_maps", "tier_bound", "tier_bound_method",
            "nested_free", "nested_starts",
            "refine", "exhaustive", "EXHAUSTIVE_MAX"]
 
@@ -74,39 +74,12 @@ def tier_costs(problem: GridProblem, cells: np.ndarray) -> tuple[int, ...]:
     :func:`level_view`, with the domain maps made once per fabric: the search scores ~10^5
     grids)."""
     L = len(problem.weights)
-    maps = _level_maps(problem.domains[:L - 1], len(problem.free)) if L > 1 else None
+    maps = level_maps(problem.domains[:L - 1], len(problem.free)) if L > 1 else None
     return (grid_cost(problem, cells),) + tuple(grid_cost(problem, maps[lv][cells]) for lv in range(1, L))
 
 
-def tier_cost_batch(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
-    """``cost[N]``: :func:`tier_cost` of each of ``cells[N, R, C]`` (units), equal to it to the
-    last bit (each level's count in integers, the weighted sum in the same order).
-
-    Examples
-    --------
-    >>> p = GridProblem(1, 4, (1, 1, 1, 1), 1, 0, domains=((0, 0, 1, 1),), weights=(1.0, 3.0))
-    >>> tier_cost_batch(p, np.array([[[0, 2, 1, 3]], [[0, 1, 2, 3]]])).tolist()
-    [16.0, 10.0]
-    """
-    L = len(problem.weights)
-    maps = _level_maps(problem.domains[:L - 1], len(problem.free))
-    total = np.zeros(cells.shape[0])
-    for lv, w in enumerate(problem.weights):
-        m = cells if lv == 0 else maps[lv][cells]                                  # (N, R, C)
-        units = np.zeros(cells.shape[0], dtype=np.int64)
-        if problem.cols > 1:
-            ring = (np.count_nonzero(m[:, :, 1:] != m[:, :, :-1], axis=(1, 2))
-                    + np.count_nonzero(m[:, :, 0] != m[:, :, -1], axis=1))
-            units += problem.w_row * ring
-        if problem.rows > 1:
-            units += problem.w_col * np.count_nonzero(m[:, :-1] != m[:, 1:], axis=(1, 2))
-            units += problem.w_wrap * np.count_nonzero(m[:, -1] != m[:, 0], axis=1)
-        total = total + w * units.astype(np.float64)
-    return total
-
-
 @functools.lru_cache(maxsize=64)
-def _level_maps(domains: tuple, groups: int) -> np.ndarray:
+def level_maps(domains: tuple, groups: int) -> np.ndarray:
     """``maps[L, K]``: each ToR group's domain at every level (level 0: the group itself)."""
     maps = np.stack([np.arange(groups)] + [np.asarray(d, dtype=np.int64) for d in domains])
     maps.flags.writeable = False

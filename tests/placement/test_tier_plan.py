@@ -206,27 +206,34 @@ def test_count_search_keeps_capacities_and_never_worsens():
 
 
 def test_screened_count_search_equals_the_plain_one():
-    # The planner's key screens moves a chunk at a time (key.first_batch): the same tier
-    # costs to the last bit as one grid at a time, the same decodings, the same result as
-    # the search without the screen.
+    # The planner's key lets the count search screen moves a chunk at a time from the rows
+    # each move changes (count_screen): the same tier costs to the last bit as decoding and
+    # scoring whole grids, and the same search result as without the screen.
+    from rankmap.placement.count_screen import CountScreen
     from rankmap.placement.count_search import count_search
     from rankmap.placement.objectives import ranking
-    from rankmap.placement.tier_model import decode_batch, decode_counts
-    from rankmap.placement.tier_search import tier_cost_batch
+    from rankmap.placement.tier_model import decode_counts
 
     rng = np.random.default_rng(5)
     searched = 0
     for problem in _random_problems(60, seed=11):
         R, C, K = problem.rows, problem.cols, len(problem.free)
-        grids = rng.integers(0, K, size=(6, R, C))
-        assert tier_cost_batch(problem, grids).tolist() == [tier_cost(problem, g) for g in grids]
         start = np.repeat(np.arange(K), problem.free)[:R * C].reshape(R, C)
         counts = np.stack([np.bincount(row, minlength=K) for row in start])
-        both = decode_batch(problem, counts[None])
-        assert all((both[i, 0] == d).all() for i, d in enumerate(decode_counts(problem, counts)))
+        moves = []
+        for _ in range(6):                     # one or two rows redrawn, or two rows swapped
+            t = counts.copy()
+            for r in rng.choice(R, size=min(R, 2), replace=False)[:rng.integers(1, 3)]:
+                t[r] = np.bincount(rng.integers(0, K, size=C), minlength=K)
+            if R > 1 and rng.random() < 0.3:
+                t = counts.copy()
+                t[[0, R - 1]] = t[[R - 1, 0]]
+            moves.append(t)
+        want = [[tier_cost(problem, d) for d in decode_counts(problem, t)] for t in moves]
+        assert CountScreen(problem, counts).costs(np.stack(moves)).T.tolist() == want, problem
         key = ranking(problem, ("tiers", "uplink"))
         plain = ranking(problem, ("tiers", "uplink"))
-        del plain.first_batch
+        del plain.first_name
         for evals in (None, 7):
             a = count_search(problem, start, key, max_evals=evals)
             assert a.tobytes() == count_search(problem, start, plain, max_evals=evals).tobytes(), problem

@@ -1,0 +1,106 @@
+"""The tier cost of many count matrices one or two rows away from a current one, at once.
+
+The count search (:mod:`rankmap.placement.count_search`) scores placements decoded from
+``counts[R, K]`` (:func:`rankmap.placement.tier_model.decode_counts`: each row laid in one
+global group order, plainly or as a snake with every odd row reversed). Its moves change at
+most two rows (an exchange or a stage swap between rows r and q, a move to a spare group in
+row r), and a row's layout depends on its own counts and, in the snake, on its parity. The
+grid cost is a sum of per-row ring terms and per-pair pipeline terms (rows a and a + 1, the
+last row and the first for the wrap hop), so a move changes only the ring terms of its rows
+and the pipeline terms of the (at most four) pairs that touch them. This module scores
+``N`` moves from those terms alone: ``O(N C)`` cells instead of ``O(N R C)``, in integers
+exactly as :func:`rankmap.placement.grid_problem.grid_cost` counts them, the levels weighed
+in the order :func:`rankmap.placement.tier_search.tier_cost` uses, so the values are equal to
+the last bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.tier_model import decode_counts, group_order
+from rankmap.placement.tier_search import level_maps
+
+__all__ = ["CountScreen"]
+
+
+class CountScreen:
+    """Per-row and per-pair terms of the two decodings of ``counts[R, K]``, at every level.
+
+    Examples
+    --------
+    >>> from rankmap.placement.tier_search import tier_cost
+    >>> p = GridProblem(3, 2, (2, 2, 2), 5, 1, domains=((0, 0, 1),), weights=(1.0, 2.0))
+    >>> counts = np.array([[2, 0, 0], [0, 1, 1], [0, 1, 1]])
+    >>> moved = counts.copy(); moved[[0, 1]] = moved[[1, 0]]          # a stage swap
+    >>> CountScreen(p, counts).costs(moved[None]).tolist()
+    [[68.0], [68.0]]
+    >>> [tier_cost(p, c) for c in decode_counts(p, moved)]
+    [68.0, 68.0]
+    """
+
+    def __init__(self, problem: GridProblem, counts: np.ndarray):
+        self.problem, self.counts = problem, counts
+        L = len(problem.weights)
+        self.maps = level_maps(problem.domains[:L - 1], len(problem.free))     # (L, K)
+        self.order = group_order(problem)
+        self.layouts = np.stack(decode_counts(problem, counts))                   # (2, R, C): plain, snake
+        R = problem.rows
+        self.pairs = np.arange(R)
+        self.pair_w = np.where(self.pairs < R - 1, problem.w_col, problem.w_wrap) if R > 1 else np.zeros(R, int)
+        self.ring = np.stack([[_ring(m[x]) for m in self.maps] for x in self.layouts])      # (2, L, R)
+        below = self.layouts[:, (self.pairs + 1) % R]
+        self.hop = np.stack([[(m[x] != m[y]).sum(axis=-1) for m in self.maps]
+                             for x, y in zip(self.layouts, below)])                         # (2, L, R)
+        self.units = (problem.w_row * self.ring.sum(axis=2)
+                      + (self.pair_w * self.hop).sum(axis=2))                               # (2, L)
+
+    def costs(self, moves: np.ndarray) -> np.ndarray:
+        """``cost[2, N]``: the tier cost (units) of the plain and snake decodings of each of
+        ``moves[N, R, K]``, each at most two rows away from ``counts``."""
+        p, R = self.problem, self.problem.rows
+        N = moves.shape[0]
+        changed = (moves != self.counts[None]).any(axis=2)                          # (N, R)
+        r = np.argmax(changed, axis=1)
+        q = R - 1 - np.argmax(changed[:, ::-1], axis=1)
+        rows = np.stack([r, q], axis=1)                                             # (N, 2)
+        picked = moves[np.arange(N)[:, None], rows][:, :, self.order]               # (N, 2, K)
+        plain = np.repeat(np.tile(self.order, 2 * N), picked.ravel()).reshape(N, 2, -1)
+        slots = np.stack([(r - 1) % R, r, (q - 1) % R, q], axis=1)                  # (N, 4)
+        fresh = np.ones((N, 4), dtype=bool) if R > 1 else np.zeros((N, 4), dtype=bool)
+        for j in range(1, 4):
+            fresh[:, j] &= (slots[:, :j] != slots[:, j:j + 1]).all(axis=1)
+        one = (q == r)[:, None]                                                     # (N, 1)
+        out = np.zeros((2, N))
+        for x in range(2):
+            new = plain.copy()
+            if x == 1:                                                              # the snake: odd rows reversed
+                odd = (rows % 2 == 1)
+                new[odd] = new[odd][:, ::-1]
+            top, bottom = self._rows(x, slots, rows, new), self._rows(x, (slots + 1) % R, rows, new)
+            for lv, (w, m) in enumerate(zip(p.weights, self.maps)):
+                ring = _ring(m[new])                                                # (N, 2)
+                ring_delta = np.where(one, ring[:, :1], ring.sum(axis=1, keepdims=True))[:, 0]
+                ring_delta = ring_delta - np.where(one[:, 0], self.ring[x, lv, r], self.ring[x, lv, r] + self.ring[x, lv, q])
+                hops = (m[top] != m[bottom]).sum(axis=2) - self.hop[x, lv, slots]  # (N, 4)
+                units = (self.units[x, lv] + p.w_row * ring_delta
+                         + (np.where(fresh, hops, 0) * self.pair_w[slots]).sum(axis=1))
+                out[x] = out[x] + w * units.astype(np.float64)
+        return out
+
+    def _rows(self, x: int, index: np.ndarray, rows: np.ndarray, new: np.ndarray) -> np.ndarray:
+        """``cells[N, S, C]``: the layout-``x`` row at each ``index[N, S]`` after each move
+        (``new[N, 2, C]`` at its changed ``rows[N, 2]``, the current row elsewhere)."""
+        out = self.layouts[x][index]
+        for j in (0, 1):
+            hit = index == rows[:, j:j + 1]                                          # (N, S)
+            out = np.where(hit[:, :, None], new[:, j][:, None], out)
+        return out
+
+
+def _ring(cells: np.ndarray) -> np.ndarray:
+    """Ring crossings of each row of ``cells[..., C]`` (cyclic; 0 for rows of one host)."""
+    if cells.shape[-1] < 2:
+        return np.zeros(cells.shape[:-1], dtype=np.int64)
+    return (cells[..., 1:] != cells[..., :-1]).sum(axis=-1) + (cells[..., 0] != cells[..., -1])

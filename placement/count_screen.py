@@ -91,12 +91,14 @@ class CountScreen:
 
     def _rows(self, x: int, index: np.ndarray, rows: np.ndarray, new: np.ndarray) -> np.ndarray:
         """``cells[N, S, C]``: the layout-``x`` row at each ``index[N, S]`` after each move
-        (``new[N, 2, C]`` at its changed ``rows[N, 2]``, the current row elsewhere)."""
-        out = self.layouts[x][index]
-        for j in (0, 1):
-            hit = index == rows[:, j:j + 1]                                          # (N, S)
-            out = np.where(hit[:, :, None], new[:, j][:, None], out)
-        return out
+        (``new[N, 2, C]`` at its changed ``rows[N, 2]``, the current row elsewhere), gathered
+        at once from the current rows followed by the new ones."""
+        N, R = index.shape[0], self.problem.rows
+        source = np.concatenate([self.layouts[x], new.reshape(2 * N, -1)])         # (R + 2N, C)
+        at = index.copy()
+        for j in (1, 0):                                                          # row r wins where r == q
+            at = np.where(index == rows[:, j:j + 1], R + 2 * np.arange(N)[:, None] + j, at)
+        return source[at]
 
 
 def _ring(cells: np.ndarray) -> np.ndarray:

@@ -61,7 +61,7 @@ class CountScreen:
         ``moves[N, R, K]``, each at most two rows away from ``counts``."""
         p, R = self.problem, self.problem.rows
         N = moves.shape[0]
-        changed = (moves != self.counts[None]).any(axis=2)                          # (N, R)
+        changed = (moves != self.counts).any(axis=2)                                # (N, R)
         r = np.argmax(changed, axis=1)
         q = R - 1 - np.argmax(changed[:, ::-1], axis=1)
         rows = np.stack([r, q], axis=1)                                             # (N, 2)
@@ -72,18 +72,22 @@ class CountScreen:
         for j in range(1, 4):
             fresh[:, j] &= (slots[:, :j] != slots[:, j:j + 1]).all(axis=1)
         one = (q == r)[:, None]                                                     # (N, 1)
+        window = np.stack([(r - 1) % R, r, (r + 1) % R, (q - 1) % R, q, (q + 1) % R], axis=1)  # (N, 6)
         out = np.zeros((2, N))
         for x in range(2):
             new = plain.copy()
             if x == 1:                                                              # the snake: odd rows reversed
                 odd = (rows % 2 == 1)
                 new[odd] = new[odd][:, ::-1]
-            top, bottom = self._rows(x, slots, rows, new), self._rows(x, (slots + 1) % R, rows, new)
+            cells = self._rows(x, window, rows, new)                                # (N, 6, C)
             for lv, (w, m) in enumerate(zip(p.weights, self.maps)):
-                ring = _ring(m[new])                                                # (N, 2)
+                seen, laid = (cells, new) if lv == 0 else (m[cells], m[new])          # level 0: the groups
+                ring = _ring(laid)                                             # (N, 2)
                 ring_delta = np.where(one, ring[:, :1], ring.sum(axis=1, keepdims=True))[:, 0]
                 ring_delta = ring_delta - np.where(one[:, 0], self.ring[x, lv, r], self.ring[x, lv, r] + self.ring[x, lv, q])
-                hops = (m[top] != m[bottom]).sum(axis=2) - self.hop[x, lv, slots]  # (N, 4)
+                # pairs (r-1, r), (r, r+1), (q-1, q), (q, q+1): the window's rows 0-1, 1-2, 3-4, 4-5
+                crossed = seen[:, [0, 1, 3, 4]] != seen[:, [1, 2, 4, 5]]            # (N, 4, C)
+                hops = crossed.sum(axis=2) - self.hop[x, lv, slots]                # (N, 4)
                 units = (self.units[x, lv] + p.w_row * ring_delta
                          + (np.where(fresh, hops, 0) * self.pair_w[slots]).sum(axis=1))
                 out[x] = out[x] + w * units.astype(np.float64)

@@ -12,17 +12,21 @@ pod has left for the last sub-band, of ``rows[1]`` rows; ``rows[1] == 0``: no la
 The programme runs pod by pod over the running total, ``best[t]`` the least cost of
 reaching total ``t``; ties keep the option listed first.
 
-Only the *reachable* totals are kept (sums of group sizes: a few thousand of the up to
-50,000 totals of a sub-band at 100,000 hosts, most groups being of 64 hosts), each pod's
-options are reduced to their distinct sizes (options of one size cost the same, and the
-first is kept on ties), and only the walk back from the reached total is returned: the one
-option per pod that the caller reads. Calls repeat with the same pods (the layout tries
-several row splits that share bands), so results are memoised.
+The table is dense over the totals ``0 .. top`` that the pods so far can reach at most
+(``top`` grows pod by pod up to ``target``: a few hundred to a few thousand totals at
+100,000 hosts), and each pod is one step over all its options at once: ``cost[D, top + 1]``
+read from a strided view of the table shifted by each option's size, its least entry per
+total taken (:func:`numpy.argmin` keeps the first option listed on ties). Each pod's options
+are reduced to their distinct sizes (options of one size cost the same, and the first is
+kept on ties), for all pods at once (:func:`_option_costs`), and only the walk back from
+the reached total is returned: the one option per pod that the caller reads. Calls repeat
+with the same pods (the layout tries several row splits that share bands), so results are
+memoised.
 
 References
 ----------
 Bellman, *Dynamic Programming* (1957): the min-plus recurrence over running totals;
-Martello and Toth, *Knapsack Problems* (1990), ch. 4: subset sums over reachable states only.
+Martello and Toth, *Knapsack Problems* (1990), ch. 4: subset sums over running totals.
 """
 
 from __future__ import annotations
@@ -35,15 +39,40 @@ import numpy as np
 __all__ = ["share_walk"]
 
 
-def _option_costs(sizes: np.ndarray, total: int, frac: float, rows: tuple[int, int],
-                  ragged: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(size[D], miss[D], ragged_cost[D], first[D])`` of a pod's distinct option sizes
-    (``first`` the index of the first option of each size)."""
-    size, first = np.unique(sizes, return_index=True)
+def _option_costs(flat: np.ndarray, counts: np.ndarray, totals: np.ndarray, target: int, frac: float,
+                  rows: tuple[int, int], ragged: float) -> tuple[np.ndarray, ...]:
+    """Every pod's distinct option sizes within ``target``, pod after pod, each pod's in listing
+    order: ``(size[N], miss[N], ragged_cost[N], first[N], ends[P + 1])``, ``first`` the index
+    of the first option of each size in its pod, pod ``p``'s entries ``ends[p]:ends[p + 1]``
+    (``flat`` every option size, ``counts[P]`` options and ``totals[P]`` free hosts per pod)."""
+    pod = np.repeat(np.arange(len(counts)), counts)                    # (K,) pod of each option
+    idx = np.flatnonzero(flat <= target)
+    _, at = np.unique((pod * (int(flat.max(initial=0)) + 1) + flat)[idx], return_index=True)  # first (pod, size)
+    idx = np.sort(idx[at])                                             # pod after pod, listing order
+    size, p = flat[idx], pod[idx]
+    total = totals[p]
     steps = (size % rows[0] != 0).astype(np.int64)
     if rows[1] > 0:
         steps += (total - size) % rows[1] != 0
-    return size, np.abs(size - frac * total) / rows[0], ragged * steps, first
+    start = np.concatenate([[0], np.cumsum(counts)])
+    return (size, np.abs(size - frac * total) / rows[0], ragged * steps, idx - start[p],
+            np.searchsorted(p, np.arange(len(counts) + 1)))
+
+
+def _step(best: np.ndarray, size: np.ndarray, miss: np.ndarray, rag: np.ndarray, first: np.ndarray,
+          target: int) -> tuple[np.ndarray, np.ndarray]:
+    """One pod's step: from ``best[T]`` (least cost of each total 0..T-1, inf where none) over
+    the pod's options (``size[D]`` hosts in listing order, costing ``miss[D] + rag[D]``, option
+    index ``first[D]``), the next table ``best'[W]`` and the option taken at each total
+    (``option[W]``, -1 where none), the first listed among exactly equal costs."""
+    width = min(target, len(best) - 1 + int(size.max())) + 1
+    padded = np.full(2 * width + len(best), np.inf)
+    padded[width:width + len(best)] = best
+    shifted = np.lib.stride_tricks.as_strided(padded, (width + 1, width), padded.strides * 2)   # row j: padded[j:]
+    cost = shifted[width - size] + miss[:, None] + rag[:, None]         # (D, W): best[t - size] + costs
+    k = cost.argmin(axis=0)
+    best = cost[k, np.arange(width)]
+    return best, np.where(np.isfinite(best), first[k], -1)
 
 
 def share_walk(sizes: list, totals: list, target: int, frac: float, rows: tuple[int, int],
@@ -86,37 +115,23 @@ def share_walk(sizes: list, totals: list, target: int, frac: float, rows: tuple[
                  float(frac), (int(rows[0]), int(rows[1])), float(ragged))
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=1024)
 def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, rows: tuple[int, int],
           ragged: float) -> tuple[int, tuple[int, ...]]:
     """:func:`share_walk` on its memo key: ``flat`` every option size (int64, pod after pod),
     ``counts[P]`` options per pod, ``totals[P]`` free hosts per pod."""
-    ends = np.cumsum(np.frombuffer(counts, dtype=np.int64))
-    sizes = np.split(np.frombuffer(flat, dtype=np.int64), ends[:-1])
-    totals = np.frombuffer(totals, dtype=np.int64).tolist()
-    reached, best = np.zeros(1, dtype=np.int64), np.zeros(1)    # reachable totals (ascending), least cost
-    low = np.full(target + 1, np.inf)                             # scratch, indexed by total
-    pick = np.full(target + 1, -1)
-    steps = []                                                    # per pod (totals[T], option[T])
-    for pod_sizes, total in zip(sizes, totals):
-        size, miss, rag, first = _option_costs(pod_sizes, total, frac, rows, ragged)
-        for k in np.argsort(first):                               # listing order: the first kept on ties
-            n = np.searchsorted(reached, target - size[k], side="right")   # the totals it still fits
-            at = reached[:n] + size[k]                            # (T,) small arrays only: a few KB
-            cost = best[:n] + miss[k] + rag[k]
-            better = cost < low[at]
-            low[at[better]] = cost[better]
-            pick[at[better]] = first[k]
-        top = min(target, int(reached[-1] + size.max()))
-        reached = np.flatnonzero(pick[:top + 1] >= 0)
-        best = low[reached]
-        steps.append((reached, pick[reached]))
-        low[reached] = np.inf
-        pick[reached] = -1
+    counts, flat = np.frombuffer(counts, dtype=np.int64), np.frombuffer(flat, dtype=np.int64)
+    size, miss, rag, first, ends = _option_costs(flat, counts, np.frombuffer(totals, dtype=np.int64), target,
+                                                 frac, rows, ragged)
+    best, steps = np.zeros(1), []                                 # steps: per pod option[W]
+    for a, b in itertools.pairwise(ends.tolist()):
+        best, option = _step(best, size[a:b], miss[a:b], rag[a:b], first[a:b], target)
+        steps.append(option)
+    reached = np.flatnonzero(np.isfinite(best))
     t = int(reached[-1])
     picks = []
-    for (done, option), pod_sizes in zip(reversed(steps), reversed(sizes)):
-        k = int(option[np.searchsorted(done, t)])
+    for option, start in zip(reversed(steps), reversed((np.cumsum(counts) - counts).tolist())):
+        k = int(option[t])                                        # pod's option on the way to t
         picks.append(k)
-        t -= int(pod_sizes[k])
+        t -= int(flat[start + k])
     return int(reached[-1]), tuple(reversed(picks))

@@ -113,9 +113,16 @@ def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragg
     columns by which the pod's share misses its fraction, plus ``ragged`` per share, here and
     in the last sub-band of ``rows[1]`` rows, that fills no whole columns); with no exact
     whole-group split, one group of the last pod that can is cut to make up the rest."""
-    opts = [group_subsets(p) for p in pods]
-    sizes = [[sum(pod[i][1] for i in o) for o in options] for pod, options in zip(pods, opts)]
+    opts, sizes = zip(*(_options(tuple(n for _, n in pod)) for pod in pods)) if pods else ((), ())
     return _shares_from(pods, opts, sizes, _share_table(pods, sizes, target, frac, rows, ragged), target)
+
+
+@functools.lru_cache(maxsize=MEMO_SIZE)
+def _options(hosts: tuple[int, ...]) -> tuple[tuple, tuple[int, ...]]:
+    """A pod's options by its groups' ``hosts[k]``: the index subsets of its groups that may go
+    to one sub-band (:func:`~rankmap.placement.band_pods.group_subsets`) and their hosts."""
+    opts = tuple(group_subsets(list(hosts)))
+    return opts, tuple(sum(hosts[i] for i in o) for o in opts)
 
 
 def _share_table(pods, sizes, target, frac, rows, ragged) -> list:

@@ -281,13 +281,9 @@ def _lay_sub_band(cells: np.ndarray, r0: int, height: int, pieces: list[tuple[in
     """Lay ``pieces`` (``[(group, hosts)]``, ``height * C`` hosts in all) on rows
     ``r0 .. r0 + height - 1`` left to right, each piece's columns dealt round robin over
     the rows (every row gets exactly C; a piece's rows differ by at most one column)."""
-    widths = np.zeros((height, len(pieces)), dtype=np.int64)         # widths[row, piece]
-    nxt = 0
-    for i, (_, hosts) in enumerate(pieces):
-        q, rem = divmod(hosts, height)
-        widths[:, i] = q
-        widths[(nxt + np.arange(rem)) % height, i] += 1
-        nxt = (nxt + rem) % height
-    groups = [g for g, _ in pieces]
-    for h in range(height):
-        cells[r0 + h] = np.repeat(groups, widths[h])
+    groups, hosts = np.array(pieces, dtype=np.int64).reshape(-1, 2).T          # (pieces,) each
+    q, rem = np.divmod(hosts, height)
+    nxt = (np.cumsum(rem) - rem) % height                            # the row each piece's extras start on
+    # piece i's extra columns go to rows nxt_i, nxt_i + 1, ... (mod height): widths[row, piece]
+    widths = q + ((np.arange(height)[:, None] - nxt) % height < rem)
+    cells[r0:r0 + height] = np.repeat(np.tile(groups, height), widths.ravel()).reshape(height, -1)

@@ -125,15 +125,28 @@ def _inner(shares: list, heights: list[int], w_tor: float) -> tuple[list[np.ndar
         cost = np.zeros((len(heights), hmax))
         lay = []
         for j, (share, h) in enumerate(zip(pod, heights)):
-            if len(share) < 2:
-                lay.append([list(share)] * h)
-                continue
-            orders = list(itertools.permutations(share)) if len(share) <= MAX_ORDERED_GROUPS else [tuple(share)]
-            inside = np.cumsum([[k for _, k in o] for o in orders], axis=1)[:, :-1]      # (orders, pieces - 1)
-            steps = ((np.arange(h)[:, None, None] + inside[None]) % h != 0).sum(axis=2)  # (h, orders)
-            b = steps.argmin(axis=1)                                     # first order with the fewest steps
-            cost[j, :h] = w_tor * steps[np.arange(h), b]
-            lay.append([list(orders[k]) for k in b])
+            steps, orders = _share_lays(tuple(share), h, w_tor)
+            cost[j, :h] = steps
+            lay.append([list(o) for o in orders])
         costs.append(cost)
         lays.append(lay)
     return costs, lays
+
+
+@functools.lru_cache(maxsize=4096)
+def _share_lays(share: tuple, h: int, w_tor: float) -> tuple[np.ndarray, tuple]:
+    """For one pod's ``share`` (``(group, hosts)`` pairs) in a sub-band of ``h`` rows, per
+    running total ``r`` it starts from (mod ``h``): ``w_tor`` times the fewest steps at group
+    edges inside it (``cost[h]``, read only) and the piece order reaching them (the first such
+    order; all orders of at most :data:`MAX_ORDERED_GROUPS` pieces, else the given one).
+    Memoised: the bands of the nested layouts share pods."""
+    if len(share) < 2:
+        cost, lay = np.zeros(h), (share,) * h
+    else:
+        orders = list(itertools.permutations(share)) if len(share) <= MAX_ORDERED_GROUPS else [share]
+        inside = np.cumsum([[k for _, k in o] for o in orders], axis=1)[:, :-1]      # (orders, pieces - 1)
+        steps = ((np.arange(h)[:, None, None] + inside[None]) % h != 0).sum(axis=2)  # (h, orders)
+        b = steps.argmin(axis=1)                                     # first order with the fewest steps
+        cost, lay = w_tor * steps[np.arange(h), b], tuple(orders[k] for k in b)
+    cost.flags.writeable = False
+    return cost, lay

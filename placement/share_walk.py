@@ -59,22 +59,6 @@ def _option_costs(flat: np.ndarray, counts: np.ndarray, totals: np.ndarray, targ
             np.searchsorted(p, np.arange(len(counts) + 1)))
 
 
-def _step(best: np.ndarray, size: np.ndarray, miss: np.ndarray, rag: np.ndarray, first: np.ndarray,
-          target: int) -> tuple[np.ndarray, np.ndarray]:
-    """One pod's step: from ``best[T]`` (least cost of each total 0..T-1, inf where none) over
-    the pod's options (``size[D]`` hosts in listing order, costing ``miss[D] + rag[D]``, option
-    index ``first[D]``), the next table ``best'[W]`` and the option taken at each total
-    (``option[W]``, -1 where none), the first listed among exactly equal costs."""
-    width = min(target, len(best) - 1 + int(size.max())) + 1
-    padded = np.full(2 * width + len(best), np.inf)
-    padded[width:width + len(best)] = best
-    shifted = np.lib.stride_tricks.as_strided(padded, (width + 1, width), padded.strides * 2)   # row j: padded[j:]
-    cost = shifted[width - size] + miss[:, None] + rag[:, None]         # (D, W): best[t - size] + costs
-    k = cost.argmin(axis=0)
-    best = cost[k, np.arange(width)]
-    return best, np.where(np.isfinite(best), first[k], -1)
-
-
 def share_walk(sizes: list, totals: list, target: int, frac: float, rows: tuple[int, int],
                ragged: float) -> tuple[int, tuple[int, ...]]:
     """The reached total and the option each pod gives (module docstring).
@@ -123,11 +107,17 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     counts, flat = np.frombuffer(counts, dtype=np.int64), np.frombuffer(flat, dtype=np.int64)
     size, miss, rag, first, ends = _option_costs(flat, counts, np.frombuffer(totals, dtype=np.int64), target,
                                                  frac, rows, ragged)
-    best, steps = np.zeros(1), []                                 # steps: per pod option[W]
-    for a, b in itertools.pairwise(ends.tolist()):
-        best, option = _step(best, size[a:b], miss[a:b], rag[a:b], first[a:b], target)
-        steps.append(option)
-    reached = np.flatnonzero(np.isfinite(best))
+    n = target + 1
+    tables = np.full((2, 3 * n), np.inf)      # pod p reads table p % 2, writes the other: best[t] at [n + t]
+    shifted = [np.lib.stride_tricks.as_strided(b, (n + 1, n), b.strides * 2) for b in tables]  # [j, t]: b[j + t]
+    tables[0, n], width, steps = 0.0, 1, []   # totals 0..width-1 written (inf beyond: widths only grow)
+    for p, (a, b) in enumerate(itertools.pairwise(ends.tolist())):
+        width = min(target, width - 1 + int(size[a:b].max())) + 1
+        cost = shifted[p % 2][n - size[a:b], :width] + miss[a:b, None] + rag[a:b, None]   # (D, W): best[t - size]
+        k = cost.argmin(axis=0)                                   # the first option listed on ties
+        tables[1 - p % 2, n:n + width] = cost[k, np.arange(width)]
+        steps.append(first[a:b][k])                               # option[W], read at reachable totals only
+    reached = np.flatnonzero(np.isfinite(tables[len(steps) % 2, n:n + width]))
     t = int(reached[-1])
     picks = []
     for option, start in zip(reversed(steps), reversed((np.cumsum(counts) - counts).tolist())):

@@ -110,40 +110,41 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     counts, flat = np.frombuffer(counts, dtype=np.int64), np.frombuffer(flat, dtype=np.int64)
     size, miss, rag, first, ends = _option_costs(flat, counts, np.frombuffer(totals, dtype=np.int64), target,
                                                  frac, rows, ragged)
-    pods = [(a, b) for a, b in itertools.pairwise(ends.tolist())]
-    lows, highs = _windows([size[a:b] for a, b in pods], target)
+    pods = list(itertools.pairwise(ends.tolist()))
+    lows, highs = _windows(size, ends, target) if pods else ([], [])
     n = target + 1
     tables = np.full((2, 3 * n), np.inf)      # pod p reads table p % 2, writes the other: best[t] at [n + t]
     shifted = [np.lib.stride_tricks.as_strided(b, (n + 1, n), b.strides * 2) for b in tables]  # [j, t]: b[j + t]
-    tables[0, n], steps = 0.0, []
+    tables[0, n], costs = 0.0, []
     for p, ((a, b), lo, hi) in enumerate(zip(pods, lows, highs)):
         cost = shifted[p % 2][n - size[a:b], lo:hi + 1] + miss[a:b, None] + rag[a:b, None]   # best[t - size]
-        k = cost.argmin(axis=0)                                   # the first option listed on ties
-        tables[1 - p % 2, n + lo:n + hi + 1] = cost[k, np.arange(hi + 1 - lo)]
-        steps.append(first[a:b][k])                               # option[t - lo]
+        cost.min(axis=0, out=tables[1 - p % 2, n + lo:n + hi + 1])
+        costs.append(cost)                                        # (D, W), read back at one total only
     t = reached = highs[-1] if pods else 0
     picks = []
-    for option, lo, start in zip(reversed(steps), reversed(lows), reversed((np.cumsum(counts) - counts).tolist())):
-        k = int(option[t - lo])                                   # pod's option on the way to t
+    for cost, (a, _), lo, start in zip(reversed(costs), reversed(pods), reversed(lows),
+                                       reversed((np.cumsum(counts) - counts).tolist())):
+        k = int(first[a + int(cost[:, t - lo].argmin())])         # the first option listed on ties
         picks.append(k)
         t -= int(flat[start + k])
     return reached, tuple(reversed(picks))
 
 
-def _windows(sizes: list[np.ndarray], target: int) -> tuple[list[int], list[int]]:
-    """Per pod the totals ``lo[P] .. hi[P]`` its table needs: those reachable so far (at most
-    the pods' largest options summed) from which the pods after it can still reach the total
-    reached (``hi[-1]``, the largest reachable within ``target``; reachable sums as bits of a
-    Python integer). Every total on the walk back lies inside, and every total a table in its
-    window reads from lies in the window before (or is unreachable)."""
-    reach, mask = 1, (1 << (target + 1)) - 1
-    for pod in sizes:
-        reach = functools.reduce(operator.or_, (reach << v for v in pod.tolist())) & mask
+def _windows(size: np.ndarray, ends: np.ndarray, target: int) -> tuple[list[int], list[int]]:
+    """Per pod the totals ``lo[P] .. hi[P]`` its table needs (pod ``p``'s option sizes
+    ``size[ends[p]:ends[p + 1]]``): those reachable so far (at most the pods' largest options
+    summed) from which the pods after it can still reach the total reached (``hi[-1]``, the
+    largest reachable within ``target``; reachable sums as bits of a Python integer). Every
+    total on the walk back lies inside, and every total a table in its window reads from lies
+    in the window before (or is unreachable)."""
+    reach, mask, sizes = 1, (1 << (target + 1)) - 1, size.tolist()
+    for a, b in itertools.pairwise(ends.tolist()):
+        reach = functools.reduce(operator.or_, (reach << v for v in sizes[a:b])) & mask
     top = reach.bit_length() - 1
-    highest = np.cumsum([int(pod.max()) for pod in sizes])               # reachable so far, at most
-    after_max = np.cumsum([0] + [int(pod.max()) for pod in sizes[:0:-1]])[::-1]   # the pods after, at most
-    after_min = np.cumsum([0] + [int(pod.min()) for pod in sizes[:0:-1]])[::-1]
+    most, least = np.maximum.reduceat(size, ends[:-1]), np.minimum.reduceat(size, ends[:-1])   # (P,) each
+    after_max = np.cumsum(np.concatenate([[0], most[:0:-1]]))[::-1]      # the pods after each, at most
+    after_min = np.cumsum(np.concatenate([[0], least[:0:-1]]))[::-1]
     lo = np.maximum(0, top - after_max)
-    hi = np.minimum(np.minimum(highest, target), top - after_min)
+    hi = np.minimum(np.minimum(np.cumsum(most), target), top - after_min)
     return lo.tolist(), hi.tolist()
 

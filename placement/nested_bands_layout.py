@@ -281,9 +281,10 @@ def _lay_sub_band(cells: np.ndarray, r0: int, height: int, pieces: list[tuple[in
     """Lay ``pieces`` (``[(group, hosts)]``, ``height * C`` hosts in all) on rows
     ``r0 .. r0 + height - 1`` left to right, each piece's columns dealt round robin over
     the rows (every row gets exactly C; a piece's rows differ by at most one column)."""
-    groups, hosts = np.array(pieces, dtype=np.int64).reshape(-1, 2).T          # (pieces,) each
+    flat = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=2 * len(pieces))
+    groups, hosts = flat[0::2], flat[1::2]                           # (pieces,) each
     q, rem = np.divmod(hosts, height)
     nxt = (np.cumsum(rem) - rem) % height                            # the row each piece's extras start on
     # piece i's extra columns go to rows nxt_i, nxt_i + 1, ... (mod height): widths[row, piece]
     widths = q + ((np.arange(height)[:, None] - nxt) % height < rem)
-    cells[r0:r0 + height] = np.repeat(np.tile(groups, height), widths.ravel()).reshape(height, -1)
+    cells[r0:r0 + height] = groups[None].repeat(height, axis=0).repeat(widths.ravel()).reshape(height, -1)

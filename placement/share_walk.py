@@ -139,7 +139,7 @@ def _windows(size: np.ndarray, ends: np.ndarray, target: int) -> tuple[list[int]
     in the window before (or is unreachable)."""
     reach, mask, sizes = 1, (1 << (target + 1)) - 1, size.tolist()
     for a, b in itertools.pairwise(ends.tolist()):
-        reach = functools.reduce(operator.or_, (reach << v for v in sizes[a:b])) & mask
+        reach = functools.reduce(operator.or_, map(reach.__lshift__, sizes[a:b])) & mask
     top = reach.bit_length() - 1
     most, least = np.maximum.reduceat(size, ends[:-1]), np.minimum.reduceat(size, ends[:-1])   # (P,) each
     after_max = np.cumsum(np.concatenate([[0], most[:0:-1]]))[::-1]      # the pods after each, at most

@@ -76,11 +76,9 @@ def _pod_order(shares: tuple, heights: tuple, w_tor: float, w_pod: float) -> tup
     1,319 distinct calls of 1,782 on the deep-pipeline benchmark at 100,000 hosts, 25% busy);
     its result as tuples."""
     n, m = len(shares), len(heights)
-    sizes = np.array([[sum(k for _, k in shares[i][j]) for j in range(m)] for i in range(n)], dtype=np.int64)
-    _, steps = _subsets(n)
-    totals = np.zeros((1, m), dtype=np.int64)                              # (2**n, m) hosts left of the edge
-    for i in range(n):                                                     # subsets with pod i after those without
-        totals = np.concatenate([totals, totals + sizes[i]])
+    sizes = np.array([[sum(k for _, k in shares[i][j]) for j in range(m)] for i in range(n)], dtype=float)
+    bits, steps = _subsets(n)
+    totals = (bits @ sizes).astype(np.int64)                               # (2**n, m) hosts left of the edge
     h = np.asarray(heights, dtype=np.int64)
     resid = totals % h                                                     # (2**n, m)
     edge = (w_tor + w_pod) * (resid != 0).sum(axis=1).astype(float)
@@ -89,11 +87,13 @@ def _pod_order(shares: tuple, heights: tuple, w_tor: float, w_pod: float) -> tup
         edge += w_pod * np.abs(totals[:, j] // h[j] - below)
     edge[-1] = 0.0
     inner, lays = _inner(shares, heights, w_tor)                           # (P, m, max h), orders
-    rows = np.arange(m)
-    enter = np.stack(inner)[:, rows, resid].sum(axis=2)                   # (P, 2**n): pod i after set S
+    # a pod's entry cost depends on the residues only: per residue code (mixed radix h) first
+    mult = np.cumprod(np.concatenate([[1], h[:-1]]))                      # (m,)
+    every = (np.arange(int(np.prod(h)))[:, None] // mult) % h              # (codes, m) residues of each code
+    enter = np.stack(inner)[:, np.arange(m), every].sum(axis=2)           # (P, codes), summed over m as ever
+    enter = enter[:, (resid * mult).sum(axis=1)].ravel()                   # (P * 2**n): pod i after set S
     best = np.zeros(1 << n)
     last = np.full(1 << n, -1, dtype=np.int64)
-    enter = enter.ravel()
     for have, prev, pods, at, row in steps:                                # (S,), (S, k) x 3, (S,)
         cand = best[prev] + enter[at]
         k = cand.argmin(axis=1)                                            # first: the highest pod index
@@ -115,7 +115,8 @@ def _pod_order(shares: tuple, heights: tuple, w_tor: float, w_pod: float) -> tup
 
 @functools.lru_cache(maxsize=None)
 def _subsets(n: int) -> tuple[np.ndarray, list]:
-    """``bits[2**n, n]`` (pod i in subset S) and the dynamic programme's steps in order of
+    """``bits[2**n, n]`` (1.0: pod i in subset S; floats, so that the subsets' totals are one
+    BLAS product, exact for sums below 2**53) and the dynamic programme's steps in order of
     subset size: per size k the subsets ``S[s]``, and for each its ``k`` pods ``i`` (highest
     first, so that ties keep the given order) with ``S - i``, as ``(S[s], prev[s, k],
     pods[s, k], at[s, k], row[s])``, ``at = i * 2**n + (S - i)`` (an index into the flattened
@@ -129,7 +130,7 @@ def _subsets(n: int) -> tuple[np.ndarray, list]:
         pods = np.stack([np.nonzero(bits[s])[0][::-1] for s in have])   # (S, k)
         prev = have[:, None] ^ (1 << pods)
         steps.append((have, prev, pods, (pods << n) | prev, np.arange(have.size)))
-    return bits, steps
+    return bits.astype(float), steps
 
 
 def _inner(shares: list, heights: list[int], w_tor: float) -> tuple[list[np.ndarray], list]:

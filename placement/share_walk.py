@@ -117,7 +117,10 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     shifted = [np.lib.stride_tricks.as_strided(b, (n + 1, n), b.strides * 2) for b in tables]  # [j, t]: b[j + t]
     tables[0, n], costs = 0.0, []
     for p, ((a, b), lo, hi) in enumerate(zip(pods, lows, highs)):
-        cost = shifted[p % 2][n - size[a:b], lo:hi + 1] + miss[a:b, None] + rag[a:b, None]   # best[t - size]
+        cost = shifted[p % 2][n - size[a:b], lo:hi + 1]          # (D, W): best[t - size], a copy
+        cost += miss[a:b, None]
+        if ragged:                                                # + 0.0 changes no cost (none is -0.0)
+            cost += rag[a:b, None]
         cost.min(axis=0, out=tables[1 - p % 2, n + lo:n + hi + 1])
         costs.append(cost)                                        # (D, W), read back at one total only
     t = reached = highs[-1] if pods else 0

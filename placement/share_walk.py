@@ -115,6 +115,8 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     n = target + 1
     tables = np.full((2, 3 * n), np.inf)      # pod p reads table p % 2, writes the other: best[t] at [n + t]
     shifted = [np.lib.stride_tricks.as_strided(b, (n + 1, n), b.strides * 2) for b in tables]  # [j, t]: b[j + t]
+    # a table holds stale totals below its window (windows only move up), never read: a read
+    # outside the window before falls below total 0 or above every total written (inf)
     tables[0, n], costs = 0.0, []
     for p, ((a, b), lo, hi) in enumerate(zip(pods, lows, highs)):
         cost = shifted[p % 2][n - size[a:b], lo:hi + 1]          # (D, W): best[t - size], a copy

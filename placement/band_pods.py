@@ -13,6 +13,7 @@ Algorithms*, 3rd ed., ch. 35.5.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
@@ -63,6 +64,38 @@ def without_smallest_pods(problem: GridProblem, first: int = 0) -> tuple[int, ..
 
 
 def band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False,
+               part: bool = False, prefer: np.ndarray | None = None) -> list | None:
+    """:func:`_band_pods`, memoised: the nested band layouts fill their first bands from the
+    same free hosts again and again (deep pipeline, 100,000 hosts: 993 distinct calls of
+    3,456). The memo is keyed on the bytes of ``dom``, ``free`` and ``prefer`` and keeps
+    :data:`MEMO_SIZE` results, each the pods and ``free`` after them (a few KB)."""
+    key = _array_key(dom), _array_key(free), int(need), bool(balanced), bool(part), _array_key(prefer)
+    pods, after = _band_pods_memo(*key)
+    free[:] = np.frombuffer(after, dtype=free.dtype)
+    return None if pods is None else [list(pod) for pod in pods]
+
+
+# Results kept by :func:`band_pods`' memo.
+MEMO_SIZE = 2048
+
+
+def _array_key(a: np.ndarray | None) -> tuple | None:
+    """A hashable copy of ``a``: its dtype, shape and bytes."""
+    return None if a is None else (a.dtype.str, a.shape, a.tobytes())
+
+
+@functools.lru_cache(maxsize=MEMO_SIZE)
+def _band_pods_memo(dom: tuple, free: tuple, need: int, balanced: bool, part: bool,
+                    prefer: tuple | None) -> tuple[tuple | None, bytes]:
+    """:func:`_band_pods` on :func:`_array_key` copies: the pods as tuples and ``free`` after them."""
+    def array(key: tuple) -> np.ndarray:
+        return np.frombuffer(key[2], dtype=key[0]).reshape(key[1])
+    left = array(free).copy()
+    pods = _band_pods(array(dom), left, need, balanced, part, None if prefer is None else array(prefer))
+    return (None if pods is None else tuple(tuple(pod) for pod in pods)), left.tobytes()
+
+
+def _band_pods(dom: np.ndarray, free: np.ndarray, need: int, balanced: bool = False,
                part: bool = False, prefer: np.ndarray | None = None) -> list | None:
     """The pods of one band, as ``[[(group, hosts), ...] per pod]`` summing to ``need``: the
     fewest whole pods that fill it exactly (``balanced``: as many whole pods as the band's

@@ -13,11 +13,12 @@ it passes, and the pipeline hops cross a pod only between bands.
 
 Per band, the pods are the fewest whole pods whose free hosts fill the band exactly
 (:mod:`rankmap.placement.subset_sum`; with no exact subset the last one is cut, its rest
-kept for the next band); the groups of each pod go to the sub-bands by dynamic programming
-over the sub-band's total (it must be exactly ``s * C`` hosts), keeping each pod's share of
-every sub-band as near its share of the band as the group sizes allow, so that a pod's
-columns in one sub-band line up with its columns in the next (a pod whose upper part is
-wider than its lower part sends the difference of pipeline hops across the pod tier). Pods
+kept for the next band); the groups of each pod go to the sub-bands
+(:mod:`rankmap.placement.band_split`) by dynamic programming over the sub-band's total (it
+must be exactly ``s * C`` hosts), keeping each pod's share of every sub-band as near its
+share of the band as the group sizes allow, so that a pod's columns in one sub-band line
+up with its columns in the next (a pod whose upper part is wider than its lower part sends
+the difference of pipeline hops across the pod tier). Pods
 are then ordered along the band, and each pod's groups inside its shares, so that as few
 pipeline hops as possible step across group and pod edges or cross between misaligned pod
 edges (exactly, by dynamic programming over subsets, :mod:`rankmap.placement.pod_order`;
@@ -38,12 +39,10 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from rankmap.placement.aligned_shares import aligned_shares
-from rankmap.placement.band_pods import band_pods, group_subsets, without_smallest_pods
+from rankmap.placement.band_pods import band_pods, without_smallest_pods
+from rankmap.placement.band_split import split_band
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.pod_fit import band_fits
-from rankmap.placement.pod_order import pod_order
-from rankmap.placement.share_walk import share_walk
 
 __all__ = ["nested_band_cells", "nested_bands_starts", "trimmed"]
 
@@ -269,7 +268,7 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
         pieces = band_pods(dom, free, sum(band) * C, balanced, part, fits.get(tuple(band)))
         if pieces is None:
             return None
-        split = _split_band(pieces, band, C, ragged, tuple(problem.weights[:2]), aligned)
+        split = split_band(pieces, band, C, ragged, tuple(problem.weights[:2]), aligned)
         if split is None:
             return None
         for h, row in zip(band, split):
@@ -278,130 +277,14 @@ def nested_band_cells(problem: GridProblem, s: int, m: int, heights: list | None
     return cells
 
 
-def _split_band(pods: list, heights: list[int], cols: int, ragged: float = 0.0, weights: tuple = (1.0, 1.0),
-                aligned: bool = False) -> list[list[tuple[int, int]]] | None:
-    """Each sub-band's ``[(group, hosts)]`` in lay order: the pods' groups shared out so that
-    sub-band ``j`` holds exactly ``heights[j] * cols`` hosts, pods ordered to line up
-    (:func:`~rankmap.placement.pod_order.pod_order` with ``weights``, the ToR and pod tiers'
-    weights; greedily when the band has too many pods); ``aligned``: two sub-bands' shares
-    chosen again along that order (:func:`~rankmap.placement.aligned_shares.aligned_shares`)
-    and the pods ordered again."""
-    shares = [[] for _ in pods]                          # shares[pod][sub-band] = [(group, hosts)]
-    rest = [list(p) for p in pods]
-    for j, h in enumerate(heights[:-1]):
-        frac = h / sum(heights[j:])
-        rows = (h, heights[j + 1]) if j + 2 == len(heights) else (h, 0)
-        picked = _pick_share(rest, h * cols, frac, rows, ragged)
-        if picked is None:
-            return None
-        for i, share in enumerate(picked):
-            shares[i].append(share)
-            taken = dict(share)
-            rest[i] = [(g, n - taken.get(g, 0)) for g, n in rest[i] if n - taken.get(g, 0) > 0]
-    for i in range(len(pods)):
-        shares[i].append(rest[i])
-    found = pod_order(shares, heights, *weights)
-    if found is not None and aligned:
-        again = aligned_shares(pods, heights, cols, found[0], *weights)
-        found = pod_order(again, heights, *weights) if again is not None else found
-    if found is not None:
-        order, pieces = found
-        return [[piece for i in order for piece in pieces[i][j]] for j in range(len(heights))]
-    order = _line_up([[sum(n for _, n in part) / h for part, h in zip(sh, heights)] for sh in shares])
-    return [_straight([shares[i][j] for i in order], h) for j, h in enumerate(heights)]
-
-
-def _straight(pods: list, height: int) -> list[tuple[int, int]]:
-    """One sub-band's pieces in lay order: pod by pod, inside each pod the piece that ends on a
-    whole column first (the running total of hosts a multiple of ``height``), so that as few
-    group edges as possible step by a column between rows (each step is a pipeline hop
-    across the edge); ties keep the pod's order."""
-    out, carry = [], 0
-    for pod in pods:
-        left = list(pod)
-        while left:
-            i = min(range(len(left)), key=lambda i: ((carry + left[i][1]) % height != 0, i))
-            carry = (carry + left[i][1]) % height
-            out.append(left.pop(i))
-    return out
-
-
-def _pick_share(pods: list, target: int, frac: float, rows: tuple = (1, 0), ragged: float = 0.0) -> list | None:
-    """Per pod the ``[(group, hosts)]`` it gives one sub-band, summing to ``target`` over the
-    pods, each pod's share as near ``frac`` of its hosts as possible (dynamic programming
-    over the running total, minimising the sum of ``|share - frac * hosts| / rows[0]``, the
-    columns by which the pod's share misses its fraction, plus ``ragged`` per share, here and
-    in the last sub-band of ``rows[1]`` rows, that fills no whole columns); with no exact
-    whole-group split, one group of the last pod that can is cut to make up the rest."""
-    opts = [group_subsets(p) for p in pods]
-    sizes = [[sum(pod[i][1] for i in o) for o in options] for pod, options in zip(pods, opts)]
-    return _shares_from(pods, opts, sizes, _share_table(pods, sizes, target, frac, rows, ragged), target)
-
-
-def _share_table(pods, sizes, target, frac, rows, ragged) -> list:
-    """The dynamic programme of :func:`_pick_share`
-    (:func:`~rankmap.placement.share_walk.share_walk`): per pod ``{running total: option
-    index}`` at the totals the walk back from the reached total passes (all that
-    :func:`_shares_from` reads), then the total reached (``target``, else the largest below
-    it: most bands have no exact whole-group split)."""
-    reached, picks = share_walk(sizes, [sum(n for _, n in pod) for pod in pods], target, frac, rows, ragged)
-    choice, t = [], reached
-    for pod_sizes, k in zip(reversed(sizes), reversed(picks)):
-        choice.append({t: k})
-        t -= pod_sizes[k]
-    return choice[::-1] + [reached]
-
-
-def _shares_from(pods, opts, sizes, choice, target) -> list | None:
-    """Walks :func:`_share_table`'s choices back from its reached total (its last entry); one
-    group of the last pod that can is cut to make up what the total misses of ``target``."""
-    *choice, total = choice
-    picks, t = [], total
-    for pod, options, pod_sizes, arg in zip(reversed(pods), reversed(opts), reversed(sizes), reversed(choice)):
-        k = int(arg[t])
-        picks.append([pod[i] for i in options[k]])
-        t -= pod_sizes[k]
-    picks.reverse()
-    short = target - total
-    for i in range(len(pods) - 1, -1, -1):              # cut one group not yet in the share
-        if short == 0:
-            break
-        inside = {g for g, _ in picks[i]}
-        spare = [(g, n) for g, n in pods[i] if g not in inside and n > short]
-        if spare:
-            g, _ = max(spare, key=lambda gn: (gn[1], -gn[0]))
-            picks[i] = picks[i] + [(g, short)]
-            short = 0
-    return picks if short == 0 else None
-
-
-def _line_up(widths: list[list[float]]) -> list[int]:
-    """An order of the pods whose column offsets between sub-bands stay small: ``widths[P][m]``
-    the columns each pod takes per sub-band; greedily the pod that brings the running offset
-    of every sub-band against the first nearest zero (ties by index)."""
-    w = np.asarray(widths)                               # (P, m)
-    diff = w - w[:, :1]                                  # offsets against the first sub-band
-    offset = np.zeros(w.shape[1])
-    left, order = list(range(len(widths))), []
-    while left:
-        i = min(left, key=lambda i: (float(np.abs(offset + diff[i]).sum()), i))
-        offset += diff[i]
-        order.append(i)
-        left.remove(i)
-    return order
-
-
 def _lay_sub_band(cells: np.ndarray, r0: int, height: int, pieces: list[tuple[int, int]]) -> None:
     """Lay ``pieces`` (``[(group, hosts)]``, ``height * C`` hosts in all) on rows
     ``r0 .. r0 + height - 1`` left to right, each piece's columns dealt round robin over
     the rows (every row gets exactly C; a piece's rows differ by at most one column)."""
-    widths = np.zeros((height, len(pieces)), dtype=np.int64)         # widths[row, piece]
-    nxt = 0
-    for i, (_, hosts) in enumerate(pieces):
-        q, rem = divmod(hosts, height)
-        widths[:, i] = q
-        widths[(nxt + np.arange(rem)) % height, i] += 1
-        nxt = (nxt + rem) % height
-    groups = [g for g, _ in pieces]
-    for h in range(height):
-        cells[r0 + h] = np.repeat(groups, widths[h])
+    flat = np.fromiter(itertools.chain.from_iterable(pieces), dtype=np.int64, count=2 * len(pieces))
+    groups, hosts = flat[0::2], flat[1::2]                           # (pieces,) each
+    q, rem = np.divmod(hosts, height)
+    nxt = (np.cumsum(rem) - rem) % height                            # the row each piece's extras start on
+    # piece i's extra columns go to rows nxt_i, nxt_i + 1, ... (mod height): widths[row, piece]
+    widths = q + ((np.arange(height)[:, None] - nxt) % height < rem)
+    cells[r0:r0 + height] = groups[None].repeat(height, axis=0).repeat(widths.ravel()).reshape(height, -1)

@@ -19,6 +19,7 @@ columns are counted.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -65,6 +66,12 @@ def rounding_loss(groups: list[int], band: tuple[int, ...], w_pod: float = 1.0) 
     return loss + best
 
 
+@functools.lru_cache(maxsize=4096)
+def _loss(groups: tuple[int, ...], band: tuple[int, ...], w_pod: float) -> float:
+    """:func:`rounding_loss`, memoised: :func:`band_fits` meets the same pods in every layout."""
+    return rounding_loss(list(groups), band, w_pod)
+
+
 def band_fits(problem: GridProblem, heights: list) -> dict:
     """``{band: prefer[D]}`` per distinct band shape of ``heights`` (``heights[B][m]``, rows
     per sub-band): each pod's :func:`rounding_loss` in that band less its mean over the
@@ -89,6 +96,6 @@ def band_fits(problem: GridProblem, heights: list) -> dict:
     free = np.asarray(problem.free)
     w_pod = problem.weights[1] / problem.weights[0] if problem.weights[0] else 1.0
     pods = [sorted(int(f) for f in free[dom == d] if f > 0) for d in range(int(dom.max()) + 1)]
-    loss = {b: np.array([rounding_loss(g, b, w_pod) if g else 0.0 for g in pods]) for b in set(shapes)}
+    loss = {b: np.array([_loss(tuple(g), b, w_pod) if g else 0.0 for g in pods]) for b in set(shapes)}
     mean = sum(loss[b] for b in shapes) / len(shapes)
     return {b: loss[b] - mean for b in sorted(set(shapes))}

@@ -113,7 +113,8 @@ def test_balanced_bands_take_their_share_of_the_pods():
 
 
 def test_pieces_that_end_on_whole_columns_go_first():
-    from rankmap.placement.nested_bands_layout import _lay_sub_band, _straight
+    from rankmap.placement.band_split import _straight
+    from rankmap.placement.nested_bands_layout import _lay_sub_band
 
     # sub-band of 2 rows: groups of 3, 4, 3 hosts in that order step twice (after 3 and
     # after 3 + 4 the total is odd); with the group of 4 first, once

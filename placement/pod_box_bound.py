@@ -60,7 +60,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import min_plus, pod_free_hosts
+from rankmap.placement.perimeter_bound import least_total, min_plus, pod_free_hosts
 
 __all__ = ["pod_box_bound", "pods_bound", "pod_box_costs", "box_costs", "MULTIPLIERS", "MAX_WORK"]
 
@@ -216,11 +216,8 @@ def pods_bound(problem: GridProblem, pod_costs, work_factor: int = 1) -> float:
     if sum(caps) < n or max(caps) >= C or work_factor * (work + len(pods) * n * max(caps)) > MAX_WORK:
         return 0.0
     costs = {p: pod_costs(i, p) for i, p in enumerate(sorted(set(pods)))}
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = min_plus(best, costs[p], cap, n)
-    if not np.isfinite(best[n]):
+    best = least_total([(costs[p], cap) for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0]))], n)
+    if not np.isfinite(best):
         return 0.0
     w_col = problem.w_col if R > 1 else 0
-    return max(0.0, float(best[n]) - (problem.weights[0] + problem.weights[1]) * w_col * C)
+    return max(0.0, float(best) - (problem.weights[0] + problem.weights[1]) * w_col * C)

@@ -39,7 +39,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, min_plus, block_cost, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, block_cost, least_total, nested_blocks, pod_free_hosts
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 
@@ -169,15 +169,15 @@ def pod_rows_bound(problem: GridProblem) -> float:
     w_col = problem.w_col if R > 1 else 0
     g0 = block_cost(R, C, int(free.max()), problem.w_row, w_col).astype(float)
     g1 = block_cost(R, C, max(caps), problem.w_row, w_col).astype(float)
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
+    items = []
     memo: dict = {}
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
         pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]          # nested blocks, as there
         if len(groups) <= MAX_GROUPS:
             pod = np.maximum(pod, _joint_table(groups, cap, R, problem.w_row, w_col, w0, w1, memo))
         pod[0] = 0.0
-        best = min_plus(best, pod, cap, n)
-    if not np.isfinite(best[n]):
+        items.append((pod, cap))
+    best = least_total(items, n)
+    if not np.isfinite(best):
         return 0.0
-    return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)
+    return max(0.0, float(best) - (w0 + w1) * w_col * C)

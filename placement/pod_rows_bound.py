@@ -34,12 +34,20 @@ problem's support: Dantzig, "Linear Programming and Extensions" (1963), ch. 14.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, block_cost, least_total, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import (
+    PERIMETER_MAX_WORK,
+    block_cost,
+    least_total,
+    min_plus,
+    nested_blocks,
+    pod_free_hosts,
+)
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 
@@ -79,36 +87,51 @@ def pod_rows_cost(sizes: tuple, rows: int, w_row: float, w_col: float, w0: float
     if not sizes:
         return 0.0
     total = sum(sizes)
-    r = np.arange(1, rows + len(sizes))                                       # r_g = 1 .. rows + k - 1
-    best_of = {}
+    widths = np.arange(1, total + 1)                                           # c_d candidates
+    term = {}                                                                  # block -> its least cost per width
     for k in range(1, len(sizes) + 1):
         for block in itertools.combinations(range(len(sizes)), k):
-            conv = w_row * r + w_col * np.ceil(sizes[block[0]] / r)            # conv[t]: least over sum r_g = t + k
-            for g in block[1:]:
-                conv = _min_conv(conv, w_row * r + w_col * np.ceil(sizes[g] / r))
-            n = np.arange(1, rows + 1)                                         # rows of the component
-            suffix = np.minimum.accumulate(conv[::-1])[::-1]                   # least over sum r_g >= t + k
-            tor = suffix[n - 1]                                                # sum r_g >= n + k - 1
-            f = w1 * w_row * n + w0 * tor                                     # f[n - 1]
-            best_of[block] = np.minimum.accumulate(f[::-1])[::-1]              # least over n' >= n
-    widths = np.arange(1, total + 1)                                           # c_d candidates
-    best = np.inf
-    for part in _set_partitions(tuple(range(len(sizes)))):
-        cost = w1 * w_col * widths
-        for block in part:
+            best_of = _block_rows(tuple(sizes[g] for g in block), rows + len(sizes) - 1, rows, w_row, w_col, w0, w1)
             lo = -(-sum(sizes[g] for g in block) // widths)                   # rows the block needs
-            ok = lo <= rows
-            cost = cost + np.where(ok, best_of[tuple(sorted(block))][np.minimum(lo, rows) - 1], np.inf)
+            term[block] = np.where(lo <= rows, best_of[np.minimum(lo, rows) - 1], np.inf)
+    base = w1 * w_col * widths
+    best = np.inf
+    for part in _partitions(len(sizes)):
+        cost = base
+        for block in part:
+            cost = cost + term[tuple(sorted(block))]
         best = min(best, float(cost.min()))
     return best
 
 
+@functools.lru_cache(maxsize=None)
+def _partitions(k: int) -> list[list[tuple]]:
+    """:func:`_set_partitions` of ``0 .. k - 1``, remembered."""
+    return _set_partitions(tuple(range(k)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_rows(sizes: tuple, r_max: int, rows: int, w_row: float, w_col: float, w0: float, w1: float) -> np.ndarray:
+    """``best[rows]`` (units): ``best[n - 1]``, the least ``w1 w_row n' + w0 sum_g (w_row r_g +
+    w_col ceil(a_g / r_g))`` over ``n' >= n`` rows and ``r_g <= r_max`` with ``sum_g r_g >= n' +
+    k - 1`` for a block of ``k`` groups of ``sizes`` hosts (:func:`pod_rows_cost`); remembered
+    (blocks recur across pods and hosts left unused), read-only."""
+    r = np.arange(1, r_max + 1)                                               # r_g = 1 .. rows + K - 1
+    conv = w_row * r + w_col * np.ceil(sizes[0] / r)                           # conv[t]: least over sum r_g = t + k
+    for a in sizes[1:]:
+        conv = _min_conv(conv, w_row * r + w_col * np.ceil(a / r))
+    n = np.arange(1, rows + 1)                                                 # rows of the component
+    suffix = np.minimum.accumulate(conv[::-1])[::-1]                           # least over sum r_g >= t + k
+    tor = suffix[n - 1]                                                        # sum r_g >= n + k - 1
+    f = w1 * w_row * n + w0 * tor                                             # f[n - 1]
+    best = np.minimum.accumulate(f[::-1])[::-1]                                # least over n' >= n
+    best.flags.writeable = False
+    return best
+
+
 def _min_conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Min-plus convolution: ``out[i + j] = min a[i] + b[j]``."""
-    out = np.full(a.size + b.size - 1, np.inf)
-    for j in range(b.size):
-        out[j:j + a.size] = np.minimum(out[j:j + a.size], a + b[j])
-    return out
+    """Min-plus convolution: ``out[i + j] = min a[i] + b[j]``, ``out[a.size + b.size - 1]``."""
+    return min_plus(a, b, b.size - 1, a.size + b.size - 2)
 
 
 def _joint_table(groups: list, cap: int, rows: int, w_row: float, w_col: float, w0: float, w1: float,

@@ -138,7 +138,8 @@ def _height_costs(groups: tuple, problem: GridProblem) -> list:
 def _hull_lines(values: np.ndarray, lo: int, hi: int) -> list[tuple[float, float]]:
     """``(a, b)`` of the lower convex hull's edges of ``values[A]`` over finite ``A`` in
     ``lo .. hi`` (one point: a flat line); every ``a + b A`` is below ``values`` there."""
-    pts = [(float(a), float(values[a])) for a in range(lo, hi + 1) if np.isfinite(values[a])]
+    at = lo + np.flatnonzero(np.isfinite(values[lo:hi + 1]))
+    pts = list(zip(at.astype(float).tolist(), values[at].tolist()))
     hull: list = []
     for p in pts:                                                     # Andrew's monotone chain, lower hull
         while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1]) \

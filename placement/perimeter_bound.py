@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "pod_free_hosts", "nested_blocks",
-           "min_plus", "least_total", "PERIMETER_MAX_WORK"]
+           "min_plus", "least_total", "windows", "PERIMETER_MAX_WORK"]
 
 # Skip the bound (return 0) when the knapsack would take more than this many steps
 # (domains x hosts x largest domain).
@@ -126,8 +126,16 @@ def min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarra
     """
     big = np.inf
     padded = np.concatenate([np.full(cap, big), best, np.full(max(0, limit + 1 - best.size), big)])
-    take = np.lib.stride_tricks.sliding_window_view(padded[:limit + 1 + cap], cap + 1)     # (limit+1, cap+1)
+    take = windows(padded[:limit + 1 + cap], cap + 1)                                       # (limit+1, cap+1)
     return (take[:, ::-1] + g[None, :cap + 1]).min(axis=1)
+
+
+def windows(x: np.ndarray, width: int) -> np.ndarray:
+    """``out[i, k] = x[i + k]``, ``out[x.size - width + 1, width]``: a read-only view, as
+    ``numpy.lib.stride_tricks.sliding_window_view`` (without its checks: called in loops)."""
+    x = np.ascontiguousarray(x)
+    step = x.strides[0]
+    return np.lib.stride_tricks.as_strided(x, shape=(x.size - width + 1, width), strides=(step, step), writeable=False)
 
 
 def least_total(items, n: int, big=np.inf):
@@ -155,7 +163,7 @@ def least_total(items, n: int, big=np.inf):
         s0, s1 = max(lo, start), min(lo + best.size - 1, new_hi)
         if s0 <= s1:
             padded[s0 - start:s1 - start + 1] = best[s0 - lo:s1 - lo + 1]
-        take = np.lib.stride_tricks.sliding_window_view(padded, cap + 1)  # (new_hi - new_lo + 1, cap + 1)
+        take = windows(padded, cap + 1)                                # (new_hi - new_lo + 1, cap + 1)
         best, lo = (take[:, ::-1] + g[None, :cap + 1]).min(axis=1), new_lo
     return best[n - lo].item() if lo <= n < lo + best.size else big
 

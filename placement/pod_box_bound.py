@@ -152,21 +152,34 @@ def _multiplier_low(groups: tuple, r_d: int, C: int, w0: float, w1: float, w_row
     ``groups`` sorted. Read-only, remembered."""
     m, mu_f, nu_f, thr = mult
     cap, fmax = sum(groups), max(groups)
-    A = np.arange(cap + 1)[:, None]                                   # A[A, 1]
-    lo, hi = -(-A // r_d), np.minimum(A, C)                           # c_d from ceil(A / r_d) to min(A, C)
     t = _tall(r_d, m)
     mu = mu_f * w_col / m if t is not None else 0.0                   # one row: every column full, no inequality
     t = t if t is not None else r_d + 1
     s = fmax + 1 if thr == "max" else fmax // 2 + 1
     nu = nu_f * w_row / 2
     inner = _inner(groups, r_d, t, m, mu, s, nu, w_row, w_col)
-    cd = np.clip(_breakpoints(A, r_d, s), lo, np.maximum(lo, hi))     # (A, P) candidate widths
-    full = np.maximum(0, A - (r_d - 1) * cd)
-    wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
-    terms = w1 * (w_row * r_d + w_col * cd) + w0 * (mu * (cd + (m - 1) * full) + nu * (r_d + wide))
+    cd, pod, full, rows = _widths(cap, r_d, s, C, w_row, w_col)
+    terms = w1 * pod + w0 * (mu * (cd + (m - 1) * full) + nu * rows)
     low = w0 * inner + terms.min(axis=1)                              # least over c_d, per A
     low.flags.writeable = False
     return low
+
+
+@functools.lru_cache(maxsize=16)
+def _widths(cap: int, r_d: int, s: int, C: int, w_row: float, w_col: float) -> tuple:
+    """``(cd, pod, full, rows)``, each ``[cap + 1, P]``: the candidate pod widths
+    (:func:`_breakpoints`, within ``ceil(A / r_d) .. min(A, C)``), ``w_row r_d + w_col cd``,
+    the full columns ``N`` and ``r_d + L`` (module docstring) at each; the same for every
+    multiplier of one row threshold (remembered for the next few calls), read-only."""
+    A = np.arange(cap + 1)[:, None]                                   # A[A, 1]
+    lo, hi = -(-A // r_d), np.minimum(A, C)                           # c_d from ceil(A / r_d) to min(A, C)
+    cd = np.minimum(np.maximum(_breakpoints(A, r_d, s), lo), np.maximum(lo, hi))   # (A, P) candidate widths
+    full = np.maximum(0, A - (r_d - 1) * cd)
+    wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
+    out = (cd, w_row * r_d + w_col * cd, full, r_d + wide)
+    for x in out:
+        x.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=CACHED)
@@ -174,12 +187,11 @@ def _inner(groups: tuple, r_d: int, t: int, m: int, mu: float, s: int, nu: float
            w_col: float) -> np.ndarray:
     """``inner[cap + 1]``: the least sum of the groups' terms (:func:`_group_terms`, ``groups``
     sorted, min-plus in that order) holding A hosts; read-only, remembered (no pod weight in
-    it: the stacking bound's pods at pod weight 0 share it)."""
-    cap = sum(groups)
-    inner = np.full(cap + 1, np.inf)
-    inner[0] = 0.0
-    for f in groups:
-        inner = min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, cap)
+    it: the stacking bound's pods at pod weight 0 share it). Each step stops at the hosts of
+    the groups so far (inf beyond, as the full table has)."""
+    inner = _group_terms(groups[0], r_d, t, m, mu, s, nu, w_row, w_col)   # the first group alone: its terms
+    for f in groups[1:]:
+        inner = min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, inner.size - 1 + f)
     inner.flags.writeable = False
     return inner
 

@@ -77,13 +77,23 @@ MULTIPLIERS = ((2, 0.0, 0.0, "max"), (2, 0.5, 0.5, "max"), (2, 0.5, 0.25, "max")
 MAX_WORK = 2_000_000_000
 # Per-multiplier pod bounds and their parts remembered (each entry an array of a pod's hosts).
 CACHED = 4096
+# Group terms are made for group sizes rounded up to a multiple of this (and sliced).
+TERMS_STEP = 64
+
+
+def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
+                 w_col: float) -> np.ndarray:
+    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts,
+    read-only. ``h[a]`` does not depend on ``f`` (only which ``a`` are asked for): the terms
+    of groups of up to the next multiple of :data:`TERMS_STEP` hosts are made once."""
+    top = -(-max(f, 1) // TERMS_STEP) * TERMS_STEP
+    return _terms_upto(top, r_d, t, m, mu, s, nu, w_row, w_col)[:f + 1]
 
 
 @functools.lru_cache(maxsize=CACHED)
-def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
-                 w_col: float) -> np.ndarray:
-    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts;
-    remembered (read-only: groups of one size recur across pods and heights)."""
+def _terms_upto(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
+                w_col: float) -> np.ndarray:
+    """:func:`_group_terms` of a group of ``f`` hosts, remembered."""
     a = np.arange(1, f + 1)[None, :]                                  # a[1, F]
     r = np.arange(1, r_d + 1)[:, None]                                # r[Rd, 1]
     c1 = -(-a // r)                                                   # c[Rd, F] = ceil(a / r)

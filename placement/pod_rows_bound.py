@@ -88,26 +88,32 @@ def pod_rows_cost(sizes: tuple, rows: int, w_row: float, w_col: float, w0: float
         return 0.0
     total = sum(sizes)
     widths = np.arange(1, total + 1)                                           # c_d candidates
-    term = {}                                                                  # block -> its least cost per width
-    for k in range(1, len(sizes) + 1):
-        for block in itertools.combinations(range(len(sizes)), k):
-            best_of = _block_rows(tuple(sizes[g] for g in block), rows + len(sizes) - 1, rows, w_row, w_col, w0, w1)
-            lo = -(-sum(sizes[g] for g in block) // widths)                   # rows the block needs
-            term[block] = np.where(lo <= rows, best_of[np.minimum(lo, rows) - 1], np.inf)
+    blocks, parts = _layout(len(sizes))
+    table = np.stack([_block_rows(tuple(sizes[g] for g in block), rows + len(sizes) - 1, rows, w_row, w_col, w0, w1)
+                      for block in blocks])                                    # (B, rows)
+    lo = -(-np.array([sum(sizes[g] for g in block) for block in blocks])[:, None] // widths)   # (B, W) rows needed
+    term = np.where(lo <= rows, np.take_along_axis(table, np.minimum(lo, rows) - 1, axis=1), np.inf)
     base = w1 * w_col * widths
     best = np.inf
-    for part in _partitions(len(sizes)):
-        cost = base
-        for block in part:
-            cost = cost + term[tuple(sorted(block))]
+    for idx in parts:                                                          # partitions of j blocks: idx[P, j]
+        cost = base + term[idx[:, 0]]
+        for j in range(1, idx.shape[1]):
+            cost = cost + term[idx[:, j]]                                      # blocks added in partition order
         best = min(best, float(cost.min()))
     return best
 
 
 @functools.lru_cache(maxsize=None)
-def _partitions(k: int) -> list[list[tuple]]:
-    """:func:`_set_partitions` of ``0 .. k - 1``, remembered."""
-    return _set_partitions(tuple(range(k)))
+def _layout(k: int) -> tuple[list[tuple], list[np.ndarray]]:
+    """``(blocks, parts)`` for ``k`` groups: every block (non-empty subset, as a sorted tuple)
+    and, per number of blocks j, ``idx[P, j]``: each partition (:func:`_set_partitions`) as
+    indices into ``blocks``, in its order."""
+    blocks = [b for j in range(1, k + 1) for b in itertools.combinations(range(k), j)]
+    pos = {b: i for i, b in enumerate(blocks)}
+    by_len: dict = {}
+    for part in _set_partitions(tuple(range(k))):
+        by_len.setdefault(len(part), []).append([pos[tuple(sorted(b))] for b in part])
+    return blocks, [np.array(v) for _, v in sorted(by_len.items())]
 
 
 @functools.lru_cache(maxsize=4096)

@@ -43,9 +43,10 @@ The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above th
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8419.1 e6 units, 8418.0 at the duals themselves, about 3 s of CPU; 50%:
-6985.3 -> 6988.65): even with the groups' stacking a 7-row pod costs only 1-2 units more than
-a 6-row one, so the relaxation stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
+(25% busy: 8405.1 -> 8419.1 e6 units, 8418.0 at the duals themselves; 50%: 6985.3 -> 6988.65;
+its linear programmes are the largest part of its CPU): even with the groups' stacking a
+7-row pod costs only 1-2 units more than a 6-row one, so the relaxation stacks columns as
+6 + 6 + 6 + 7 + 7 nearly free.
 
 References
 ----------

@@ -47,7 +47,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["perimeter_lower_bound", "nested_perimeter_bound", "block_cost", "pod_free_hosts", "nested_blocks",
-           "min_plus", "PERIMETER_MAX_WORK"]
+           "min_plus", "least_total", "windows", "PERIMETER_MAX_WORK"]
 
 # Skip the bound (return 0) when the knapsack would take more than this many steps
 # (domains x hosts x largest domain).
@@ -110,12 +110,8 @@ def perimeter_lower_bound(rows: int, cols: int, free: tuple, w_row: int, w_col: 
     big = np.iinfo(np.int64).max // 4
     w_col = w_col if rows > 1 else 0                           # one stage: no pipeline hops
     g = block_cost(rows, cols, max(f), w_row, w_col)
-    best = np.full(n + 1, big, dtype=np.int64)                 # best[n]: least sum of g over domains so far
-    best[0] = 0
-    for cap in sorted(f):
-        take = np.lib.stride_tricks.sliding_window_view(np.concatenate([np.full(cap, big), best]), cap + 1)
-        best = np.minimum(best, (take[:, ::-1] + g[None, :cap + 1]).min(axis=1))
-    return max(0, int(best[n]) - w_col * cols)
+    best = least_total([(g, cap) for cap in sorted(f)], n, big)  # least sum of g over domains holding n
+    return max(0, int(best) - w_col * cols)
 
 
 def min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarray:
@@ -130,8 +126,46 @@ def min_plus(best: np.ndarray, g: np.ndarray, cap: int, limit: int) -> np.ndarra
     """
     big = np.inf
     padded = np.concatenate([np.full(cap, big), best, np.full(max(0, limit + 1 - best.size), big)])
-    take = np.lib.stride_tricks.sliding_window_view(padded[:limit + 1 + cap], cap + 1)     # (limit+1, cap+1)
+    take = windows(padded[:limit + 1 + cap], cap + 1)                                       # (limit+1, cap+1)
     return (take[:, ::-1] + g[None, :cap + 1]).min(axis=1)
+
+
+def windows(x: np.ndarray, width: int) -> np.ndarray:
+    """``out[i, k] = x[i + k]``, ``out[x.size - width + 1, width]``: a read-only view, as
+    ``numpy.lib.stride_tricks.sliding_window_view`` (without its checks: called in loops)."""
+    x = np.ascontiguousarray(x)
+    step = x.strides[0]
+    return np.lib.stride_tricks.as_strided(x, shape=(x.size - width + 1, width), strides=(step, step), writeable=False)
+
+
+def least_total(items, n: int, big=np.inf):
+    """``best[n]`` of the knapsack over ``items``, ``(g[>= cap + 1], cap)`` in the order given:
+    :func:`min_plus` from ``best = [0, big, big, ...]`` item by item, the least sum of one
+    ``g[a]`` per item over ``a <= cap`` adding up to ``n`` (``big`` or more where none).
+
+    Each step keeps only the counts ``j`` from which the items left can still reach ``n``
+    (``j >= n - their caps``; at most ``n``): ``best[n]`` only reads those, and each is the
+    least of the same sums as in the full table, so the value is the same. The tables shrink
+    from ``n + 1`` counts to about the hosts left unused plus one.
+
+    >>> least_total([(np.array([0.0, 1.0]), 1), (np.array([0.0, 5.0, 6.0]), 2)], 3)
+    7.0
+    """
+    rest = sum(cap for _, cap in items)
+    best, lo = np.zeros(1, dtype=items[0][0].dtype if items else float), 0      # best[j - lo]: j = lo .. lo + size - 1
+    for g, cap in items:
+        rest -= cap
+        new_lo, new_hi = max(0, n - rest), min(n, lo + best.size - 1 + cap)
+        if new_hi < new_lo:
+            return big
+        start = new_lo - cap                                           # padded[k]: best at j = start + k
+        padded = np.full(new_hi - start + 1, big, dtype=best.dtype)
+        s0, s1 = max(lo, start), min(lo + best.size - 1, new_hi)
+        if s0 <= s1:
+            padded[s0 - start:s1 - start + 1] = best[s0 - lo:s1 - lo + 1]
+        take = windows(padded, cap + 1)                                # (new_hi - new_lo + 1, cap + 1)
+        best, lo = (take[:, ::-1] + g[None, :cap + 1]).min(axis=1), new_lo
+    return best[n - lo].item() if lo <= n < lo + best.size else big
 
 
 def pod_free_hosts(problem) -> list[list[int]]:
@@ -194,12 +228,12 @@ def nested_perimeter_bound(problem) -> float:
     w_col = problem.w_col if R > 1 else 0
     g0 = block_cost(R, C, int(free.max()), problem.w_row, w_col).astype(float)
     g1 = block_cost(R, C, max(caps), problem.w_row, w_col).astype(float)
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
+    items = []
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
         pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]                # H_d[A]
         pod[0] = 0.0
-        best = min_plus(best, pod, cap, n)
-    if not np.isfinite(best[n]):
+        items.append((pod, cap))
+    best = least_total(items, n)
+    if not np.isfinite(best):
         return 0.0
-    return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)
+    return max(0.0, float(best) - (w0 + w1) * w_col * C)

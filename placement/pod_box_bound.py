@@ -57,10 +57,12 @@ Management Science 27 (1981).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import min_plus, pod_free_hosts
+from rankmap.placement.perimeter_bound import least_total, min_plus, pod_free_hosts
 
 __all__ = ["pod_box_bound", "pods_bound", "pod_box_costs", "box_costs", "MULTIPLIERS", "MAX_WORK"]
 
@@ -73,11 +75,25 @@ MULTIPLIERS = ((2, 0.0, 0.0, "max"), (2, 0.5, 0.5, "max"), (2, 0.5, 0.25, "max")
 # Skip the bound (return 0) above this many steps (an estimate, before heights are skipped: the
 # 100,000-GPU benchmark instances estimate 0.2-1.4 billion and take 0.3-1.1 s of CPU).
 MAX_WORK = 2_000_000_000
+# Per-multiplier pod bounds and their parts remembered (each entry an array of a pod's hosts).
+CACHED = 4096
+# Group terms are made for group sizes rounded up to a multiple of this (and sliced).
+TERMS_STEP = 64
 
 
 def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
                  w_col: float) -> np.ndarray:
-    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts."""
+    """``h[f + 1]``: a group's least Lagrangian term (module docstring) holding ``a`` hosts,
+    read-only. ``h[a]`` does not depend on ``f`` (only which ``a`` are asked for): the terms
+    of groups of up to the next multiple of :data:`TERMS_STEP` hosts are made once."""
+    top = -(-max(f, 1) // TERMS_STEP) * TERMS_STEP
+    return _terms_upto(top, r_d, t, m, mu, s, nu, w_row, w_col)[:f + 1]
+
+
+@functools.lru_cache(maxsize=CACHED)
+def _terms_upto(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
+                w_col: float) -> np.ndarray:
+    """:func:`_group_terms` of a group of ``f`` hosts, remembered."""
     a = np.arange(1, f + 1)[None, :]                                  # a[1, F]
     r = np.arange(1, r_d + 1)[:, None]                                # r[Rd, 1]
     c1 = -(-a // r)                                                   # c[Rd, F] = ceil(a / r)
@@ -88,6 +104,7 @@ def _group_terms(f: int, r_d: int, t: int, m: int, mu: float, s: int, nu: float,
         cost = np.where((r <= a) & (c <= a), row_w * r + col_w * c, np.inf)
         h[1:] = np.minimum(h[1:], cost.min(axis=0))
     h[0] = 0.0
+    h.flags.writeable = False
     return h
 
 
@@ -122,31 +139,71 @@ def pod_box_costs(groups: list, problem: GridProblem, heights: range | None = No
 
 def box_costs(groups: list, problem: GridProblem, r_d: int, multipliers: tuple = MULTIPLIERS) -> np.ndarray:
     """``H[A]``: the bound on ``Phi_d`` of a pod over exactly ``r_d`` rows, the largest over
-    ``multipliers`` (module docstring); inf where ``A`` hosts cannot lie in ``r_d`` rows."""
+    ``multipliers`` (module docstring); inf where ``A`` hosts cannot lie in ``r_d`` rows. Each
+    multiplier's bound is remembered per pod shape, height, width and weights
+    (:func:`_multiplier_low`): the pod patterns and stacking bounds ask for the same ones."""
     C = problem.cols
-    w0, w1 = problem.weights[0], problem.weights[1]
     w_row, w_col = float(problem.w_row), float(problem.w_col if problem.rows > 1 else 0)
+    key = (tuple(sorted(int(f) for f in groups)), r_d, C, problem.weights[0], problem.weights[1], w_row, w_col)
+    cap = sum(key[0])
+    A = np.arange(cap + 1)
+    low = np.full(cap + 1, -np.inf)
+    for mult in multipliers:
+        low = np.maximum(low, _multiplier_low(*key, mult))
+    ok = (A >= r_d) & (-(-A // r_d) <= np.minimum(A, C))             # c_d from ceil(A / r_d) to min(A, C)
+    return np.where(ok, low, np.inf)
+
+
+@functools.lru_cache(maxsize=CACHED)
+def _multiplier_low(groups: tuple, r_d: int, C: int, w0: float, w1: float, w_row: float, w_col: float,
+                    mult: tuple) -> np.ndarray:
+    """``low[cap + 1]`` (units): :func:`box_costs` at one multiplier set ``mult`` (of
+    :data:`MULTIPLIERS`) before the hosts that cannot lie in ``r_d`` rows are set to inf;
+    ``groups`` sorted. Read-only, remembered."""
+    m, mu_f, nu_f, thr = mult
     cap, fmax = sum(groups), max(groups)
+    t = _tall(r_d, m)
+    mu = mu_f * w_col / m if t is not None else 0.0                   # one row: every column full, no inequality
+    t = t if t is not None else r_d + 1
+    s = fmax + 1 if thr == "max" else fmax // 2 + 1
+    nu = nu_f * w_row / 2
+    inner = _inner(groups, r_d, t, m, mu, s, nu, w_row, w_col)
+    cd, pod, full, rows = _widths(cap, r_d, s, C, w_row, w_col)
+    terms = w1 * pod + w0 * (mu * (cd + (m - 1) * full) + nu * rows)
+    low = w0 * inner + terms.min(axis=1)                              # least over c_d, per A
+    low.flags.writeable = False
+    return low
+
+
+@functools.lru_cache(maxsize=16)
+def _widths(cap: int, r_d: int, s: int, C: int, w_row: float, w_col: float) -> tuple:
+    """``(cd, pod, full, rows)``, each ``[cap + 1, P]``: the candidate pod widths
+    (:func:`_breakpoints`, within ``ceil(A / r_d) .. min(A, C)``), ``w_row r_d + w_col cd``,
+    the full columns ``N`` and ``r_d + L`` (module docstring) at each; the same for every
+    multiplier of one row threshold (remembered for the next few calls), read-only."""
     A = np.arange(cap + 1)[:, None]                                   # A[A, 1]
     lo, hi = -(-A // r_d), np.minimum(A, C)                           # c_d from ceil(A / r_d) to min(A, C)
-    ok = (A[:, 0] >= r_d) & (lo[:, 0] <= hi[:, 0])
-    low = np.full(cap + 1, -np.inf)
-    for m, mu_f, nu_f, thr in multipliers:
-        t = _tall(r_d, m)
-        mu = mu_f * w_col / m if t is not None else 0.0               # one row: every column full, no inequality
-        t = t if t is not None else r_d + 1
-        s = fmax + 1 if thr == "max" else fmax // 2 + 1
-        nu = nu_f * w_row / 2
-        inner = np.full(cap + 1, np.inf)
-        inner[0] = 0.0
-        for f in sorted(groups):
-            inner = min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, cap)
-        cd = np.clip(_breakpoints(A, r_d, s), lo, np.maximum(lo, hi))   # (A, P) candidate widths
-        full = np.maximum(0, A - (r_d - 1) * cd)
-        wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
-        terms = w1 * (w_row * r_d + w_col * cd) + w0 * (mu * (cd + (m - 1) * full) + nu * (r_d + wide))
-        low = np.maximum(low, w0 * inner + terms.min(axis=1))         # least over c_d, per A
-    return np.where(ok, low, np.inf)
+    cd = np.minimum(np.maximum(_breakpoints(A, r_d, s), lo), np.maximum(lo, hi))   # (A, P) candidate widths
+    full = np.maximum(0, A - (r_d - 1) * cd)
+    wide = np.where(cd >= s, np.maximum(0, -(-(A - r_d * (s - 1)) // np.maximum(1, cd - s + 1))), 0)
+    out = (cd, w_row * r_d + w_col * cd, full, r_d + wide)
+    for x in out:
+        x.flags.writeable = False
+    return out
+
+
+@functools.lru_cache(maxsize=CACHED)
+def _inner(groups: tuple, r_d: int, t: int, m: int, mu: float, s: int, nu: float, w_row: float,
+           w_col: float) -> np.ndarray:
+    """``inner[cap + 1]``: the least sum of the groups' terms (:func:`_group_terms`, ``groups``
+    sorted, min-plus in that order) holding A hosts; read-only, remembered (no pod weight in
+    it: the stacking bound's pods at pod weight 0 share it). Each step stops at the hosts of
+    the groups so far (inf beyond, as the full table has)."""
+    inner = _group_terms(groups[0], r_d, t, m, mu, s, nu, w_row, w_col)   # the first group alone: its terms
+    for f in groups[1:]:
+        inner = min_plus(inner, _group_terms(f, r_d, t, m, mu, s, nu, w_row, w_col), f, inner.size - 1 + f)
+    inner.flags.writeable = False
+    return inner
 
 
 def _breakpoints(A: np.ndarray, r_d: int, s: int) -> np.ndarray:
@@ -216,11 +273,8 @@ def pods_bound(problem: GridProblem, pod_costs, work_factor: int = 1) -> float:
     if sum(caps) < n or max(caps) >= C or work_factor * (work + len(pods) * n * max(caps)) > MAX_WORK:
         return 0.0
     costs = {p: pod_costs(i, p) for i, p in enumerate(sorted(set(pods)))}
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = min_plus(best, costs[p], cap, n)
-    if not np.isfinite(best[n]):
+    best = least_total([(costs[p], cap) for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0]))], n)
+    if not np.isfinite(best):
         return 0.0
     w_col = problem.w_col if R > 1 else 0
-    return max(0.0, float(best[n]) - (problem.weights[0] + problem.weights[1]) * w_col * C)
+    return max(0.0, float(best) - (problem.weights[0] + problem.weights[1]) * w_col * C)

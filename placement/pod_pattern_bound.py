@@ -168,8 +168,22 @@ def _one_lp(part: tuple) -> tuple[float, float] | None:
 
 def _lp_parts(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tuple:
     """``(cost, A_ub, b_ub, A_eq, b_eq, bounds)`` of :func:`pattern_lp`; the last equality row
-    is ``A = A0``."""
-    k, r_d = len(free), len(types)
+    is ``A = A0``. Only ``A0`` and the groups' free hosts (bounds of ``a_g``) differ between
+    pods: the rest is built once per pattern (:func:`_lp_structure`)."""
+    cost, a_ub, b_ub, a_eq, b_eq, bounds, ia = _lp_structure(tuple(types), len(free), w0, w1)
+    b_eq = b_eq.copy()
+    b_eq[-1] = float(A0)
+    bounds = list(bounds)
+    for g, j in ia.items():
+        bounds[j] = (0, free[g])
+    return cost, a_ub, b_ub, a_eq, b_eq, bounds
+
+
+@functools.lru_cache(maxsize=8192)
+def _lp_structure(types: tuple, k: int, w0: float, w1: float) -> tuple:
+    """``(cost, A_ub, b_ub, A_eq, b_eq, bounds, {g: index of a_g})`` of :func:`_lp_parts` at
+    ``A0 = 0`` with ``a_g`` unbounded; remembered, not to be changed."""
+    r_d = len(types)
     used = [g for g in range(k) if any(t >> g & 1 for t in types)]
     gi = [(g, i) for i, t in enumerate(types) for g in used if t >> g & 1]
     # variables: c_g (used), c_d, a_g (used), x_gi, A
@@ -214,16 +228,14 @@ def _lp_parts(types: tuple, free: tuple, A0: int, w0: float, w1: float) -> tuple
     v = np.zeros(n)
     v[iA] = 1.0
     eq_rows.append(v)
-    eq_rhs.append(float(A0))                                          # A = A0 (its dual: the slope)
+    eq_rhs.append(0.0)                                                # A = A0 (its dual: the slope; _lp_parts)
     cost = np.zeros(n)
     cost[icd] = w1
     cost[[ic[g] for g in used]] = w0
     bounds = [(0, None)] * n
-    for g in used:
-        bounds[ia[g]] = (0, free[g])
     for j in ix.values():
         bounds[j] = (1, None)
-    return cost, np.array(ub_rows), np.array(ub_rhs), np.array(eq_rows), np.array(eq_rhs), bounds
+    return cost, np.array(ub_rows), np.array(ub_rhs), np.array(eq_rows), np.array(eq_rhs), bounds, ia
 
 
 @functools.lru_cache(maxsize=None)

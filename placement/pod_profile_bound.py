@@ -114,33 +114,32 @@ def _subsets(items: tuple, k: int):
 
 def _pod_table(free: tuple, problem: GridProblem, spare_max: int) -> dict:
     """``{(W, S): cost[spare_max + 1]}``: least ``c_d`` (module docstring) of one pod with W
-    whole rows, S split pieces and ``waste`` of its free hosts unused (inf where impossible)."""
+    whole rows, S split pieces and ``waste`` of its free hosts unused (inf where impossible);
+    per profile, every count of split pieces at once (rows ``x``: ``S = S0 + x``)."""
     R, C = problem.rows, problem.cols
     w0, w1 = problem.weights[0], problem.weights[1]
     F, f_max = sum(free), max(free)
     waste = np.arange(spare_max + 1)
-    A = F - waste                                                   # A[V]: hosts used
+    A = (F - waste)[None, :]                                        # A[1, V]: hosts used
     table: dict = {}
     for u, m, W, S0, lo, hi, grows, used in pod_profiles(tuple(sorted(free)), C):
-        for x in range(R - S0 + 1 if grows else 1):
-            S = S0 + x
-            top = min(used, hi + x * (C - 1))
-            ok = (A >= lo) & (A <= top) & (A >= 0)
-            if not ok.any():
-                continue
-            pieces = W + S
-            largest = C if W else np.ceil(A / max(1, S))
-            k1 = np.maximum(0, A - largest) if pieces >= 2 else np.zeros_like(A)
-            e = W + S - m
-            if problem.w_row >= problem.w_col * f_max / 2:
-                k0_term = w0 * (problem.w_row * e - problem.w_col * np.minimum(k1, e * f_max / 2))
-            else:                                                   # more pieces may pay: the least over e' >= e
-                e_star = np.maximum(e, 2 * k1 / f_max)
-                k0_term = w0 * (problem.w_row * e_star - problem.w_col * np.minimum(k1, e_star * f_max / 2))
-            cost = w0 * problem.w_row * u + k0_term + w1 * (problem.w_row * S - problem.w_col * k1)
-            cost = np.where(ok, cost, np.inf)
-            key = (W, S)
-            table[key] = np.minimum(table[key], cost) if key in table else cost
+        x = np.arange(R - S0 + 1 if grows else 1)[:, None]          # (X, 1)
+        ok = (A >= lo) & (A <= np.minimum(used, hi + x * (C - 1))) & (A >= 0)   # (X, V)
+        x = x[ok.any(axis=1)]
+        if not x.size:
+            continue
+        ok, S = ok[ok.any(axis=1)], S0 + x
+        largest = C if W else np.ceil(A / np.maximum(1, S))
+        k1 = np.where(W + S >= 2, np.maximum(0, A - largest), 0)
+        e = W + S - m
+        if problem.w_row >= problem.w_col * f_max / 2:
+            k0_term = w0 * (problem.w_row * e - problem.w_col * np.minimum(k1, e * f_max / 2))
+        else:                                                       # more pieces may pay: the least over e' >= e
+            e_star = np.maximum(e, 2 * k1 / f_max)
+            k0_term = w0 * (problem.w_row * e_star - problem.w_col * np.minimum(k1, e_star * f_max / 2))
+        cost = np.where(ok, w0 * problem.w_row * u + k0_term + w1 * (problem.w_row * S - problem.w_col * k1), np.inf)
+        for key, row in zip(((W, int(s)) for s in S[:, 0]), cost):
+            table[key] = np.minimum(table[key], row) if key in table else row
     return table
 
 

@@ -34,12 +34,20 @@ problem's support: Dantzig, "Linear Programming and Extensions" (1963), ch. 14.
 
 from __future__ import annotations
 
+import functools
 import itertools
 
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import PERIMETER_MAX_WORK, block_cost, min_plus, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import (
+    PERIMETER_MAX_WORK,
+    block_cost,
+    least_total,
+    min_plus,
+    nested_blocks,
+    pod_free_hosts,
+)
 
 __all__ = ["pod_rows_bound", "pod_rows_cost", "MAX_DEFICIT", "MAX_GROUPS"]
 
@@ -79,36 +87,57 @@ def pod_rows_cost(sizes: tuple, rows: int, w_row: float, w_col: float, w0: float
     if not sizes:
         return 0.0
     total = sum(sizes)
-    r = np.arange(1, rows + len(sizes))                                       # r_g = 1 .. rows + k - 1
-    best_of = {}
-    for k in range(1, len(sizes) + 1):
-        for block in itertools.combinations(range(len(sizes)), k):
-            conv = w_row * r + w_col * np.ceil(sizes[block[0]] / r)            # conv[t]: least over sum r_g = t + k
-            for g in block[1:]:
-                conv = _min_conv(conv, w_row * r + w_col * np.ceil(sizes[g] / r))
-            n = np.arange(1, rows + 1)                                         # rows of the component
-            suffix = np.minimum.accumulate(conv[::-1])[::-1]                   # least over sum r_g >= t + k
-            tor = suffix[n - 1]                                                # sum r_g >= n + k - 1
-            f = w1 * w_row * n + w0 * tor                                     # f[n - 1]
-            best_of[block] = np.minimum.accumulate(f[::-1])[::-1]              # least over n' >= n
     widths = np.arange(1, total + 1)                                           # c_d candidates
+    blocks, parts = _layout(len(sizes))
+    table = np.stack([_block_rows(tuple(sizes[g] for g in block), rows + len(sizes) - 1, rows, w_row, w_col, w0, w1)
+                      for block in blocks])                                    # (B, rows)
+    lo = -(-np.array([sum(sizes[g] for g in block) for block in blocks])[:, None] // widths)   # (B, W) rows needed
+    term = np.where(lo <= rows, np.take_along_axis(table, np.minimum(lo, rows) - 1, axis=1), np.inf)
+    base = w1 * w_col * widths
     best = np.inf
-    for part in _set_partitions(tuple(range(len(sizes)))):
-        cost = w1 * w_col * widths
-        for block in part:
-            lo = -(-sum(sizes[g] for g in block) // widths)                   # rows the block needs
-            ok = lo <= rows
-            cost = cost + np.where(ok, best_of[tuple(sorted(block))][np.minimum(lo, rows) - 1], np.inf)
+    for idx in parts:                                                          # partitions of j blocks: idx[P, j]
+        cost = base + term[idx[:, 0]]
+        for j in range(1, idx.shape[1]):
+            cost = cost + term[idx[:, j]]                                      # blocks added in partition order
         best = min(best, float(cost.min()))
     return best
 
 
+@functools.lru_cache(maxsize=None)
+def _layout(k: int) -> tuple[list[tuple], list[np.ndarray]]:
+    """``(blocks, parts)`` for ``k`` groups: every block (non-empty subset, as a sorted tuple)
+    and, per number of blocks j, ``idx[P, j]``: each partition (:func:`_set_partitions`) as
+    indices into ``blocks``, in its order."""
+    blocks = [b for j in range(1, k + 1) for b in itertools.combinations(range(k), j)]
+    pos = {b: i for i, b in enumerate(blocks)}
+    by_len: dict = {}
+    for part in _set_partitions(tuple(range(k))):
+        by_len.setdefault(len(part), []).append([pos[tuple(sorted(b))] for b in part])
+    return blocks, [np.array(v) for _, v in sorted(by_len.items())]
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_rows(sizes: tuple, r_max: int, rows: int, w_row: float, w_col: float, w0: float, w1: float) -> np.ndarray:
+    """``best[rows]`` (units): ``best[n - 1]``, the least ``w1 w_row n' + w0 sum_g (w_row r_g +
+    w_col ceil(a_g / r_g))`` over ``n' >= n`` rows and ``r_g <= r_max`` with ``sum_g r_g >= n' +
+    k - 1`` for a block of ``k`` groups of ``sizes`` hosts (:func:`pod_rows_cost`); remembered
+    (blocks recur across pods and hosts left unused), read-only."""
+    r = np.arange(1, r_max + 1)                                               # r_g = 1 .. rows + K - 1
+    conv = w_row * r + w_col * np.ceil(sizes[0] / r)                           # conv[t]: least over sum r_g = t + k
+    for a in sizes[1:]:
+        conv = _min_conv(conv, w_row * r + w_col * np.ceil(a / r))
+    n = np.arange(1, rows + 1)                                                 # rows of the component
+    suffix = np.minimum.accumulate(conv[::-1])[::-1]                           # least over sum r_g >= t + k
+    tor = suffix[n - 1]                                                        # sum r_g >= n + k - 1
+    f = w1 * w_row * n + w0 * tor                                             # f[n - 1]
+    best = np.minimum.accumulate(f[::-1])[::-1]                                # least over n' >= n
+    best.flags.writeable = False
+    return best
+
+
 def _min_conv(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Min-plus convolution: ``out[i + j] = min a[i] + b[j]``."""
-    out = np.full(a.size + b.size - 1, np.inf)
-    for j in range(b.size):
-        out[j:j + a.size] = np.minimum(out[j:j + a.size], a + b[j])
-    return out
+    """Min-plus convolution: ``out[i + j] = min a[i] + b[j]``, ``out[a.size + b.size - 1]``."""
+    return min_plus(a, b, b.size - 1, a.size + b.size - 2)
 
 
 def _joint_table(groups: list, cap: int, rows: int, w_row: float, w_col: float, w0: float, w1: float,
@@ -169,15 +198,15 @@ def pod_rows_bound(problem: GridProblem) -> float:
     w_col = problem.w_col if R > 1 else 0
     g0 = block_cost(R, C, int(free.max()), problem.w_row, w_col).astype(float)
     g1 = block_cost(R, C, max(caps), problem.w_row, w_col).astype(float)
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
+    items = []
     memo: dict = {}
     for groups, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
         pod = w0 * nested_blocks(groups, cap, g0) + w1 * g1[:cap + 1]          # nested blocks, as there
         if len(groups) <= MAX_GROUPS:
             pod = np.maximum(pod, _joint_table(groups, cap, R, problem.w_row, w_col, w0, w1, memo))
         pod[0] = 0.0
-        best = min_plus(best, pod, cap, n)
-    if not np.isfinite(best[n]):
+        items.append((pod, cap))
+    best = least_total(items, n)
+    if not np.isfinite(best):
         return 0.0
-    return max(0.0, float(best[n]) - (w0 + w1) * w_col * C)
+    return max(0.0, float(best) - (w0 + w1) * w_col * C)

@@ -42,7 +42,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import block_cost, min_plus, nested_blocks, pod_free_hosts
+from rankmap.placement.perimeter_bound import block_cost, least_total, min_plus, nested_blocks, pod_free_hosts
 
 __all__ = ["shared_columns_bound", "MUS", "MAX_WORK"]
 
@@ -149,11 +149,8 @@ def shared_columns_bound(problem: GridProblem) -> float:
     if sum(caps) < n or work > MAX_WORK:
         return 0.0
     costs = {p: _pod_costs(list(p), problem) for p in kinds}
-    best = np.full(n + 1, np.inf)
-    best[0] = 0.0
-    for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = min_plus(best, costs[p], cap, n)
-    if not np.isfinite(best[n]):
+    best = least_total([(costs[p], cap) for p, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0]))], n)
+    if not np.isfinite(best):
         return 0.0
     w_col = problem.w_col if R > 1 else 0
-    return max(0.0, float(best[n]) - (problem.weights[0] + problem.weights[1]) * w_col * C)
+    return max(0.0, float(best) - (problem.weights[0] + problem.weights[1]) * w_col * C)

@@ -43,9 +43,10 @@ The larger of the two, less ``(w0 + w1) w_col C``, is the bound. Levels above th
 nothing here.
 
 On the 100,000-GPU deep-pipeline instances (pp 32) it adds little to the pod patterns bound
-(25% busy: 8405.1 -> 8419.1 e6 units, 8418.0 at the duals themselves, about 3 s of CPU; 50%:
-6985.3 -> 6988.65): even with the groups' stacking a 7-row pod costs only 1-2 units more than
-a 6-row one, so the relaxation stacks columns as 6 + 6 + 6 + 7 + 7 nearly free.
+(25% busy: 8405.1 -> 8419.1 e6 units, 8418.0 at the duals themselves; 50%: 6985.3 -> 6988.65;
+its linear programmes are the largest part of its CPU): even with the groups' stacking a
+7-row pod costs only 1-2 units more than a 6-row one, so the relaxation stacks columns as
+6 + 6 + 6 + 7 + 7 nearly free.
 
 References
 ----------
@@ -65,7 +66,7 @@ import functools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.perimeter_bound import min_plus, pod_free_hosts
+from rankmap.placement.perimeter_bound import least_total, pod_free_hosts
 from rankmap.placement.pod_box_bound import MULTIPLIERS, box_costs
 from rankmap.placement.stacking_groups import group_stacking_lines
 
@@ -138,7 +139,8 @@ def _height_costs(groups: tuple, problem: GridProblem) -> list:
 def _hull_lines(values: np.ndarray, lo: int, hi: int) -> list[tuple[float, float]]:
     """``(a, b)`` of the lower convex hull's edges of ``values[A]`` over finite ``A`` in
     ``lo .. hi`` (one point: a flat line); every ``a + b A`` is below ``values`` there."""
-    pts = [(float(a), float(values[a])) for a in range(lo, hi + 1) if np.isfinite(values[a])]
+    at = lo + np.flatnonzero(np.isfinite(values[lo:hi + 1]))
+    pts = list(zip(at.astype(float).tolist(), values[at].tolist()))
     hull: list = []
     for p in pts:                                                     # Andrew's monotone chain, lower hull
         while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1]) \
@@ -340,13 +342,30 @@ def _compositions(prices: np.ndarray, total: int) -> float:
 
 def _credits(prices: np.ndarray, top: int, cap: int) -> np.ndarray:
     """``credit[c, A]``: the largest ``sum prices[y]`` over ``c`` pieces of ``1 .. top`` cells
-    holding ``A`` cells in all (-inf where none), ``c, A <= cap``."""
+    holding ``A`` cells in all (-inf where none), ``c, A <= cap``: ``credit[c, A]`` the largest
+    ``credit[c - 1, A - y] + prices[y]``, all y at once (max-plus over a sliding window)."""
+    Y = min(top, prices.size - 1)
     credit = np.full((cap + 1, cap + 1), -np.inf)
     credit[0, 0] = 0.0
+    if Y < 1:
+        return credit
+    padded = np.full(cap + Y + 1, -np.inf)                           # padded[Y + A]: credit[c - 1, A]
     for c in range(1, cap + 1):
-        for y in range(1, min(top, prices.size - 1) + 1):
-            credit[c, y:] = np.maximum(credit[c, y:], credit[c - 1, :cap + 1 - y] + prices[y])
+        padded[Y:] = credit[c - 1]
+        take = np.lib.stride_tricks.sliding_window_view(padded[:cap + Y], Y)    # take[A, k]: credit[c - 1, A - Y + k]
+        credit[c] = (take[:, ::-1] + prices[1:Y + 1][None, :]).max(axis=1)       # y = Y - k
     return credit
+
+
+def _earnings(prices: np.ndarray, h: int, top: int, cols: int, w1_col: float) -> np.ndarray:
+    """``less[top + 1]`` (units): ``less[A]`` the least ``w1_col c`` less the most c columns of
+    at most h cells earn (:func:`_credits`) holding ``A`` cells, over ``ceil(A / h) <= c <=
+    min(A, cols)``, ``c >= 1`` (inf where none). Entry A reads only ``c <= A``: one table
+    serves every pod of at most ``top`` hosts."""
+    A = np.arange(top + 1)
+    c = np.arange(top + 1)[:, None]                                  # (c, 1)
+    ok = (c >= -(-A[None, :] // h)) & (c <= np.minimum(A, cols)[None, :]) & (c >= 1)
+    return np.where(ok, w1_col * c - _credits(prices, h, top), np.inf).min(axis=0)
 
 
 def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray) -> float | None:
@@ -359,18 +378,13 @@ def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray
     R, C = problem.rows, problem.cols
     n = R * C
     w1_col = problem.weights[1] * float(problem.w_col)
-    top = max(caps)
-    tables: dict = {}
+    heights = sorted({hi for pod in set(pods) for _, hi, _ in pod_height_costs(pod, problem)})
+    earn = {h: _earnings(prices, h, max(caps), C, w1_col) for h in heights}
     costs: dict = {}                                                 # (pod, lo, hi) -> cost[cap + 1]
     for pod in sorted(set(pods)):
         cap = sum(pod)
-        A = np.arange(cap + 1)
-        c = np.arange(cap + 1)[:, None]                              # (c, 1)
         for lo, hi, g in pod_height_costs(pod, problem):
-            if hi not in tables:
-                tables[hi] = _credits(prices, hi, top)
-            ok = (c >= -(-A[None, :] // hi)) & (c <= np.minimum(A, C)[None, :]) & (c >= 1)
-            costs[pod, lo, hi] = g + np.where(ok, w1_col * c - tables[hi][:cap + 1, :cap + 1], np.inf).min(axis=0)
+            costs[pod, lo, hi] = g + earn[hi][:cap + 1]
     items = []
     for pod in sorted(set(pods)):
         cap = sum(pod)
@@ -381,12 +395,11 @@ def _lagrangian(problem: GridProblem, pods: list, caps: list, prices: np.ndarray
         k = costs[pod, h, h]
         costs[pod, h, h] = np.where(np.isfinite(k), np.maximum(k, value + slope * (np.arange(k.size) - (k.size - 1))),
                                     np.inf)
-    total = np.full(n + 1, np.inf)
-    total[0] = 0.0
-    for pod, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0])):
-        best = np.min([v for (p, _, _), v in costs.items() if p == pod], axis=0)
-        best[0] = 0.0
-        total = min_plus(total, best, cap, n)
-    if not np.isfinite(total[n]):
+    least = {}
+    for pod in set(pods):
+        least[pod] = np.min([v for (p, _, _), v in costs.items() if p == pod], axis=0)
+        least[pod][0] = 0.0
+    total = least_total([(least[pod], cap) for pod, cap in sorted(zip(pods, caps), key=lambda x: (x[1], x[0]))], n)
+    if not np.isfinite(total):
         return None
-    return float(total[n]) + C * _compositions(prices, R)
+    return float(total) + C * _compositions(prices, R)

@@ -31,6 +31,8 @@ duality of linear programmes: Chvatal, "Linear Programming" (1983), ch. 5.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
@@ -84,11 +86,23 @@ def _batch(problem: GridProblem, items: list, prices: np.ndarray) -> list | None
 
 def _block(problem: GridProblem, groups: tuple, h: int, prices: np.ndarray, scale: float) -> tuple:
     """``(cost, A_ub, b_ub, A_eq, b_eq, const)`` of one pod's programme in units of ``w_col``
-    (every variable non-negative); the last equality row is ``A = cap``."""
+    (every variable non-negative); the last equality row is ``A = cap``. Only the costs of the
+    pod's columns move with the prices: the rest is built once (:func:`_structure`)."""
+    w_row, w_col = float(problem.w_row) / scale, float(problem.w_col) / scale
+    base, n, a_ub, b_ub, a_eq, b_eq, const = _structure(groups, h, problem.weights[0], problem.weights[1], w_row, w_col)
+    cost = base.copy()
+    for y, j in n.items():
+        cost[j] = -float(prices[y]) / scale if y < prices.size else 0.0
+    return cost, a_ub, b_ub, a_eq, b_eq, const
+
+
+@functools.lru_cache(maxsize=1024)
+def _structure(groups: tuple, h: int, w0: float, w1: float, w_row: float, w_col: float) -> tuple:
+    """``(cost, {y: index}, A_ub, b_ub, A_eq, b_eq, const)`` of :func:`_block` at zero prices
+    (``w_row``, ``w_col`` in units of ``w_col``), with the index of each column count
+    ``n_y``; remembered (the same pods and heights at every price), not to be changed."""
     from scipy.sparse import coo_matrix
 
-    w0, w1 = problem.weights[0], problem.weights[1]
-    w_row, w_col = float(problem.w_row) / scale, float(problem.w_col) / scale
     cost: list = []
     ub: list = []
     eq: list = []
@@ -105,7 +119,7 @@ def _block(problem: GridProblem, groups: tuple, h: int, prices: np.ndarray, scal
         rhs.append(b)
 
     c, A = var(w1 * w_col), var(0.0)
-    n = {y: var(-float(prices[y]) / scale if y < prices.size else 0.0) for y in range(1, h + 1)}
+    n = {y: var(0.0) for y in range(1, h + 1)}                                  # costs: the prices (_block)
     add(eq, b_eq, {**{v: 1.0 for v in n.values()}, c: -1.0}, 0.0)              # c columns
     add(eq, b_eq, {**{v: float(y) for y, v in n.items()}, A: -1.0}, 0.0)       # holding A cells
     hosts: dict = {A: -1.0}
@@ -147,5 +161,5 @@ def _block(problem: GridProblem, groups: tuple, h: int, prices: np.ndarray, scal
         r, j, v = zip(*entries) if entries else ((), (), ())
         return coo_matrix((v, (r, j)), shape=(rows, m)).tocsr()
 
-    return (np.array(cost), matrix(ub, len(b_ub)), np.array(b_ub), matrix(eq, len(b_eq)), np.array(b_eq),
+    return (np.array(cost), n, matrix(ub, len(b_ub)), np.array(b_ub), matrix(eq, len(b_eq)), np.array(b_eq),
             w1 * w_row * h)

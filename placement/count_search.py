@@ -27,10 +27,13 @@ from rankmap.placement.count_screen import CountScreen
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.tier_model import decode_counts
 
-__all__ = ["counts_of", "count_search", "SCREEN_MOVES"]
+__all__ = ["counts_of", "count_search", "SCREEN_MOVES", "SCREEN_CELLS"]
 
-# Moves screened at once (each holds two rows of C hosts per decoding while screened).
+# Moves screened at once, at most, and host cells per chunk (each move holds eight rows of
+# C hosts per decoding while screened: ~50 MB per chunk at 2**16 cells, where 512 moves of
+# 6,250-host rows took ~230 MB more at 50,000 hosts).
 SCREEN_MOVES = 512
+SCREEN_CELLS = 1 << 16
 
 
 def counts_of(problem: GridProblem, cells: np.ndarray) -> np.ndarray:
@@ -147,8 +150,8 @@ def _screened(problem: GridProblem, counts: np.ndarray, moves, screen: bool, abo
     cost more than ``above[0]`` on the tier cost
     (:class:`~rankmap.placement.count_screen.CountScreen`, a chunk at a time): the moves that
     ``score`` would turn down on ``key.first`` alone. Chunks grow from 8 moves to
-    :data:`SCREEN_MOVES`, so that an early improvement wastes little. ``moves`` unchanged
-    without ``screen``."""
+    :data:`SCREEN_MOVES` (fewer on wide rows, :data:`SCREEN_CELLS`), so that an early
+    improvement wastes little. ``moves`` unchanged without ``screen``."""
     if not screen:
         yield from moves
         return
@@ -160,4 +163,4 @@ def _screened(problem: GridProblem, counts: np.ndarray, moves, screen: bool, abo
             return
         ok = (costs(np.stack(chunk)) <= above[0]).any(axis=0)
         yield from (t if keep else None for t, keep in zip(chunk, ok))
-        size = min(4 * size, SCREEN_MOVES)
+        size = min(4 * size, SCREEN_MOVES, max(8, SCREEN_CELLS // problem.cols))

@@ -84,7 +84,8 @@ class CountScreen:
                 seen, laid = (cells, new) if lv == 0 else (m[cells], m[new])          # level 0: the groups
                 ring = _ring(laid)                                             # (N, 2)
                 ring_delta = np.where(one, ring[:, :1], ring.sum(axis=1, keepdims=True))[:, 0]
-                ring_delta = ring_delta - np.where(one[:, 0], self.ring[x, lv, r], self.ring[x, lv, r] + self.ring[x, lv, q])
+                before = self.ring[x, lv]                                          # (R,)
+                ring_delta = ring_delta - np.where(one[:, 0], before[r], before[r] + before[q])
                 # pairs (r-1, r), (r, r+1), (q-1, q), (q, q+1): the window's rows 0-1, 1-2, 3-4, 4-5
                 crossed = seen[:, [0, 1, 3, 4]] != seen[:, [1, 2, 4, 5]]            # (N, 4, C)
                 hops = crossed.sum(axis=2) - self.hop[x, lv, slots]                # (N, 4)

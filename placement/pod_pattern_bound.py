@@ -72,6 +72,7 @@ import itertools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.lp_rows import lower_hull
 from rankmap.placement.pod_box_bound import pod_box_costs, pods_bound
 
 __all__ = ["pod_pattern_bound", "pod_pattern_costs", "pattern_lp", "pattern_lps", "MAX_GROUPS", "MAX_HEIGHT", "MAX_LPS", "MAX_PODS"]
@@ -110,12 +111,7 @@ def _kappa_lines(masks: list, r_d: int, disjoint: bool = False) -> list[tuple[fl
         n = bin(sub).count("1")
         kappa[1:rows + 1] = np.minimum(kappa[1:rows + 1], n)
     pts = [(q, float(kappa[q])) for q in range(1, r_d + 1)]
-    hull: list = []
-    for p in pts:                                                     # Andrew's monotone chain, lower hull
-        while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1]) \
-                - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0]) <= 0:
-            hull.pop()
-        hull.append(p)
+    hull = lower_hull(pts)                                            # Andrew's monotone chain
     if len(hull) == 1:
         return [(hull[0][1], 0.0)]
     lines = []

@@ -66,6 +66,7 @@ import functools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.lp_rows import LpRows, lower_hull
 from rankmap.placement.perimeter_bound import least_total, pod_free_hosts
 from rankmap.placement.pod_box_bound import MULTIPLIERS, box_costs
 from rankmap.placement.stacking_groups import group_stacking_lines
@@ -141,12 +142,7 @@ def _hull_lines(values: np.ndarray, lo: int, hi: int) -> list[tuple[float, float
     ``lo .. hi`` (one point: a flat line); every ``a + b A`` is below ``values`` there."""
     at = lo + np.flatnonzero(np.isfinite(values[lo:hi + 1]))
     pts = list(zip(at.astype(float).tolist(), values[at].tolist()))
-    hull: list = []
-    for p in pts:                                                     # Andrew's monotone chain, lower hull
-        while len(hull) >= 2 and (hull[-1][0] - hull[-2][0]) * (p[1] - hull[-2][1]) \
-                - (hull[-1][1] - hull[-2][1]) * (p[0] - hull[-2][0]) <= 0:
-            hull.pop()
-        hull.append(p)
+    hull = lower_hull(pts)                                            # Andrew's monotone chain
     if len(hull) <= 1:
         return [(hull[0][1], 0.0)] if hull else []
     lines = []
@@ -218,20 +214,8 @@ def _programme(problem: GridProblem, pods: list, caps: list, spare: int) -> tupl
     R, C = problem.rows, problem.cols
     scale = max(float(problem.w_col), 1e-12)                         # units of w_col, for the solver
     w1_col = problem.weights[1] * float(problem.w_col) / scale
-    cost: list = []
-    ub: list = []                                                    # (row, var, coef)
-    eq: list = []
-    b_ub: list = []
-    b_eq: list = []
-
-    def var(c: float) -> int:
-        cost.append(c)
-        return len(cost) - 1
-
-    def add(rows: list, rhs: list, coefs: dict, b: float) -> None:
-        r = len(rhs)
-        rows.extend((r, j, v) for j, v in coefs.items())
-        rhs.append(b)
+    lp = LpRows()
+    cost, ub, eq, b_ub, b_eq, var, add = lp.cost, lp.ub, lp.eq, lp.b_ub, lp.b_eq, lp.var, lp.add
 
     hosts: dict = {}
     cols_at: dict = {}                                               # cells y -> [pod columns of y cells]

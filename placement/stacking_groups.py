@@ -36,6 +36,7 @@ import functools
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
+from rankmap.placement.lp_rows import LpRows
 
 __all__ = ["group_stacking_lines"]
 
@@ -103,20 +104,8 @@ def _structure(groups: tuple, h: int, w0: float, w1: float, w_row: float, w_col:
     ``n_y``; remembered (the same pods and heights at every price), not to be changed."""
     from scipy.sparse import coo_matrix
 
-    cost: list = []
-    ub: list = []
-    eq: list = []
-    b_ub: list = []
-    b_eq: list = []
-
-    def var(c: float) -> int:
-        cost.append(c)
-        return len(cost) - 1
-
-    def add(rows: list, rhs: list, coefs: dict, b: float) -> None:
-        r = len(rhs)
-        rows.extend((r, j, v) for j, v in coefs.items())
-        rhs.append(b)
+    lp = LpRows()
+    cost, ub, eq, b_ub, b_eq, var, add = lp.cost, lp.ub, lp.eq, lp.b_ub, lp.b_eq, lp.var, lp.add
 
     c, A = var(w1 * w_col), var(0.0)
     n = {y: var(0.0) for y in range(1, h + 1)}                                  # costs: the prices (_block)

@@ -47,10 +47,10 @@ class CountScreen:
         self.order = group_order(problem)
         self.layouts = np.stack(decode_counts(problem, counts))                   # (2, R, C): plain, snake
         R = problem.rows
-        self.pairs = np.arange(R)
-        self.pair_w = np.where(self.pairs < R - 1, problem.w_col, problem.w_wrap) if R > 1 else np.zeros(R, int)
+        pairs = np.arange(R)                                                      # pair a: rows a, (a + 1) % R
+        self.pair_w = np.where(pairs < R - 1, problem.w_col, problem.w_wrap) if R > 1 else np.zeros(R, int)
         self.ring = np.stack([[_ring(m[x]) for m in self.maps] for x in self.layouts])      # (2, L, R)
-        below = self.layouts[:, (self.pairs + 1) % R]
+        below = self.layouts[:, (pairs + 1) % R]
         self.hop = np.stack([[(m[x] != m[y]).sum(axis=-1) for m in self.maps]
                              for x, y in zip(self.layouts, below)])                         # (2, L, R)
         self.units = (problem.w_row * self.ring.sum(axis=2)
@@ -67,12 +67,14 @@ class CountScreen:
         rows = np.stack([r, q], axis=1)                                             # (N, 2)
         picked = moves[np.arange(N)[:, None], rows][:, :, self.order]               # (N, 2, K)
         plain = np.repeat(np.tile(self.order, 2 * N), picked.ravel()).reshape(N, 2, -1)
-        slots = np.stack([(r - 1) % R, r, (q - 1) % R, q], axis=1)                  # (N, 4)
+        window = np.stack([(r - 1) % R, r, (r + 1) % R, (q - 1) % R, q, (q + 1) % R], axis=1)  # (N, 6)
+        # pairs (r-1, r), (r, r+1), (q-1, q), (q, q+1), each named by its upper row: the
+        # window's rows 0-1, 1-2, 3-4, 4-5
+        slots = window[:, [0, 1, 3, 4]]                                             # (N, 4)
         fresh = np.ones((N, 4), dtype=bool) if R > 1 else np.zeros((N, 4), dtype=bool)
         for j in range(1, 4):
             fresh[:, j] &= (slots[:, :j] != slots[:, j:j + 1]).all(axis=1)
         one = (q == r)[:, None]                                                     # (N, 1)
-        window = np.stack([(r - 1) % R, r, (r + 1) % R, (q - 1) % R, q, (q + 1) % R], axis=1)  # (N, 6)
         out = np.zeros((2, N))
         for x in range(2):
             new = plain.copy()
@@ -86,7 +88,6 @@ class CountScreen:
                 ring_delta = np.where(one, ring[:, :1], ring.sum(axis=1, keepdims=True))[:, 0]
                 before = self.ring[x, lv]                                          # (R,)
                 ring_delta = ring_delta - np.where(one[:, 0], before[r], before[r] + before[q])
-                # pairs (r-1, r), (r, r+1), (q-1, q), (q, q+1): the window's rows 0-1, 1-2, 3-4, 4-5
                 crossed = seen[:, [0, 1, 3, 4]] != seen[:, [1, 2, 4, 5]]            # (N, 4, C)
                 hops = crossed.sum(axis=2) - self.hop[x, lv, slots]                # (N, 4)
                 units = (self.units[x, lv] + p.w_row * ring_delta

@@ -40,7 +40,7 @@ from __future__ import annotations
 import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.tier_search import tier_cost
+from rankmap.placement.tier_search import level_maps, tier_cost
 
 __all__ = ["improve", "move_gains", "LOCAL_SEARCH_SWEEPS"]
 
@@ -49,12 +49,6 @@ __all__ = ["improve", "move_gains", "LOCAL_SEARCH_SWEEPS"]
 LOCAL_SEARCH_SWEEPS = 60
 # Directions of a cell's neighbours: left, right (ring), up, down (pipeline).
 _DIRS = ((0, -1), (0, 1), (-1, 0), (1, 0))
-
-
-def _domain_maps(problem: GridProblem) -> np.ndarray:
-    """``maps[L, K]``: the level-``l`` domain of each ToR group (level 0: the group itself)."""
-    K = len(problem.free)
-    return np.stack([np.arange(K)] + [np.asarray(d, dtype=np.int64) for d in problem.domains])
 
 
 def _edge_weights(problem: GridProblem) -> np.ndarray:
@@ -114,7 +108,7 @@ def move_gains(problem: GridProblem, cells: np.ndarray) -> tuple[np.ndarray, np.
     >>> gain[0, 0].tolist(), target[0, 0].tolist()
     ([20.0, 20.0, 20.0, 20.0], [1, 0, 1, 0])
     """
-    maps = _domain_maps(problem)
+    maps = level_maps(problem.domains, len(problem.free))
     weights = np.asarray(problem.weights, dtype=float)
     ew = _edge_weights(problem)[:, :, None]                   # (4, R, 1)
     nb = _neighbours(cells)                                   # (4, R, C)
@@ -142,7 +136,7 @@ def _sweep(problem: GridProblem, cells: np.ndarray, free: np.ndarray) -> int:
     """One sweep of moves then swaps on ``cells`` (in place); the number of changes made."""
     R, C = cells.shape
     gain, target = move_gains(problem, cells)
-    maps, weights = _domain_maps(problem), np.asarray(problem.weights, dtype=float)
+    maps, weights = level_maps(problem.domains, len(problem.free)), np.asarray(problem.weights, dtype=float)
     spare = free - np.bincount(cells.ravel(), minlength=free.size)
     locked = np.zeros((R, C), dtype=bool)  # cells changed in this sweep and their neighbours
 

@@ -202,10 +202,13 @@ class ParallelLayout:
         tp, cp, dp and pp are dense coordinates; ep is the rank's place in its EP group.
         """
         w = self.world_size
-        dense = digit_values(self.digits, w)
-        cols = {dim: dense.get(dim, np.zeros(w, np.int64)) for dim in DIMS}
-        cols["ep"] = digit_values(self.expert_digits, w)["ep"] if self.sizes["ep"] > 1 else np.zeros(w, np.int64)
-        return np.stack([cols[dim] for dim in COORD], axis=1).astype(np.int64)
+        table = np.zeros((w, len(COORD)), dtype=np.int64)   # filled column by column: one [W, 5] array
+        for dim, values in digit_values(self.digits, w).items():
+            if dim in COORD and dim != "ep":
+                table[:, COORD[dim]] = values
+        if self.sizes["ep"] > 1:
+            table[:, COORD["ep"]] = digit_values(self.expert_digits, w)["ep"]
+        return table
 
     def column(self, dim: str) -> np.ndarray:
         """``coord[W]``: every rank's coordinate along ``dim`` (tp, cp, ep, dp or pp).

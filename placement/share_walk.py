@@ -19,7 +19,8 @@ add the rest; one total for the last pod, 500 on average on the deep-pipeline be
 100,000 hosts, 25% busy, against 716 reachable so far at most). Each pod is one
 step over all its options at once: ``cost[D, W]`` read from a strided view of the table
 before shifted by each option's size, its least entry per total taken (:func:`numpy.argmin`
-keeps the first option listed on ties). Each pod's options are reduced to their distinct
+keeps the first option listed on ties); only that choice per total is kept for the walk
+back, not the table. Each pod's options are reduced to their distinct
 sizes (options of one size cost the same, and the first is kept on ties), for all pods at
 once (:func:`_option_costs`), and only the walk back from the reached total is returned:
 the one option per pod that the caller reads. Calls repeat with the same pods (the layout
@@ -117,19 +118,22 @@ def _walk(flat: bytes, counts: bytes, totals: bytes, target: int, frac: float, r
     shifted = [np.lib.stride_tricks.as_strided(b, (n + 1, n), b.strides * 2) for b in tables]  # [j, t]: b[j + t]
     # a table holds stale totals below its window (windows only move up), never read: a read
     # outside the window before falls below total 0 or above every total written (inf)
-    tables[0, n], costs = 0.0, []
+    tables[0, n], choices = 0.0, []
     for p, ((a, b), lo, hi) in enumerate(zip(pods, lows, highs)):
         cost = shifted[p % 2][n - size[a:b], lo:hi + 1]          # (D, W): best[t - size], a copy
         cost += miss[a:b, None]
         if ragged:                                                # + 0.0 changes no cost (none is -0.0)
             cost += rag[a:b, None]
-        cost.min(axis=0, out=tables[1 - p % 2, n + lo:n + hi + 1])
-        costs.append(cost)                                        # (D, W), read back at one total only
+        # per total the first least option (argmin keeps the first on ties): (W,), not the
+        # (D, W) table itself, which at 100,000 hosts held ~200 MB until the walk back
+        arg = cost.argmin(axis=0)
+        tables[1 - p % 2, n + lo:n + hi + 1] = cost[arg, np.arange(arg.size)]
+        choices.append(arg.astype(np.int32))
     t = reached = highs[-1] if pods else 0
     picks = []
-    for cost, (a, _), lo, start in zip(reversed(costs), reversed(pods), reversed(lows),
-                                       reversed((np.cumsum(counts) - counts).tolist())):
-        k = int(first[a + int(cost[:, t - lo].argmin())])         # the first option listed on ties
+    for arg, (a, _), lo, start in zip(reversed(choices), reversed(pods), reversed(lows),
+                                      reversed((np.cumsum(counts) - counts).tolist())):
+        k = int(first[a + int(arg[t - lo])])                      # the first option listed on ties
         picks.append(k)
         t -= int(flat[start + k])
     return reached, tuple(reversed(picks))

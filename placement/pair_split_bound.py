@@ -50,6 +50,7 @@ from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.metrics import evaluate
 from rankmap.placement.pod_box_bound import pod_box_costs, pods_bound
 from rankmap.placement.pod_pattern_bound import MAX_PODS, pod_pattern_costs
+from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.problem import PlacementProblem
 
 __all__ = ["pair_split_bound", "pair_split_units", "whole_spans_bound"]
@@ -134,9 +135,13 @@ def whole_spans_bound(problem: GridProblem, pair: float) -> float:
 
 def pair_split_bound(problem: PlacementProblem) -> float:
     """Lower bound (units) on the optimised cost of every placement, CP and EP traffic between
-    hosts included (module docstring, :func:`whole_spans_bound`); 0 when no CP x EP group
-    spans 2 hosts or the bound does not apply."""
+    hosts included: the larger of :func:`whole_spans_bound` (rings wider than pods) and the
+    pod profiles with the same split spans charged
+    (:func:`rankmap.placement.pod_profile_bound.pod_profile_bound` with ``pair``: rings
+    narrower than pods); 0 when no CP x EP group spans 2 hosts or neither applies."""
     if problem.cp_ep_span != 2:
         return 0.0
     p = float(pair_split_units(problem))
-    return whole_spans_bound(problem.grid_problem, p) if p > 0 else 0.0
+    if p <= 0:
+        return 0.0
+    return max(whole_spans_bound(problem.grid_problem, p), pod_profile_bound(problem.grid_problem, p))

@@ -319,7 +319,7 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
     bound_bytes = bound * problem.unit_bytes
     split_bound = pair_split_bound(problem) * problem.unit_bytes if problem.cp_ep_span > 1 else 0.0
     if split_bound > bound_bytes:  # the grid leaves CP/EP traffic out; this bound counts split spans
-        bound_bytes, method = split_bound, "analytic; pod patterns, CP/EP spans whole or split"
+        bound_bytes, method = split_bound, "analytic; pod patterns or profiles, CP/EP spans whole or split"
     if ours.metrics.cost < bound_bytes <= ours.metrics.cost * (1 + 1e-9):
         bound_bytes = ours.metrics.cost  # units x bytes per unit in floating point: 1677721600.0000002 for 1677721600
     result = PlanResult(problem.job, rm, ours, baselines, bound_bytes, method, status,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import random
 
 import numpy as np
 from helpers import cluster_with_free, job
@@ -18,6 +19,7 @@ from rankmap.placement.metrics import measure_order
 from rankmap.placement.pair_split_bound import pair_split_bound, pair_split_units, whole_spans_bound
 from rankmap.placement.plan import plan
 from rankmap.placement.pod_pattern_bound import pod_pattern_bound
+from rankmap.placement.pod_profile_bound import pod_profile_bound
 from rankmap.placement.problem import build_problem
 from rankmap.topology import parse_cluster
 
@@ -161,3 +163,34 @@ def test_plan_bound_with_split_spans_never_exceeds_any_host_order():
 def _nth(order: tuple, i: int) -> str:
     """The host at position ``i`` of a sequence of ToR-group labels ("a1" twice: a1 then a2)."""
     return order[i][0] + str(order[:i + 1].count(order[i]))
+
+
+def _narrow_ring_instances(n: int, seed: int):
+    """Random two-level instances of an even number of columns where the pod profiles apply
+    (a ring needs two ToR groups; a pod may hold a whole ring)."""
+    rng = random.Random(seed)
+    made = 0
+    while made < n:
+        K = rng.choice([3, 4])
+        R, C = rng.choice([(1, 4), (2, 4), (1, 6), (2, 2), (3, 2)])
+        free = tuple(rng.randint(1, C - 1) for _ in range(K))
+        if sum(free) < R * C or K ** (R * C) > 300_000:
+            continue
+        pods = tuple(np.unique(sorted(rng.randint(0, 1) for _ in range(K)), return_inverse=True)[1].tolist())
+        made += 1
+        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,), (1.0, float(rng.choice([1, 2]))))
+
+
+def test_pod_profiles_with_split_spans_never_exceed_brute_force():
+    # Rings narrower than pods (whole_spans_bound gives 0 there): each pod in whole spans or
+    # paying half a split span, priced at 0, 3 and 40 units per tier. Never above the least
+    # total, at price 0 the plain profile bound, and lifted by the price on several instances.
+    lifted = 0
+    for problem in _narrow_ring_instances(40, seed=3):
+        plain = pod_profile_bound(problem)
+        for pair, best in zip((0.0, 3.0, 40.0), _brute_with_pairs(problem, (0.0, 3.0, 40.0))):
+            bound = pod_profile_bound(problem, pair)
+            assert bound <= best + 1e-6, (problem, pair, bound, best)
+            assert pair > 0 or bound == plain
+            lifted += bound > plain + 1e-9
+    assert lifted >= 10, lifted

@@ -93,7 +93,9 @@ def job_of(kind: str, n_gpus: int, cluster: Cluster) -> JobSpec:
     return job
 
 
-def tiered_instance(kind: str, n_gpus: int, busy_fraction: float) -> tuple[Cluster, JobSpec]:
-    """A three-tier instance: cluster (1% of hosts failed; 10% of 4 GPUs for ``mixed``) and job."""
-    cluster = make_tiered_cluster(n_gpus, busy_fraction, 0.01, small_fraction=0.1 if kind == "mixed" else 0.0)
+def tiered_instance(kind: str, n_gpus: int, busy_fraction: float, seed: int = 1) -> tuple[Cluster, JobSpec]:
+    """A three-tier instance: cluster (1% of hosts failed; 10% of 4 GPUs for ``mixed``; busy,
+    failed and small hosts drawn with ``seed``, 1 for the benchmark's own) and job."""
+    cluster = make_tiered_cluster(n_gpus, busy_fraction, 0.01, seed=seed,
+                                  small_fraction=0.1 if kind == "mixed" else 0.0)
     return cluster, job_of(kind, n_gpus, cluster)

@@ -163,9 +163,8 @@ def pod_profile_bound(problem: GridProblem, pair: float = 0.0) -> float:
         each side): at least one, and at least as many as its groups of odd free hosts less
         the hosts it leaves unused (a group using an odd number of hosts has a piece of odd
         length); ``w1 pair / 2`` more when it uses an odd number of hosts (so does a pod
-        piece). With rings narrower than pods (the patterns' bounds of
-        :func:`~rankmap.placement.pair_split_bound.whole_spans_bound` do not apply there).
-        On the 12,288-GPU three-tier benchmark clusters of seed 3, 50% busy (rings of 92 hosts,
+        piece). It serves rings narrower than pods, where the patterns' bounds of
+        :func:`~rankmap.placement.pair_split_bound.whole_spans_bound` do not apply. On the 12,288-GPU three-tier benchmark clusters of seed 3, 50% busy (rings of 92 hosts,
         pods of ~126), the printed gap: CP 9.32% -> 7.85%, EP 7.56% -> 5.04%.
 
     Returns

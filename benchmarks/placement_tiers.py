@@ -39,13 +39,13 @@ def run_tiered(sizes: list[int], kinds: list[str], time_limit_s: float = 5.0, se
                 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
                 cost = result.ours.metrics.cost
                 cheaper = [b.name for b in result.baselines if b.metrics.cost < cost * (1 - 1e-12)]
-                row = {"gpus": n, "kind": kind, "busy": busy, "seed": seed, "time_s": wall, "cpu_s": cpu, "peak_MiB": peak,
-                       "cost_TB": cost / 1e12, "bound_TB": result.lower_bound_bytes / 1e12,
+                row = {"gpus": n, "kind": kind, "busy": busy, "seed": seed, "time_s": wall, "cpu_s": cpu,
+                       "peak_MiB": peak, "cost_TB": cost / 1e12, "bound_TB": result.lower_bound_bytes / 1e12,
                        "gap_pct": 100 * result.gap, "status": str(result.solver_status), "cheaper": cheaper}
                 out.append(row)
-                print(f"{n:>7} {kind:>5} {busy:>5.0%} {seed:>4} {wall:7.2f} {cpu:6.2f} {peak:8.0f} {row['cost_TB']:8.3f} "
-                      f"{row['bound_TB']:8.3f} {row['gap_pct']:6.2f}  {row['status']}; {', '.join(cheaper) or 'none'}",
-                      flush=True)
+                print(f"{n:>7} {kind:>5} {busy:>5.0%} {seed:>4} {wall:7.2f} {cpu:6.2f} {peak:8.0f} "
+                      f"{row['cost_TB']:8.3f} {row['bound_TB']:8.3f} {row['gap_pct']:6.2f}  {row['status']}; "
+                      f"{', '.join(cheaper) or 'none'}", flush=True)
     if out:
         print(f"three-tier: max gap {max(r['gap_pct'] for r in out):.2f}%, max plan time "
               f"{max(r['time_s'] for r in out):.2f} s ({max(r['cpu_s'] for r in out):.2f} s CPU)")

@@ -164,8 +164,9 @@ def pod_profile_bound(problem: GridProblem, pair: float = 0.0) -> float:
         the hosts it leaves unused (a group using an odd number of hosts has a piece of odd
         length); ``w1 pair / 2`` more when it uses an odd number of hosts (so does a pod
         piece). It serves rings narrower than pods, where the patterns' bounds of
-        :func:`~rankmap.placement.pair_split_bound.whole_spans_bound` do not apply. On the 12,288-GPU three-tier benchmark clusters of seed 3, 50% busy (rings of 92 hosts,
-        pods of ~126), the printed gap: CP 9.32% -> 7.85%, EP 7.56% -> 5.04%.
+        :func:`~rankmap.placement.pair_split_bound.whole_spans_bound` do not apply. On the
+        12,288-GPU three-tier benchmark clusters of seed 3, 50% busy (rings of 92 hosts, pods of
+        ~126), the printed gap: CP 9.32% -> 7.85%, EP 7.56% -> 5.04%.
 
     Returns
     -------
@@ -202,9 +203,10 @@ def pod_profile_bound(problem: GridProblem, pair: float = 0.0) -> float:
     dp = np.full((R + 1, cap + 1, V), inf)                          # dp[s, S, waste]
     dp[0, 0, 0] = 0.0
     for p in pods:
-        table = _pod_table(p, problem, min(spare, sum(p)))
+        spare_max = min(spare, sum(p))
+        table = _pod_table(p, problem, spare_max)
         if pair > 0 and C % 2 == 0:
-            table = _with_spans(p, problem, table, pair, min(spare, sum(p)))
+            table = _with_spans(p, problem, table, pair, spare_max)
         new = np.full_like(dp, inf)
         for (W, S), cost in table.items():
             if W > R:

@@ -184,11 +184,14 @@ def _narrow_ring_instances(n: int, seed: int):
             continue
         pods = tuple(np.unique(sorted(rng.randint(0, 1) for _ in range(K)), return_inverse=True)[1].tolist())
         made += 1
-        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,), (1.0, float(rng.choice([1, 2]))))
+        weights = (1.0, float(rng.choice([1, 2])))
+        yield GridProblem(R, C, free, rng.randint(1, 12), rng.randint(0, 9), 0, (pods,), weights)
 
 
 def test_pod_profiles_with_split_spans_never_exceed_brute_force():
     # Rings narrower than pods (whole_spans_bound gives 0 there): each pod in whole spans or
-    # paying half a split span; at price 0 the plain profile bound
-    lifted = _lifted_below_brute_force(_narrow_ring_instances(40, seed=3), pod_profile_bound, pod_profile_bound)
+    # paying half a split span; at price 0 exactly the plain profile bound
+    instances = list(_narrow_ring_instances(40, seed=3))
+    assert all(pod_profile_bound(problem, 0.0) == pod_profile_bound(problem) for problem in instances)
+    lifted = _lifted_below_brute_force(instances, pod_profile_bound, pod_profile_bound)
     assert lifted >= 10, lifted

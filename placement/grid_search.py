@@ -40,6 +40,7 @@ from rankmap.placement.local_search import improve
 from rankmap.placement.lower_bounds import analytic_lower_bound, relaxation_lower_bound
 from rankmap.placement.nested_bands_layout import nested_bands_starts
 from rankmap.placement.objectives import ranking
+from rankmap.placement.pod_counts_layout import pod_counts_starts
 from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
 from rankmap.placement.snake_layout import snake_cells
@@ -223,7 +224,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
 
     starts = constructive_starts(problem, greedy, pins.rows) + list(others)
     if problem.domains and not pins:
-        starts += nested_starts(problem) + pod_strips_starts(problem)
+        starts += nested_starts(problem) + pod_strips_starts(problem) + pod_counts_starts(problem)
         starts += split_rows_starts(problem)
     candidates = [c for c in starts if feasible(c)]
     if candidates:

@@ -37,7 +37,7 @@ import numpy as np
 
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["pod_strips_cells", "pod_strips_starts", "MAX_POD_GROUPS", "MAX_ORDERED", "WIDTH_WINDOW"]
+__all__ = ["pod_bands", "pod_strips_cells", "pod_strips_starts", "MAX_POD_GROUPS", "MAX_ORDERED", "WIDTH_WINDOW"]
 
 # Pods of more ToR groups than this are not laid in strips (2 ** (groups - 1) compositions).
 MAX_POD_GROUPS = 6
@@ -62,7 +62,7 @@ def _compositions(n: int) -> list[tuple]:
     return out
 
 
-def _pod_bands(problem: GridProblem, aligned: bool, rank: Callable = lambda room, d: (-room, d)) -> list[tuple]:
+def pod_bands(problem: GridProblem, aligned: bool, rank: Callable = lambda room, d: (-room, d)) -> list[tuple]:
     """``[(pod, groups, first cell, cells)]``: pods (most free hosts first, then index) in
     consecutive row-major ranges of the grid, each about its share of the job by free
     hosts; with ``aligned``, the fewest boundaries inside a stage (a boundary between
@@ -270,7 +270,7 @@ def pod_strips_cells(problem: GridProblem, aligned: bool = False,
     if not problem.domains:
         return None
     R, C = problem.rows, problem.cols
-    bands = _pod_bands(problem, aligned, rank)
+    bands = pod_bands(problem, aligned, rank)
     if not bands or max(len(g) for _, g, _, _ in bands) > MAX_POD_GROUPS:
         return None
     flat = np.empty(R * C, dtype=np.int64)

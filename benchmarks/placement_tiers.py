@@ -6,10 +6,11 @@ loop that plans them, run by ``placement.py`` (``--fabric three-tier|both``) or 
 
 ``--seeds`` draws the busy, failed and small hosts again (seed 1: the benchmark's own
 instances). Other draws of the same kinds are harder: at 12,288 GPUs, 50% busy, measured
-2026-12-02, seeds 2-4 print gaps up to CP 7.9%, EP 5.3%, deep 5.6%, mixed 5.5% (seed 1: 2.9,
-2.8, 4.8, 1.5%), the bounds' share (rings of 92 hosts on pods of ~126 with a ring crossing
-worth 160 pipeline hops: the joint bounds' weak case) and the plans' (CP/EP spans all whole or
-freely split: the grid search does not price a split span).
+2026-12-02, seeds 2-8 print gaps up to CP 7.9%, EP 5.3%, mixed 5.5% (seed 1: 2.9, 2.8, 1.5%),
+the bounds' share (rings of 92 hosts on pods of ~126 with a ring crossing worth 160 pipeline
+hops: the joint bounds' weak case) and the plans' (CP/EP spans all whole or freely split: the
+grid search does not price a split span); deep pipelines stay within 2.7% (25% busy: 4.6%)
+since the pod counts layout (:mod:`rankmap.placement.pod_counts_layout`; before it 5.9%).
 """
 
 from __future__ import annotations

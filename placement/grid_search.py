@@ -10,8 +10,9 @@ objectives break ties among the candidates. On fabrics of several tiers the star
 include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole rings in the
 larger pods with split rings paired in the smaller ones
 (:mod:`rankmap.placement.split_pairs_layout`) and, for deep pipelines, pods as bands of
-stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`),
-pods in bands of stages with their groups in sub-bands inside them
+stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`)
+or with their groups' hosts per stage by a small CP-SAT count model per pod
+(:mod:`rankmap.placement.pod_counts_layout`), pods in bands of stages with their groups in sub-bands inside them
 (:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts, and single-cell moves and swaps (:mod:`rankmap.placement.local_search`) smooth

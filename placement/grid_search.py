@@ -44,6 +44,7 @@ from rankmap.placement.objectives import ranking
 from rankmap.placement.pod_counts_layout import pod_counts_starts
 from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
+from rankmap.placement.ring_sets_layout import ring_sets_starts
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.split_rows_bound import split_rows_tier_bound
@@ -244,7 +245,9 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
         stacked = [c for c in pods_first_starts(problem, pod_problem, key, PAIR_FILLS) if feasible(c)]
         # and pods in bands with their groups in sub-bands inside them (also laid again with the
         # spare hosts cutting pods to whole columns, band_trim): the best few distinct ones
-        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked) if c]
+        # and rings of whole ToR groups (bin covering): one more
+        rings = [c for c in ring_sets_starts(problem) if feasible(c)]
+        pairs = sorted(banded, key=key)[:BANDED_SEARCHED] + [min(c, key=key) for c in (split, stacked, rings) if c]
         pairs += _best_distinct(itertools.chain(nested_bands_starts(problem), retrimmed_starts(problem)), key, feasible,
                                 NESTED_SEARCHED)
         return _search_levels(problem, candidates, pods_first, pairs, key, feasible, time_limit_s, seed, workers)

@@ -25,7 +25,7 @@ from rankmap.job.spec import DEFAULT_ORDER, JobSpec
 from rankmap.job.traffic import GroupTraffic
 from rankmap.placement.baselines import BASELINES, topology_greedy
 from rankmap.placement.constraints import PlacementConstraints
-from rankmap.placement.grid_problem import GridProblem, GridSolution, expand_spans, span_problem
+from rankmap.placement.grid_problem import GridProblem, GridSolution, expand_spans, grid_cost, span_problem
 from rankmap.placement.grid_search import search
 from rankmap.placement.host_grid import cells_of_hosts, hosts_of_cells
 from rankmap.placement.host_shapes import fit_hosts
@@ -37,6 +37,7 @@ from rankmap.placement.pins import describe_pins
 from rankmap.placement.previous_layout import previous_cells
 from rankmap.placement.problem import HostPool, PlacementProblem, build_problem, host_pool
 from rankmap.placement.result import Candidate, PlanResult, metrics_row, with_summary
+from rankmap.placement.ring_sets_layout import span_ring_cells
 from rankmap.placement.status import SolverStatus, final_status
 from rankmap.placement.tier_weights import default_tier_weights
 from rankmap.placement.tier_weights import tier_weights as resolve_weights
@@ -308,6 +309,12 @@ def _plan_one(cluster: Cluster, job: JobSpec, constraints: PlacementConstraints,
             ours, sol = candidate, spanned
         notes.append(f"CP/EP groups span hosts: spans of {problem.cp_ep_span} hosts (one CP x EP group) kept whole "
                      f"under one ToR group where that was cheaper")
+        rings = span_ring_cells(problem.grid_problem, problem.cp_ep_span, seed=0) if not prev_hosts else None
+        if rings is not None:   # rings of whole ToR groups, pieces in whole spans: measured on the full cost
+            candidate = measure("rankmap", hosts_of(rings), time.perf_counter() - t0)
+            if _better(candidate, ours):
+                ours, sol = candidate, GridSolution(rings, grid_cost(problem.grid_problem, rings),
+                                                    SolverStatus.HEURISTIC, 0.0)
     if not problem.pins and not prev_hosts:
         fits = [b for b in baselines if _within_caps(cluster, problem, b.hosts)]
         ours, status, notes = _never_worse(ours, status, fits, notes, time.perf_counter() - t0)

@@ -36,6 +36,7 @@ the pods a DP group spans.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -43,9 +44,9 @@ from ortools.sat.python import cp_model
 
 from rankmap.placement.cpsat_model import solver_params
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.tier_model import decode_counts
+from rankmap.placement.tier_model import decode_counts, group_order
 
-__all__ = ["ring_sets", "ring_sets_counts", "ring_sets_starts", "MAX_PAIRS", "RING_SETS_TIME_S"]
+__all__ = ["ring_sets", "ring_sets_counts", "ring_sets_starts", "span_ring_cells", "MAX_PAIRS", "RING_SETS_TIME_S"]
 
 # Above this many (ring, ToR group) pairs the model is not built (the 12,288-GPU instances
 # have 192-384; it grows slow past a few thousand).
@@ -53,6 +54,8 @@ MAX_PAIRS = 1000
 # CP-SAT deterministic time (roughly seconds of one core); the 12,288-GPU instances reach
 # their best sets within 0.3.
 RING_SETS_TIME_S = 0.3
+# Rings of at most this many groups try every order of their pieces (:func:`span_ring_cells`).
+MAX_ORDERED = 6
 
 
 def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed: int = 0) -> list[list[int]] | None:
@@ -96,10 +99,11 @@ def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed
     return [[g for g in range(r, K) if solver.Value(z[g][r])] for r in range(R)]
 
 
-def ring_sets_counts(problem: GridProblem, sets: list[list[int]]) -> np.ndarray:
+def ring_sets_counts(problem: GridProblem, sets: list[list[int]], span: int = 1) -> np.ndarray:
     """``counts[R, K]``: each ring's C hosts from its groups (the largest piece cut by one
-    host at a time while the ring has more than C), rings ordered by the domain holding most
-    of their hosts, top level first (then by their groups).
+    host at a time while the ring has more than C; with ``span > 1``, pieces that are not a
+    whole number of spans first), rings ordered by the domain holding most of their hosts, top
+    level first (then by their groups).
 
     Examples
     --------
@@ -112,7 +116,7 @@ def ring_sets_counts(problem: GridProblem, sets: list[list[int]]) -> np.ndarray:
     for r, groups in enumerate(sets):
         take = {g: free[g] for g in groups}
         for _ in range(sum(take.values()) - C):
-            take[max(groups, key=lambda g: (take[g], -g))] -= 1
+            take[max(groups, key=lambda g: (take[g] % span > 0, take[g], -g))] -= 1
         for g, n in take.items():
             counts[r, g] = n
     keys = []
@@ -135,3 +139,41 @@ def ring_sets_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:
         return []
     sets = ring_sets(problem, seed=seed)
     return [] if sets is None else decode_counts(problem, ring_sets_counts(problem, sets))
+
+
+def span_ring_cells(problem: GridProblem, span: int, seed: int = 0) -> np.ndarray | None:
+    """The ring sets laid for CP x EP groups of ``span`` consecutive hosts: pieces cut to whole
+    spans where the rings' spare hosts allow (:func:`ring_sets_counts`), and each ring's pieces
+    in the order (of every order of its groups) that crosses the fewest domains, top level
+    first, then leaves the fewest piece ends inside a span (a span split between two groups
+    sends its CP and EP traffic across the tier). None where :func:`ring_sets_starts` would
+    lay nothing, the columns are not whole spans, or no sets exist.
+
+    The grid search measures plans by DP and pipeline traffic only, and its count search moves
+    hosts without regard to spans; this layout is measured by the planner's full cost instead.
+
+    Returns
+    -------
+    ndarray or None
+        ``cells[R, C]``.
+    """
+    if (span <= 1 or problem.cols % span or not problem.domains or problem.rows < 2
+            or problem.cols <= max(problem.free) or problem.rows * len(problem.free) > MAX_PAIRS):
+        return None
+    sets = ring_sets(problem, seed=seed)
+    if sets is None:
+        return None
+    levels = [np.asarray(d) for d in reversed(problem.domains)] + [np.arange(len(problem.free))]
+
+    def misfit(order: tuple, row: np.ndarray) -> tuple:
+        ends = np.cumsum(row[list(order)])[:-1]
+        crossings = tuple(int((lv[list(order)] != np.roll(lv[list(order)], 1)).sum()) for lv in levels)
+        return crossings + (int((ends % span != 0).sum()),)
+
+    cells = []
+    for row in ring_sets_counts(problem, sets, span):
+        groups = [int(g) for g in group_order(problem) if row[g]]       # domains top level first
+        orders = itertools.permutations(groups) if len(groups) <= MAX_ORDERED else [tuple(groups)]
+        best = min(orders, key=lambda order: misfit(order, row))
+        cells.append(np.repeat(best, row[list(best)]))
+    return np.array(cells, dtype=np.int64)

@@ -8,7 +8,7 @@ from test_pod_profile_bound import _brute_two_levels
 
 from rankmap.placement.count_search import counts_of
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.ring_sets_layout import ring_sets, ring_sets_counts, ring_sets_starts
+from rankmap.placement.ring_sets_layout import ring_sets, ring_sets_counts, ring_sets_starts, span_ring_cells
 from rankmap.placement.tier_search import tier_cost, tier_costs
 
 # The benchmark's CP job at 12,288 GPUs on 50% busy hosts (benchmarks/instances.py,
@@ -49,6 +49,22 @@ def test_laid_rings_cost_less_than_the_plan_before():
     counts = counts_of(CP_BUSY, cells)
     assert (counts.sum(axis=1) == 92).all() and (counts.sum(axis=0) <= np.asarray(CP_BUSY.free)).all()
     assert ((counts > 0).sum(axis=0) <= 1).all()                   # each group in one ring at most
+
+
+def test_span_rings_end_the_fewest_pieces_inside_a_span():
+    # CP x EP groups of 2 hosts: a piece of odd length ends inside a span unless an odd piece
+    # beside it ends there too. Rings 0 and 2 hold exactly 92 hosts in two odd pieces and one
+    # even (35 + 24 + 33, 36 + 29 + 27); rings 5 and 7 have one spare host, which evens one of
+    # their three odd pieces (33 + 31 + 29, 29 + 35 + 29): one end inside a span each, 4 in all.
+    cells = span_ring_cells(CP_BUSY, 2)
+    assert tier_costs(CP_BUSY, cells) == (4504288016, 1538072004)     # the ring sets' crossings
+    counts = counts_of(CP_BUSY, cells)
+    assert (counts.sum(axis=0) <= np.asarray(CP_BUSY.free)).all()
+    ends = [np.flatnonzero(row[1:] != row[:-1]) + 1 for row in cells]
+    odd_pieces = (counts % 2 == 1).sum(axis=1)
+    assert [int((e % 2).sum()) for e in ends] == (odd_pieces // 2).tolist()
+    assert sum(int((e % 2).sum()) for e in ends) == 4
+    assert span_ring_cells(CP_BUSY, 1) is None and span_ring_cells(CP_BUSY, 3) is None   # 92 is no whole of 3
 
 
 def test_counts_cut_the_largest_piece_and_order_rings_by_pod():

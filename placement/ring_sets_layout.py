@@ -36,6 +36,7 @@ the pods a DP group spans.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -58,13 +59,15 @@ RING_SETS_TIME_S = 0.3
 MAX_ORDERED = 6
 
 
-def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed: int = 0) -> list[list[int]] | None:
+@functools.lru_cache(maxsize=4)
+def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed: int = 0) -> tuple | None:
     """The ToR groups of each ring (module docstring), or None when no sets of whole groups
-    cover every ring or CP-SAT finds none within ``time_limit_s``.
+    cover every ring or CP-SAT finds none within ``time_limit_s``. Remembered for the last few
+    problems (the grid search and the CP/EP span layout ask for the same one).
 
     Returns
     -------
-    list of list of int or None
+    tuple of tuple of int or None
         ``sets[R]``: the groups of ring r, ascending.
     """
     R, C, free = problem.rows, problem.cols, problem.free
@@ -96,14 +99,22 @@ def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed
     solver = solver_params(time_limit_s, seed, 1)
     if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
-    return [[g for g in range(r, K) if solver.Value(z[g][r])] for r in range(R)]
+    return tuple(tuple(g for g in range(r, K) if solver.Value(z[g][r])) for r in range(R))
 
 
-def ring_sets_counts(problem: GridProblem, sets: list[list[int]], span: int = 1) -> np.ndarray:
+def ring_sets_counts(problem: GridProblem, sets, span: int = 1) -> np.ndarray:
     """``counts[R, K]``: each ring's C hosts from its groups (the largest piece cut by one
     host at a time while the ring has more than C; with ``span > 1``, pieces that are not a
     whole number of spans first), rings ordered by the domain holding most of their hosts, top
     level first (then by their groups).
+
+    Parameters
+    ----------
+    problem : GridProblem
+    sets : sequence of sequence of int
+        ``sets[R]``: each ring's groups (:func:`ring_sets`).
+    span : int
+        Hosts per CP x EP group (1: none across hosts).
 
     Examples
     --------
@@ -120,7 +131,7 @@ def ring_sets_counts(problem: GridProblem, sets: list[list[int]], span: int = 1)
         for g, n in take.items():
             counts[r, g] = n
     keys = []
-    for r, groups in enumerate(sets):
+    for r, groups in enumerate(map(list, sets)):
         key = []
         for dom in reversed(problem.domains):
             held = np.bincount(np.asarray(dom)[groups], weights=counts[r, groups], minlength=max(dom) + 1)

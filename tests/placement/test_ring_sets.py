@@ -37,9 +37,9 @@ def test_rings_of_whole_groups_cross_the_fewest_groups_and_pods():
     sets = ring_sets(CP_BUSY)
     pods = np.asarray(CP_BUSY.domains[0])
     assert sorted(g for s in sets for g in s) == list(range(24))
-    assert all(np.asarray(CP_BUSY.free)[s].sum() >= 92 for s in sets)
+    assert all(np.asarray(CP_BUSY.free)[list(s)].sum() >= 92 for s in sets)
     assert sum(len(s) for s in sets) == 24
-    assert sum(len(set(pods[s])) for s in sets if len(set(pods[s])) > 1) == 6
+    assert sum(len(set(pods[list(s)])) for s in sets if len(set(pods[list(s)])) > 1) == 6
 
 
 def test_laid_rings_cost_less_than_the_plan_before():

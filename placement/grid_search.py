@@ -45,6 +45,7 @@ from rankmap.placement.pod_counts_layout import pod_counts_starts
 from rankmap.placement.pod_strips_layout import pod_strips_starts
 from rankmap.placement.pods_first import BAND_FILLS, CLASSIC_FILLS, PAIR_FILLS, pods_first_starts
 from rankmap.placement.ring_sets_layout import ring_sets_starts
+from rankmap.placement.row_pairs_search import row_pairs_search
 from rankmap.placement.snake_layout import snake_cells
 from rankmap.placement.split_pairs_layout import split_pairs_starts
 from rankmap.placement.split_rows_bound import split_rows_tier_bound
@@ -300,6 +301,10 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     options = list({c.tobytes(): c for c in options}.values())  # a start met twice is searched once
     best = min(options + [count_search(problem, c, key, max_evals=evals) for c in options], key=key)
     best = min([best, improve(problem, best)], key=key)  # single-cell moves and swaps (local_search)
+    if problem.cols > max(problem.free):  # rings over several groups: two rings shared out again, then searched
+        paired = row_pairs_search(problem, best, key)
+        if paired is not best:
+            best = min([paired, improve(problem, count_search(problem, paired, key, max_evals=evals))], key=key)
     bound, how = tier_bound_method(problem, 0)
     method = "analytic" + _method_tail(how)
     if split_rows_tier_bound(problem) > bound:  # rankmap.placement.split_rows_bound

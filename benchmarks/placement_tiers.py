@@ -5,12 +5,12 @@ loop that plans them, run by ``placement.py`` (``--fabric three-tier|both``) or 
 ``python benchmarks/placement_tiers.py [--sizes 1024 12288] [--kinds gpt3 deep cp ep mixed] [--seeds 1 2 3]``.
 
 ``--seeds`` draws the busy, failed and small hosts again (seed 1: the benchmark's own
-instances). Other draws of the same kinds are harder: at 12,288 GPUs, 50% busy, measured
-2026-12-02, seeds 2-8 print gaps up to CP 7.9%, EP 5.3%, mixed 5.5% (seed 1: 2.9, 2.8, 1.5%),
-the bounds' share (rings of 92 hosts on pods of ~126 with a ring crossing worth 160 pipeline
-hops: the joint bounds' weak case) and the plans' (CP/EP spans all whole or freely split: the
-grid search does not price a split span); deep pipelines stay within 2.7% (25% busy: 4.6%)
-since the pod counts layout (:mod:`rankmap.placement.pod_counts_layout`; before it 5.9%).
+instances). Measured 2026-12-02 at 12,288 GPUs, seeds 2-8: every gap within 5% (largest: EP and
+CP at 50% busy, seed 3, 4.99% and 4.82%, mostly the bound's where CP x EP spans may split;
+deep pipelines at 25% busy 4.55%). Before the pod counts layout, the ring sets and the two-ring
+repartition (:mod:`rankmap.placement.pod_counts_layout`, :mod:`rankmap.placement.ring_sets_layout`,
+:mod:`rankmap.placement.row_pairs_search`) the same draws printed up to CP 7.9%, deep 5.9%,
+mixed 5.5% and EP 5.3%.
 """
 
 from __future__ import annotations

@@ -157,10 +157,9 @@ def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) 
 
     Parameters
     ----------
-    problem : GridProblem
-        With at least one level of domains (pods) above the ToR groups.
-    aligned : bool
-        Pod boundaries moved to whole stages where the pods' free hosts allow.
+    problem, aligned
+        As :func:`~rankmap.placement.pod_strips_layout.pod_strips_cells` (``aligned``: pod
+        boundaries on whole stages where the pods allow).
     seed : int
         CP-SAT's random seed.
     """

@@ -38,10 +38,13 @@ from rankmap.placement.count_search import counts_of
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.tier_model import decode_counts
 
-__all__ = ["row_pairs_search", "repartition", "MAX_UNION"]
+__all__ = ["row_pairs_search", "repartition", "MAX_UNION", "MAX_PATTERNS"]
 
 # Two rows holding more groups than this are not repartitioned (4 ** 8 = 65,536 patterns).
 MAX_UNION = 8
+# Patterns scored per search, at most (a count, not a clock: the same inputs stop at the same
+# place); the 12,288-GPU instances score 0.1-0.8 million.
+MAX_PATTERNS = 5_000_000
 R_ONLY, Q_ONLY, BOTH, NEITHER = 0, 1, 2, 3
 
 
@@ -134,14 +137,21 @@ def _fill(need: int, room: np.ndarray, order: np.ndarray) -> np.ndarray:
     return add
 
 
-def row_pairs_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rounds: int = 40) -> np.ndarray:
+def row_pairs_search(problem: GridProblem, cells: np.ndarray, key: Callable, max_rounds: int = 40,
+                     max_patterns: int = MAX_PATTERNS) -> np.ndarray:
     """The best placement reached from ``cells[R, C]`` by two-ring repartitions (module
     docstring), each laid by :func:`~rankmap.placement.tier_model.decode_counts` and kept when
-    ``key`` improves; ``cells`` itself when none does."""
+    ``key`` improves; ``cells`` itself when none does. Stops after ``max_rounds`` improvements
+    or ``max_patterns`` patterns scored."""
     counts = counts_of(problem, cells)
     best, best_key = cells, key(cells)
+    scored = 0
     for _ in range(max_rounds):
         for r, q in ((r, q) for r in range(problem.rows) for q in range(r + 1, problem.rows)):
+            n = np.count_nonzero(counts[r] + counts[q])
+            scored += 4 ** n if n <= MAX_UNION else 0
+            if scored > max_patterns:
+                return best
             moved = repartition(problem, counts, r, q)
             if moved is None:
                 continue

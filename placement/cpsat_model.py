@@ -41,7 +41,7 @@ from rankmap.fileio import keep_signal_handlers
 from rankmap.placement.grid_problem import GridPins, GridProblem, GridSolution, grid_cost
 from rankmap.placement.status import SolverStatus
 
-__all__ = ["CountVars", "IntervalModel", "wall_clock_limit", "solver_progress", "solver_params", "build_model", "add_hint", "solve_model",
+__all__ = ["CountVars", "IntervalModel", "wall_clock_limit", "wall_clock_capped", "solver_progress", "solver_params", "build_model", "add_hint", "solve_model",
            "decode_cells",
            "solve_grid"]
 
@@ -98,6 +98,12 @@ def wall_clock_limit(seconds: float | None):
         yield
     finally:
         _WALL_DEADLINE.reset(token)
+
+
+def wall_clock_capped() -> bool:
+    """Whether solves run under a :func:`wall_clock_limit` now (their results then depend on
+    machine speed and load, so they are not for remembering)."""
+    return _WALL_DEADLINE.get() is not None
 
 
 def solver_params(time_limit_s: float, seed: int, workers: int) -> cp_model.CpSolver:

@@ -12,11 +12,13 @@ larger pods with split rings paired in the smaller ones
 (:mod:`rankmap.placement.split_pairs_layout`) and, for deep pipelines, pods as bands of
 stages with their ToR groups in column strips (:mod:`rankmap.placement.pod_strips_layout`)
 or with their groups' hosts per stage by a small CP-SAT count model per pod
-(:mod:`rankmap.placement.pod_counts_layout`), pods in bands of stages with their groups in sub-bands inside them
+(:mod:`rankmap.placement.pod_counts_layout`), rings of whole ToR groups where a ring needs
+several (:mod:`rankmap.placement.ring_sets_layout`), pods in bands of stages with their groups in sub-bands inside them
 (:mod:`rankmap.placement.nested_bands_layout`), and count exchanges
 (:mod:`rankmap.placement.count_search`) run from the best start and the best pods-first
 starts, and single-cell moves and swaps (:mod:`rankmap.placement.local_search`) smooth
-the best result's ragged edges; the bound adds the perimeter bound per tier
+the best result's ragged edges, and where rings need several groups two rings at a time are
+shared out again (:mod:`rankmap.placement.row_pairs_search`); the bound adds the perimeter bound per tier
 (:mod:`rankmap.placement.perimeter_bound`), or bounds the ToR and pod tiers jointly
 (:mod:`rankmap.placement.pod_profile_bound`, the nested blocks of
 :mod:`rankmap.placement.perimeter_bound`, :mod:`rankmap.placement.shared_columns_bound`)
@@ -291,8 +293,9 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     pods-first starts and from each of ``pairs`` (the best banded pods-first starts, the
     best split-pairs start, :mod:`rankmap.placement.split_pairs_layout`, the best start
     of stacked group pairs, :data:`rankmap.placement.pods_first.PAIR_FILLS`, and the best
-    :data:`NESTED_SEARCHED` nested band layouts, :mod:`rankmap.placement.nested_bands_layout`; each reaches its own
-    local optimum), then (when the
+    :data:`NESTED_SEARCHED` nested band layouts, :mod:`rankmap.placement.nested_bands_layout`, and the ring sets,
+    :mod:`rankmap.placement.ring_sets_layout`; each reaches its own local optimum), single-cell moves, two-ring
+    repartitions where rings need several groups (:mod:`rankmap.placement.row_pairs_search`), then (when the
     analytic bounds leave a gap and the model is small, :data:`TIER_MODEL_MAX_PAIRS`) the joint model of every tier,
     whose solution is improved the same way and whose proven bound joins the analytic one."""
     evals = max(200, COUNT_SEARCH_CELLS // (problem.rows * problem.cols))

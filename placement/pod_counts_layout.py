@@ -17,8 +17,9 @@ counted), the rows of each group consecutive, and the cost ``w_row * crossings +
 (cells of consecutive rows - sum_g min(x[i][g], x[i+1][g]))`` (the pipeline hops two rows
 keep inside a group are at most the smaller of the two counts, and exactly that when the
 rows' pieces of the group start in the same column). The counts are laid row by row
-(:func:`aligned_rows`), each row's groups in the order that keeps the most columns of the row
-above in their group, which lays the staggered bands exactly as counted.
+(:func:`aligned_rows`), each row's groups in the order that keeps each pod's pieces together
+and then the most columns of the row above in their group, which lays the staggered bands
+exactly as counted.
 
 On the 12,288-GPU three-tier deep-pipeline instances (pp 32, 50% busy, seeds 1-8) the bands
 cost 2-4% less than the strip and band layouts; each band (5-7 rows of 4 groups) solves to
@@ -122,28 +123,37 @@ def band_counts(problem: GridProblem, groups: list, start: int, size: int, time_
     return rows, np.array([[solver.Value(v) for v in row] for row in x], dtype=np.int64)
 
 
-def aligned_rows(counts: np.ndarray) -> np.ndarray:
+def aligned_rows(counts: np.ndarray, domains: tuple = ()) -> np.ndarray:
     """``cells[R, C]`` from ``counts[R, K]``: row by row, each row's groups as pieces in the
-    order (every order of up to :data:`MAX_ALIGNED` groups, first best kept) that puts the most
-    of its hosts under the same group in the row above.
+    order (every order of up to :data:`MAX_ALIGNED` groups, first best kept) that crosses the
+    fewest ``domains`` (per level, top level first: a row shared by two pods keeps each pod's
+    pieces together), then puts the most of its hosts under the same group in the row above.
 
     Examples
     --------
-    A group moving from the right of the ring to the left keeps its columns:
+    Group 1 keeps its columns in the second row; the new group 2 takes what group 0 left:
 
     >>> aligned_rows(np.array([[2, 2, 0], [0, 3, 1]])).tolist()
     [[0, 0, 1, 1], [2, 1, 1, 1]]
+
+    Groups 0 and 2 share a pod, as do 1 and 3: each pod's pieces side by side on the ring
+    (group 2 meets group 0 across the wrap; the ring crosses the pod tier twice, not four times):
+
+    >>> aligned_rows(np.array([[1, 1, 1, 1]]), ((0, 1, 0, 1),)).tolist()
+    [[0, 1, 3, 2]]
     """
+    levels = [np.asarray(d) for d in reversed(domains)]
     out = []
     for row in np.asarray(counts):
         groups = [int(g) for g in np.flatnonzero(row)]
         orders = itertools.permutations(groups) if len(groups) <= MAX_ALIGNED else [groups]
-        best, kept = None, -1
+        best, best_key = None, None
         for order in orders:
             cells = np.repeat(order, row[list(order)])
-            same = int((cells == out[-1]).sum()) if out else 0
-            if same > kept:
-                best, kept = cells, same
+            crossings = tuple(int((lv[list(order)] != np.roll(lv[list(order)], 1)).sum()) for lv in levels)
+            key = crossings + (-int((cells == out[-1]).sum()) if out else 0,)
+            if best_key is None or key < best_key:
+                best, best_key = cells, key
         out.append(best)
     return np.array(out, dtype=np.int64)
 
@@ -180,7 +190,7 @@ def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) 
         shift = start // C - rows[0]
         for i, r in enumerate(rows):
             counts[r + shift, groups] += band[i]
-    return aligned_rows(counts)
+    return aligned_rows(counts, problem.domains)
 
 
 def pod_counts_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:

@@ -36,14 +36,13 @@ the pods a DP group spans.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 
 import numpy as np
 from ortools.sat.python import cp_model
 
-from rankmap.placement.cpsat_model import solver_params
+from rankmap.placement.cpsat_model import solver_params, wall_clock_capped
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.tier_model import decode_counts, group_order
 
@@ -57,19 +56,37 @@ MAX_PAIRS = 1000
 RING_SETS_TIME_S = 0.3
 # Rings of at most this many groups try every order of their pieces (:func:`span_ring_cells`).
 MAX_ORDERED = 6
+# Ring sets remembered (the last problems solved, first in first out).
+REMEMBERED = 4
+_remembered: dict = {}
 
 
-@functools.lru_cache(maxsize=4)
 def ring_sets(problem: GridProblem, time_limit_s: float = RING_SETS_TIME_S, seed: int = 0) -> tuple | None:
     """The ToR groups of each ring (module docstring), or None when no sets of whole groups
-    cover every ring or CP-SAT finds none within ``time_limit_s``. Remembered for the last few
-    problems (the grid search and the CP/EP span layout ask for the same one).
+    cover every ring or CP-SAT finds none within ``time_limit_s``. Remembered for the last
+    :data:`REMEMBERED` problems (the grid search and the CP/EP span layout ask for the same
+    one), except when solved under a wall-clock cap
+    (:func:`~rankmap.placement.cpsat_model.wall_clock_capped`: a cut-short result is not
+    the deterministic one).
 
     Returns
     -------
     tuple of tuple of int or None
         ``sets[R]``: the groups of ring r, ascending.
     """
+    key = (problem, time_limit_s, seed)
+    if key not in _remembered:
+        sets = _solve(problem, time_limit_s, seed)
+        if wall_clock_capped():
+            return sets
+        if len(_remembered) >= REMEMBERED:
+            del _remembered[next(iter(_remembered))]
+        _remembered[key] = sets
+    return _remembered[key]
+
+
+def _solve(problem: GridProblem, time_limit_s: float, seed: int) -> tuple | None:
+    """The bin-covering model of :func:`ring_sets`, built and solved."""
     R, C, free = problem.rows, problem.cols, problem.free
     K = len(free)
     if sum(free) < R * C:
@@ -143,8 +160,8 @@ def ring_sets_counts(problem: GridProblem, sets, span: int = 1) -> np.ndarray:
 def ring_sets_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:
     """The ring sets laid as placements ``cells[R, C]`` (:func:`~rankmap.placement.tier_model.decode_counts`:
     each ring's hosts in one order of the groups, plain and snaked); only where rings need
-    several ToR groups (``C > max free``), a fabric has tiers above them and the model is
-    small (:data:`MAX_PAIRS`)."""
+    several ToR groups (``C > max free``), there are at least two rings, a fabric has tiers
+    above them and the model is small (:data:`MAX_PAIRS`)."""
     if (not problem.domains or problem.rows < 2 or problem.cols <= max(problem.free)
             or problem.rows * len(problem.free) > MAX_PAIRS):
         return []
@@ -155,7 +172,8 @@ def ring_sets_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:
 def span_ring_cells(problem: GridProblem, span: int, seed: int = 0) -> np.ndarray | None:
     """The ring sets laid for CP x EP groups of ``span`` consecutive hosts: pieces cut to whole
     spans where the rings' spare hosts allow (:func:`ring_sets_counts`), and each ring's pieces
-    in the order (of every order of its groups) that crosses the fewest domains, top level
+    in the order (of every order of up to :data:`MAX_ORDERED` groups; else the groups' domain
+    order) that crosses the fewest domains, top level
     first, then leaves the fewest piece ends inside a span (a span split between two groups
     sends its CP and EP traffic across the tier). None where :func:`ring_sets_starts` would
     lay nothing, the columns are not whole spans, or no sets exist.

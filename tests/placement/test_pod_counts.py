@@ -74,6 +74,17 @@ def test_aligned_rows_keep_the_counts():
     assert cells.tolist() == [[0, 0, 0, 2, 2], [1, 1, 2, 2, 2], [1, 1, 3, 3, 3]]
 
 
+def test_a_stage_shared_by_two_pods_keeps_each_pods_pieces_together():
+    # Two levels above the ToR groups; stage 2 is shared by the bands of two pods: every stage
+    # crosses each level at most twice (each domain one arc of the ring).
+    p = GridProblem(5, 6, (2, 7, 8, 4, 10), 3, 12, 3, ((0, 1, 1, 2, 2), (0, 0, 0, 1, 1)), (1.0, 2.0, 5.0))
+    (cells,) = pod_counts_starts(p)
+    for dom in p.domains:
+        labels = np.asarray(dom)[cells]
+        assert ((labels != np.roll(labels, 1, axis=1)).sum(axis=1) <= 2).all()
+    assert tier_cost(p, cells) < 1056.0        # laid for the columns kept alone, one pod in two arcs: 1056
+
+
 def test_not_laid_without_pods_or_when_a_stage_needs_several_groups():
     assert pod_counts_starts(GridProblem(4, 3, (6, 6), 5, 1)) == []
     assert pod_counts_starts(GridProblem(2, 5, (4, 4, 4), 5, 1, 0, ((0, 0, 1),), (1.0, 1.0))) == []

@@ -7,6 +7,7 @@ import pytest
 from test_pod_profile_bound import _brute_two_levels
 
 from rankmap.placement.count_search import counts_of
+from rankmap.placement.cpsat_model import wall_clock_limit
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.ring_sets_layout import ring_sets, ring_sets_counts, ring_sets_starts, span_ring_cells
 from rankmap.placement.tier_search import tier_cost, tier_costs
@@ -36,9 +37,8 @@ def test_rings_of_whole_groups_cross_the_fewest_groups_and_pods():
     # pods each: 6 pod crossings, and fewer rings inside pods leave more rings over two pods.
     sets = ring_sets(CP_BUSY)
     pods = np.asarray(CP_BUSY.domains[0])
-    assert sorted(g for s in sets for g in s) == list(range(24))
+    assert sorted(g for s in sets for g in s) == list(range(24))      # each group in one ring: 24 pieces
     assert all(np.asarray(CP_BUSY.free)[list(s)].sum() >= 92 for s in sets)
-    assert sum(len(s) for s in sets) == 24
     assert sum(len(set(pods[list(s)])) for s in sets if len(set(pods[list(s)])) > 1) == 6
 
 
@@ -79,3 +79,10 @@ def test_not_laid_without_pods_when_a_ring_fits_a_group_or_whole_groups_cannot_c
     assert ring_sets_starts(GridProblem(2, 4, (2, 2, 2, 2), 10, 1)) == []
     assert ring_sets_starts(GridProblem(2, 3, (4, 4), 10, 1, 0, ((0, 1),), (1.0, 1.0))) == []
     assert ring_sets(GridProblem(2, 4, (3, 3, 3), 10, 1, 0, ((0, 0, 1),), (1.0, 1.0))) is None
+
+
+def test_sets_cut_short_by_a_wall_clock_are_not_remembered():
+    problem = GridProblem(8, 92, CP_BUSY.free, CP_BUSY.w_row, 999, 0, CP_BUSY.domains, CP_BUSY.weights)
+    with wall_clock_limit(0.0):
+        assert ring_sets(problem) is None                          # stopped before any solution
+    assert ring_sets(problem) == ring_sets(CP_BUSY)                # solved again, not the cut-short None

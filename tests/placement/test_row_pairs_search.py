@@ -67,34 +67,42 @@ def _brute_two_rows(problem: GridProblem, counts: np.ndarray, r: int, q: int) ->
     return best
 
 
-@pytest.mark.parametrize("seed", range(6))
+def _random_two_rows(rng: random.Random) -> tuple[GridProblem, np.ndarray]:
+    """Two rows drawn host by host from random groups (some spare hosts left), every group with
+    free hosts in one of the rows; 1-3 pods, tier weights 1 and 1-3."""
+    K, C = rng.randint(3, 6), rng.randint(3, 6)
+    pool = [g for g in range(K) for _ in range(rng.randint(1, 4))]
+    while len(pool) < 2 * C:
+        pool.append(rng.randrange(K))
+    rng.shuffle(pool)
+    counts = np.zeros((2, K), dtype=np.int64)
+    for i, g in enumerate(pool[:2 * C]):
+        counts[i // C, g] += 1
+    free = counts.sum(axis=0) + np.array([rng.randint(0, 1) for _ in range(K)]) * (counts.sum(axis=0) > 0)
+    pods = tuple(sorted(rng.randrange(3) for _ in range(K)))
+    weights = (1.0, float(rng.randint(1, 3)))
+    return GridProblem(2, C, tuple(int(f) for f in free), 10, 1, 0, (pods,), weights), counts
+
+
+@pytest.mark.parametrize("seed", range(12))
 def test_repartition_reaches_the_two_rows_optimum_over_the_groups_they_hold(seed):
-    # Random two-row instances whose every group is in one of the rows (then the patterns
-    # cover every split): the repartition's crossings equal the brute-force least.
-    rng = random.Random(seed)
-    K, C = 5, 6
-    pods = (0, 0, 1, 1, 2)
-    problem = GridProblem(2, C, tuple(rng.randint(2, 5) for _ in range(K)), 10, 1, 0, (pods,), (1.0, 1.0))
-    while True:
-        row_r, row_q = rng.sample(range(K), 3), rng.sample(range(K), 3)
-        counts = np.zeros((2, K), dtype=np.int64)
-        ok = True
-        for row, gs in ((0, row_r), (1, row_q)):
-            left = C
-            for i, g in enumerate(gs):
-                room = problem.free[g] - counts[:, g].sum()
-                take = left if i == len(gs) - 1 else min(room, rng.randint(1, max(1, left - 1)))
-                if take < 0 or take > room:
-                    ok = False
-                counts[row, g] = max(take, 0)
-                left -= max(take, 0)
-        if ok and (counts.sum(axis=1) == C).all() and set(np.flatnonzero(counts.sum(axis=0))) == set(range(K)):
-            break
-        problem = GridProblem(2, C, tuple(rng.randint(2, 5) for _ in range(K)), 10, 1, 0, (pods,), (1.0, 1.0))
+    # Every group with free hosts is in one of the rows (then the patterns cover every split):
+    # the repartition's crossings equal the brute-force least.
+    problem, counts = _random_two_rows(random.Random(seed))
     now = _row_cost(problem, counts[0]) + _row_cost(problem, counts[1])
     moved = repartition(problem, counts, 0, 1)
     got = now if moved is None else _row_cost(problem, moved[0]) + _row_cost(problem, moved[1])
     assert got == _brute_two_rows(problem, counts, 0, 1)
+    if moved is not None:
+        assert got < now and (moved.sum(axis=1) == problem.cols).all()
+        assert (moved.sum(axis=0) <= np.asarray(problem.free)).all()
+
+
+def test_repartition_improves_some_random_pairs():
+    # The random pairs above are not at their optimum already (else the test would only check
+    # None): 39 of 40 draws improve.
+    improved = sum(repartition(*_random_two_rows(random.Random(seed)), 0, 1) is not None for seed in range(40))
+    assert improved == 39
 
 
 def test_crossings_count_domains_per_level():

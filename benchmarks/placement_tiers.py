@@ -5,10 +5,10 @@ loop that plans them, run by ``placement.py`` (``--fabric three-tier|both``) or 
 ``python benchmarks/placement_tiers.py [--sizes 1024 12288] [--kinds gpt3 deep cp ep mixed] [--seeds 1 2 3]``.
 
 ``--seeds`` draws the busy, failed and small hosts again (seed 1: the benchmark's own
-instances). Measured 2026-12-02 at 12,288 GPUs, seeds 2-16: 221 of 225 gaps within 5% (seeds
+instances). Measured 2026-12-02 at 12,288 GPUs, seeds 2-16: 223 of 225 gaps within 5% (seeds
 2-8 all: largest EP and CP at 50% busy, seed 3, 4.99% and 4.82%, mostly the bound's where CP x
-EP spans may split; deep pipelines at 25% busy 4.55%); above it CP 50% busy seeds 12 and 13
-(5.21%, 5.42%) and deep 25% busy seeds 12 and 14 (5.17%, 5.29%). Before the pod counts layout, the ring sets and the two-ring
+EP spans may split; deep pipelines at most 4.64%); above it CP 50% busy seeds 12 and 13
+(5.21%, 5.42%). Before the pod counts layout, the ring sets and the two-ring
 repartition (:mod:`rankmap.placement.pod_counts_layout`, :mod:`rankmap.placement.ring_sets_layout`,
 :mod:`rankmap.placement.row_pairs_search`) the same draws printed up to CP 7.9%, deep 5.9%,
 mixed 5.5% and EP 5.3%.

@@ -12,8 +12,9 @@ that each group ends at the end of a row and the two strips change groups at dif
 
 So each band is solved as a small count model (CP-SAT): ``x[i][g]`` hosts of the band's row
 ``i`` in group ``g`` (each row's cells in the band, each group within its free hosts), at most
-:data:`MAX_PIECES` groups per row (a third piece costs a ring crossing and rarely lays out as
-counted), the rows of each group consecutive, and the cost ``w_row * crossings + w_col *
+2 or 3 groups per row (:data:`PIECES`: two for the staggered bands; three where a stage holds
+strips of three groups, which pays where groups hold about one and a half stages), the rows
+of each group consecutive, and the cost ``w_row * crossings + w_col *
 (cells of consecutive rows - sum_g min(x[i][g], x[i+1][g]))`` (the pipeline hops two rows
 keep inside a group are at most the smaller of the two counts, and exactly that when the
 rows' pieces of the group start in the same column). The counts are laid row by row
@@ -22,8 +23,10 @@ and then the most columns of the row above in their group, which lays the stagge
 exactly as counted.
 
 On the 12,288-GPU three-tier deep-pipeline instances (pp 32, 50% busy, seeds 1-8) the bands
-cost 2-4% less than the strip and band layouts; each band (5-7 rows of 4 groups) solves to
-optimality in about 0.1-0.2 s.
+of two groups per stage cost 2-4% less than the strip and band layouts; at 25% busy those of
+three per stage are the cheaper ones (seeds 12, 14: 952.4 -> 940.9 and 953.7 -> 947.3 10^6
+units, where two per stage gave 952.4 and 957.4). Each band (5-7 rows of 4 groups) solves to
+optimality in about 0.1-0.3 s.
 
 References
 ----------
@@ -43,11 +46,11 @@ from rankmap.placement.cpsat_model import solver_params
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.pod_strips_layout import MAX_POD_GROUPS, pod_bands
 
-__all__ = ["pod_counts_starts", "pod_counts_cells", "band_counts", "aligned_rows", "MAX_PIECES", "MAX_BAND_ROWS",
+__all__ = ["pod_counts_starts", "pod_counts_cells", "band_counts", "aligned_rows", "PIECES", "MAX_BAND_ROWS",
            "MAX_BANDS", "BAND_TIME_S"]
 
-# Groups per row, at most, in a band's count model.
-MAX_PIECES = 2
+# Groups per row, at most, in a band's count model: one layout each.
+PIECES = (2, 3)
 # Bands of more rows than this, or layouts of more bands, are not solved (the model grows
 # with rows x groups; bands here hold 4-8 rows).
 MAX_BAND_ROWS = 16
@@ -60,7 +63,7 @@ MAX_ALIGNED = 5
 
 
 def band_counts(problem: GridProblem, groups: list, start: int, size: int, time_limit_s: float = BAND_TIME_S,
-                seed: int = 0) -> tuple[list, np.ndarray] | None:
+                seed: int = 0, pieces: int = 2) -> tuple[list, np.ndarray] | None:
     """The count model of one pod's band (module docstring).
 
     Parameters
@@ -74,6 +77,8 @@ def band_counts(problem: GridProblem, groups: list, start: int, size: int, time_
         CP-SAT deterministic time budget.
     seed : int
         CP-SAT's random seed.
+    pieces : int
+        Groups per row, at most.
 
     Returns
     -------
@@ -91,7 +96,7 @@ def band_counts(problem: GridProblem, groups: list, start: int, size: int, time_
     crossings = []
     for i in range(H):
         m.Add(sum(x[i]) == cap[i])
-        m.Add(sum(used[i]) <= MAX_PIECES)
+        m.Add(sum(used[i]) <= pieces)
         for j in range(n):
             m.Add(x[i][j] <= cap[i] * used[i][j])
             m.Add(x[i][j] >= used[i][j])
@@ -158,7 +163,7 @@ def aligned_rows(counts: np.ndarray, domains: tuple = ()) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
-def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) -> np.ndarray | None:
+def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0, pieces: int = 2) -> np.ndarray | None:
     """Placement ``cells[R, C]``: pods as bands of consecutive stages
     (:func:`~rankmap.placement.pod_strips_layout.pod_bands`), each band's counts by
     :func:`band_counts`, laid by :func:`aligned_rows`; None when a band is too large
@@ -172,6 +177,8 @@ def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) 
         boundaries on whole stages where the pods allow).
     seed : int
         CP-SAT's random seed.
+    pieces : int
+        Groups per stage, at most (:func:`band_counts`).
     """
     bands = pod_bands(problem, aligned)
     C = problem.cols
@@ -183,7 +190,7 @@ def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) 
     for _, groups, start, size in bands:
         key = (start % C, size, tuple(problem.free[g] for g in groups))
         if key not in solved:
-            solved[key] = band_counts(problem, groups, start, size, seed=seed)
+            solved[key] = band_counts(problem, groups, start, size, seed=seed, pieces=pieces)
         if solved[key] is None:
             return None
         rows, band = solved[key]
@@ -194,9 +201,10 @@ def pod_counts_cells(problem: GridProblem, aligned: bool = True, seed: int = 0) 
 
 
 def pod_counts_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:
-    """:func:`pod_counts_cells` with pod boundaries on whole stages where the pods allow;
+    """:func:`pod_counts_cells` with pod boundaries on whole stages where the pods allow, with
+    at most two and at most three groups per stage (:data:`PIECES`);
     only where every stage fits in one ToR group (``C <= max free``) and pods lie above them."""
     if not problem.domains or problem.cols > max(problem.free) or problem.rows < 2:
         return []
-    cells = pod_counts_cells(problem, True, seed)
-    return [] if cells is None else [cells]
+    made = [pod_counts_cells(problem, True, seed, pieces) for pieces in PIECES]
+    return [cells for cells in made if cells is not None]

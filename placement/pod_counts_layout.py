@@ -45,6 +45,7 @@ from ortools.sat.python import cp_model
 from rankmap.placement.cpsat_model import solver_params
 from rankmap.placement.grid_problem import GridProblem
 from rankmap.placement.pod_strips_layout import MAX_POD_GROUPS, pod_bands
+from rankmap.placement.tier_model import piece_crossings
 
 __all__ = ["pod_counts_starts", "pod_counts_cells", "band_counts", "aligned_rows", "PIECES", "MAX_BAND_ROWS",
            "MAX_BANDS", "BAND_TIME_S"]
@@ -155,8 +156,7 @@ def aligned_rows(counts: np.ndarray, domains: tuple = ()) -> np.ndarray:
         best, best_key = None, None
         for order in orders:
             cells = np.repeat(order, row[list(order)])
-            crossings = tuple(int((lv[list(order)] != np.roll(lv[list(order)], 1)).sum()) for lv in levels)
-            key = crossings + (-int((cells == out[-1]).sum()) if out else 0,)
+            key = piece_crossings(order, levels) + (-int((cells == out[-1]).sum()) if out else 0,)
             if best_key is None or key < best_key:
                 best, best_key = cells, key
         out.append(best)

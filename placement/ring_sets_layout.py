@@ -44,7 +44,7 @@ from ortools.sat.python import cp_model
 
 from rankmap.placement.cpsat_model import solver_params, wall_clock_capped
 from rankmap.placement.grid_problem import GridProblem
-from rankmap.placement.tier_model import decode_counts, group_order
+from rankmap.placement.tier_model import decode_counts, group_order, piece_crossings
 
 __all__ = ["ring_sets", "ring_sets_counts", "ring_sets_starts", "span_ring_cells", "MAX_PAIRS", "RING_SETS_TIME_S"]
 
@@ -157,13 +157,19 @@ def ring_sets_counts(problem: GridProblem, sets, span: int = 1) -> np.ndarray:
     return counts[sorted(range(problem.rows), key=lambda r: keys[r])]
 
 
+def _applies(problem: GridProblem) -> bool:
+    """Whether rings need several ToR groups (``C > max free``), there are at least two, a
+    fabric has tiers above them and the model is small (:data:`MAX_PAIRS`)."""
+    return (bool(problem.domains) and problem.rows >= 2 and problem.cols > max(problem.free)
+            and problem.rows * len(problem.free) <= MAX_PAIRS)
+
+
 def ring_sets_starts(problem: GridProblem, seed: int = 0) -> list[np.ndarray]:
     """The ring sets laid as placements ``cells[R, C]`` (:func:`~rankmap.placement.tier_model.decode_counts`:
     each ring's hosts in one order of the groups, plain and snaked); only where rings need
     several ToR groups (``C > max free``), there are at least two rings, a fabric has tiers
     above them and the model is small (:data:`MAX_PAIRS`)."""
-    if (not problem.domains or problem.rows < 2 or problem.cols <= max(problem.free)
-            or problem.rows * len(problem.free) > MAX_PAIRS):
+    if not _applies(problem):
         return []
     sets = ring_sets(problem, seed=seed)
     return [] if sets is None else decode_counts(problem, ring_sets_counts(problem, sets))
@@ -186,8 +192,7 @@ def span_ring_cells(problem: GridProblem, span: int, seed: int = 0) -> np.ndarra
     ndarray or None
         ``cells[R, C]``.
     """
-    if (span <= 1 or problem.cols % span or not problem.domains or problem.rows < 2
-            or problem.cols <= max(problem.free) or problem.rows * len(problem.free) > MAX_PAIRS):
+    if span <= 1 or problem.cols % span or not _applies(problem):
         return None
     sets = ring_sets(problem, seed=seed)
     if sets is None:
@@ -196,8 +201,7 @@ def span_ring_cells(problem: GridProblem, span: int, seed: int = 0) -> np.ndarra
 
     def misfit(order: tuple, row: np.ndarray) -> tuple:
         ends = np.cumsum(row[list(order)])[:-1]
-        crossings = tuple(int((lv[list(order)] != np.roll(lv[list(order)], 1)).sum()) for lv in levels)
-        return crossings + (int((ends % span != 0).sum()),)
+        return piece_crossings(order, levels) + (int((ends % span != 0).sum()),)
 
     cells = []
     for row in ring_sets_counts(problem, sets, span):

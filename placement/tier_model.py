@@ -41,7 +41,7 @@ from ortools.sat.python import cp_model
 from rankmap.placement.cpsat_model import CountVars, solver_params
 from rankmap.placement.grid_problem import GridProblem
 
-__all__ = ["WEIGHT_SCALE", "TierModel", "tier_model_solve", "decode_counts"]
+__all__ = ["WEIGHT_SCALE", "TierModel", "tier_model_solve", "decode_counts", "group_order", "piece_crossings"]
 
 # Tier weights are floats; CP-SAT needs integers. floor(w * scale) / scale <= w keeps the
 # bound valid and loses at most 1/scale of a weight.
@@ -151,6 +151,19 @@ def group_order(problem: GridProblem) -> np.ndarray:
     K = len(problem.free)
     keys = [np.arange(K)] + [np.asarray(d) for d in problem.domains]
     return np.lexsort(keys)
+
+
+def piece_crossings(order, levels: list) -> tuple:
+    """How many times a ring of pieces, one per group of ``order``, changes domain (cyclically)
+    at each level (``levels[L][K]``: each group's domain), in the order of ``levels``.
+
+    Examples
+    --------
+    >>> piece_crossings((0, 1, 2, 3), [np.array([0, 1, 0, 1])]), piece_crossings((0, 2, 1, 3), [np.array([0, 1, 0, 1])])
+    ((4,), (2,))
+    """
+    order = list(order)
+    return tuple(int((lv[order] != np.roll(lv[order], 1)).sum()) for lv in levels)
 
 
 # The problem of the latest decode, its group order and that order repeated per row count: a

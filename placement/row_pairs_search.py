@@ -96,9 +96,10 @@ def repartition(problem: GridProblem, counts: np.ndarray, r: int, q: int) -> np.
     total = (pat != NEITHER) @ avail
     ok = (cap_r >= C) & (cap_q >= C) & (total >= 2 * C) & (in_r.sum(axis=1) <= C) & (in_q.sum(axis=1) <= C)
     ok &= ~(both & (avail < 2)).any(axis=1)
-    cost = _crossings(problem, groups, in_r) + _crossings(problem, groups, in_q)
-    now = _crossings(problem, groups, counts[r, groups][None] > 0)[0] + _crossings(
-        problem, groups, counts[q, groups][None] > 0)[0]
+    # rows r and q under every pattern, then as they are now: one pass over the levels
+    rows = _crossings(problem, groups, np.concatenate([in_r, in_q, counts[[r, q]][:, groups] > 0]))
+    P = pat.shape[0]
+    cost, now = rows[:P] + rows[P:2 * P], rows[2 * P] + rows[2 * P + 1]
     cost = np.where(ok, cost, np.inf)
     best = int(cost.argmin())                                                 # first of the cheapest
     if not cost[best] < now - 1e-9:

@@ -402,7 +402,9 @@ def _search_spans(problem: PlacementProblem, objectives: tuple, time_limit_s: fl
     greedy = np.empty((sp.rows, sp.cols), dtype=np.int64)
     order = np.repeat(np.argsort(-np.asarray(sp.free), kind="stable"), np.sort(sp.free)[::-1])
     greedy.ravel()[:] = order[:sp.rows * sp.cols]  # fill row by row, largest groups first
-    sol, _, _ = search(sp, greedy, objectives=objectives, time_limit_s=time_limit_s, seed=seed, workers=workers)
+    # its bound is not used (the plan's bound is the whole-spans grid's, or the pair-split bound)
+    sol, _, _ = search(sp, greedy, objectives=objectives, time_limit_s=time_limit_s, seed=seed, workers=workers,
+                       with_bound=False)
     return None if sol is None else GridSolution(expand_spans(sol.cells, span), sol.cost, sol.status,
                                                  sol.solve_time_s)
 

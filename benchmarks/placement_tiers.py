@@ -62,13 +62,13 @@ def run_tiered(sizes: list[int], kinds: list[str], time_limit_s: float = 5.0, se
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    """``rows`` of :func:`run_tiered` as CSV at ``path``, written atomically (costs in bytes to the bit)."""
+    """``rows`` of :func:`run_tiered` as CSV at ``path``, written atomically (floats as Python
+    prints them, which read back to the same value: costs in bytes to the bit)."""
     text = io.StringIO()
     w = csv.DictWriter(text, fieldnames=list(rows[0]), lineterminator="\n")
     w.writeheader()
     for r in rows:
-        w.writerow({**r, "cheaper": ";".join(r["cheaper"]), "cost_bytes": repr(r["cost_bytes"]),
-                    "bound_bytes": repr(r["bound_bytes"])})
+        w.writerow({**r, "cheaper": ";".join(r["cheaper"])})
     atomic_write_text(path, text.getvalue())
     print(f"wrote {path}")
 

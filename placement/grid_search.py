@@ -3,8 +3,9 @@
 The steps follow the OR-Tools CP-SAT samples: constructive placements (the greedy
 solution: :mod:`rankmap.placement.snake_layout`, :mod:`rankmap.placement.band_layout`,
 :mod:`rankmap.placement.stage_runs_layout` and the baselines), the lower bounds
-(:mod:`rankmap.placement.lower_bounds`), then the CP-SAT model (:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the
-starts do not already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
+(:mod:`rankmap.placement.lower_bounds`), then the CP-SAT model
+(:mod:`rankmap.placement.cpsat_model`) with the best start as its hint, when the starts do not
+already meet the bound. CP-SAT optimises ``bytes`` or ``spread`` (whichever
 comes first of the objectives, :mod:`rankmap.placement.objectives`); the other
 objectives break ties among the candidates. On fabrics of several tiers the starts also
 include layouts made pods first (:mod:`rankmap.placement.pods_first`) and whole rings in the
@@ -233,11 +234,12 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     def feasible(c: np.ndarray) -> bool:
         return _feasible(problem, c, pins)
 
-    # Several tiers: the pod layouts below start better than the row snake, which never led to
-    # the plan on the benchmark's three-tier instances (12,288 and 100,000 GPUs; it took up to
+    pod_layouts = bool(problem.domains) and not pins
+    # Where the pod layouts below are made they start better than the row snake, which never led
+    # to the plan on the benchmark's three-tier instances (12,288 and 100,000 GPUs; it took up to
     # 3 s there and once led the count search to a worse plan), so it is left out.
-    starts = constructive_starts(problem, greedy, pins.rows, snake=not (problem.domains and not pins)) + list(others)
-    if problem.domains and not pins:
+    starts = constructive_starts(problem, greedy, pins.rows, snake=not pod_layouts) + list(others)
+    if pod_layouts:
         starts += nested_starts(problem) + pod_strips_starts(problem) + pod_counts_starts(problem)
         starts += split_rows_starts(problem)
     candidates = [c for c in starts if feasible(c)]
@@ -247,7 +249,7 @@ def _search_tiers(problem: GridProblem, greedy: np.ndarray, key: Callable, pins:
     if exact is not None:
         return (GridSolution(exact, grid_cost(problem, exact), SolverStatus.OPTIMAL, 0.0),
                 tier_cost(problem, exact), "exhaustive")
-    if problem.domains and not pins:
+    if pod_layouts:
         pod_problem = level_problem(problem, 1)
         pods_first = [c for c in pods_first_starts(problem, pod_problem, key, CLASSIC_FILLS) if feasible(c)]
         # banded fills and split pairs: one more count search each, never displacing the above
@@ -325,8 +327,9 @@ def _search_levels(problem: GridProblem, candidates: list, pods_first: list, pai
     if with_bound or joint_model:     # the joint model runs only where the bound leaves a gap
         bound, how = tier_bound_method(problem, 0)
         method = "analytic" + _method_tail(how)
-        if split_rows_tier_bound(problem) > bound:  # rankmap.placement.split_rows_bound
-            bound, method = split_rows_tier_bound(problem), "analytic + band + crossing count + split rows, per tier"
+        split = split_rows_tier_bound(problem)  # rankmap.placement.split_rows_bound
+        if split > bound:
+            bound, method = split, "analytic + band + crossing count + split rows, per tier"
     else:
         bound, method = 0.0, "not computed"
     if tier_cost(problem, best) > bound + 1e-9 and joint_model:
